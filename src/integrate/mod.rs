@@ -1,0 +1,233 @@
+//! Integration on the sphere over `ode_solvers`, sample by sample.
+//!
+//! A [`Problem`] is a [`Dynamics`] (the vector field and how to read order parameters off a
+//! state), an initial state and an output grid t_i = t_end i / (samples - 1). [`solve`] takes a
+//! problem, a [`Method`] and observers and returns a [`Solution`] whose [`Status`] says how the
+//! run ended.
+//!
+//! `ode_solvers` 0.6 cannot change the state during a run and keeps every output point in
+//! memory. So the run is integrated one output interval at a time: after each interval the
+//! state is projected back onto its manifold (every token onto the unit sphere), the observers
+//! see the sample, and the last step size is handed to the next interval. Within an interval
+//! the solver is restarted every few steps so that its list of steps never holds more than a
+//! bounded number of states; memory is O(state) whatever the number of samples or steps.
+
+mod stepper;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::observe::{Observer, OrderParameters, RunInfo, Sample};
+
+/// A system of autonomous ODEs y' = F(y) whose states carry tokens.
+pub trait Dynamics {
+    /// Number of real unknowns.
+    fn dimension(&self) -> usize;
+    /// Writes F(y) into `dy`.
+    fn rhs(&self, y: &[f64], dy: &mut [f64]);
+    /// Pulls `y` back onto the model's manifold (e.g. every token onto the unit sphere) and
+    /// returns how far it was off before (max | |x_k| - 1 |); 0 when there is nothing to do.
+    fn project(&self, _y: &mut [f64]) -> f64 {
+        0.0
+    }
+    /// Order parameters of a state.
+    fn order_parameters(&self, y: &[f64]) -> OrderParameters;
+    /// The tokens (n x d row-major) of a state, when the model carries them.
+    fn tokens<'a>(&self, y: &'a [f64]) -> Option<Cow<'a, [f64]>>;
+}
+
+/// An initial-value problem with its output grid.
+pub struct Problem<'a> {
+    /// The vector field.
+    pub dynamics: &'a dyn Dynamics,
+    /// State at t = 0.
+    pub initial_state: Vec<f64>,
+    /// Final time (> 0).
+    pub t_end: f64,
+    /// Number of output samples including t = 0 (>= 2).
+    pub samples: usize,
+}
+
+impl Problem<'_> {
+    /// The time of output sample `i`.
+    pub fn sample_time(&self, i: usize) -> f64 {
+        if i + 1 == self.samples {
+            self.t_end
+        } else {
+            self.t_end * i as f64 / (self.samples - 1) as f64
+        }
+    }
+}
+
+/// The integration method and its settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Method {
+    /// Dormand–Prince 8(5,3), adaptive.
+    Dop853 { rtol: f64, atol: f64 },
+    /// Dormand–Prince 5(4), adaptive.
+    Dopri5 { rtol: f64, atol: f64 },
+    /// Classical Runge–Kutta 4 with the largest step <= dt that divides each output interval.
+    Rk4 { dt: f64 },
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Status {
+    /// Reached t_end.
+    Success,
+    /// The state or the field became non-finite (overflow) near time `t`.
+    NonFinite { t: f64 },
+    /// The adaptive step size fell below round-off at time `t`.
+    StepSizeUnderflow { t: f64 },
+}
+
+impl Status {
+    /// Whether the run reached t_end.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Status::Success)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Status::Success => write!(f, "success"),
+            Status::NonFinite { t } => write!(
+                f,
+                "the state became non-finite (overflow) at t = {t}; lower beta or the weights' scale"
+            ),
+            Status::StepSizeUnderflow { t } => write!(
+                f,
+                "the step size fell below round-off at t = {t} (the flow is too stiff or blows up there)"
+            ),
+        }
+    }
+}
+
+/// The result of [`solve`].
+#[derive(Debug, Clone)]
+pub struct Solution {
+    /// How the run ended.
+    pub status: Status,
+    /// Output samples handed to the observers.
+    pub samples: usize,
+    /// Time of the last sample handed to the observers.
+    pub t_last: f64,
+    /// Evaluations of the vector field.
+    pub rhs_evals: u64,
+    /// Accepted steps.
+    pub accepted_steps: u64,
+    /// Rejected steps.
+    pub rejected_steps: u64,
+    /// max over the output samples of how far the state was off its manifold before
+    /// projection (for the full model: max_k | |x_k| - 1 |).
+    pub norm_drift_max: f64,
+    /// State at the last sample.
+    pub final_state: Vec<f64>,
+    /// Wall time of the integration, observers included.
+    pub wall: Duration,
+}
+
+/// Integrates `problem` with `method`, calling the observers at every output sample.
+///
+/// Returns an error only when an observer fails (I/O); a run that fails numerically returns a
+/// [`Solution`] with a [`Status`] other than success and the samples up to the failure.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use tokdyn::integrate::{solve, Dynamics, Method, Problem};
+/// use tokdyn::observe::{OrderParameters, OrderSeries};
+/// use num_complex::Complex64;
+///
+/// /// y' = -y, whose "order parameter" is y itself.
+/// struct Decay;
+/// impl Dynamics for Decay {
+///     fn dimension(&self) -> usize { 1 }
+///     fn rhs(&self, y: &[f64], dy: &mut [f64]) { dy[0] = -y[0] }
+///     fn order_parameters(&self, y: &[f64]) -> OrderParameters {
+///         OrderParameters::from_r2(Complex64::new(y[0], 0.0))
+///     }
+///     fn tokens<'a>(&self, _y: &'a [f64]) -> Option<Cow<'a, [f64]>> { None }
+/// }
+/// let problem = Problem { dynamics: &Decay, initial_state: vec![1.0], t_end: 2.0, samples: 5 };
+/// let mut series = OrderSeries::new();
+/// let method = Method::Dop853 { rtol: 1e-12, atol: 1e-14 };
+/// let solution = solve(&problem, method, &mut [&mut series]).unwrap();
+/// assert!(solution.status.is_success());
+/// assert!((series.r2[4].re - (-2.0f64).exp()).abs() < 1e-11);
+/// ```
+pub fn solve(
+    problem: &Problem<'_>,
+    method: Method,
+    observers: &mut [&mut dyn Observer],
+) -> io::Result<Solution> {
+    let started = Instant::now();
+    let dynamics = problem.dynamics;
+    let want_tokens = observers.iter().any(|o| o.wants_tokens());
+    let mut y = problem.initial_state.clone();
+    let mut drift_max = dynamics.project(&mut y);
+    let info = RunInfo {
+        samples: problem.samples,
+        t_end: problem.t_end,
+    };
+    for o in observers.iter_mut() {
+        o.start(&info)?;
+    }
+    let mut stepper = stepper::Stepper::new(dynamics, method);
+    let mut status = Status::Success;
+    let mut samples = 0;
+    let mut t_last = 0.0;
+    for i in 0..problem.samples {
+        let t = problem.sample_time(i);
+        if i > 0 {
+            if let Err(failure) = stepper.advance(&mut y, t_last, t) {
+                status = failure;
+                break;
+            }
+            if y.iter().any(|v| !v.is_finite()) {
+                status = Status::NonFinite { t };
+                break;
+            }
+            drift_max = drift_max.max(dynamics.project(&mut y));
+        }
+        let order = dynamics.order_parameters(&y);
+        if !(order.r2.re.is_finite() && order.r2.im.is_finite() && order.nematic.is_finite()) {
+            status = Status::NonFinite { t };
+            break;
+        }
+        let tokens = if want_tokens {
+            dynamics.tokens(&y)
+        } else {
+            None
+        };
+        let sample = Sample {
+            index: i,
+            t,
+            state: &y,
+            order: &order,
+            tokens: tokens.as_deref(),
+        };
+        for o in observers.iter_mut() {
+            o.sample(&sample)?;
+        }
+        samples += 1;
+        t_last = t;
+    }
+    for o in observers.iter_mut() {
+        o.finish()?;
+    }
+    let counts = stepper.counts();
+    Ok(Solution {
+        status,
+        samples,
+        t_last,
+        rhs_evals: counts.rhs_evals,
+        accepted_steps: counts.accepted,
+        rejected_steps: counts.rejected,
+        norm_drift_max: drift_max,
+        final_state: y,
+        wall: started.elapsed(),
+    })
+}

@@ -1,0 +1,43 @@
+//! # tokdyn: dynamics of transformer tokens on the sphere
+//!
+//! A deep encoder-only transformer at inference time moves its tokens like interacting
+//! particles on the unit sphere S^{d-1}:
+//!
+//! ```text
+//! x_k' = P_k ( (1/n) sum_j h(beta <x_k, A x_j>) V x_j ),   P_k y = y - <x_k, y> x_k.
+//! ```
+//!
+//! The crate is organised the way the data flows:
+//!
+//! - [`scenario`]: the scenario file (TOML) as checked types;
+//! - [`model`]: attention kernels and the sphere vector field ([`model::SphereField`]);
+//! - [`reduced`]: the d = 2 LSA reductions (phase model, Watanabe–Strogatz, Ott–Antonsen);
+//! - [`simulation`]: a scenario and a model choice become a problem;
+//! - [`integrate`]: `solve(problem, method, observers) -> Solution` over `ode_solvers`;
+//! - [`observe`]: order parameters and observers (series, progress);
+//! - [`classify`]: labels of the long-term behaviour;
+//! - [`output`]: atomic output folders and file writers;
+//! - [`run`], [`compare`]: the commands, as library functions.
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use tokdyn::{run::{run, RunOptions}, scenario::Scenario};
+//! let scenario = Scenario::load(Path::new("scenarios/case1-clustering.toml"), &[]).unwrap();
+//! let report = run(&scenario, &RunOptions::default()).unwrap();
+//! println!("{}", report.summary.label);
+//! ```
+
+pub mod classify;
+pub mod compare;
+pub mod error;
+pub mod integrate;
+pub mod model;
+pub mod observe;
+pub mod output;
+pub mod parallel;
+pub mod reduced;
+pub mod run;
+pub mod scenario;
+pub mod simulation;
+
+pub use error::Error;

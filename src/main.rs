@@ -1,0 +1,122 @@
+//! The `tokdyn` command line: parse, run, report, map errors to exit codes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tokdyn::run::RunOptions;
+use tokdyn::scenario::Scenario;
+use tokdyn::Error;
+
+#[derive(Parser)]
+#[command(name = "tokdyn", version, about = "Dynamics of transformer tokens on the sphere")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Simulate one scenario and label its long-term behaviour.
+    Run {
+        scenario: PathBuf,
+        /// Output folder [default: output/<name>/].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Model to integrate (overrides run.model).
+        #[arg(long, value_parser = ["full", "phase", "ws", "oa"])]
+        model: Option<String>,
+        /// Override a scenario key, e.g. params.v11=0.3 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
+    /// Run full, phase, ws and oa side by side (d = 2, lsa).
+    Compare {
+        scenario: PathBuf,
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error (a bug in tokdyn, please report it): {info}");
+        std::process::exit(1);
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            print!("{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("error: bad command line"));
+            return ExitCode::from(2);
+        }
+    };
+    match execute(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn options(out: Option<PathBuf>) -> RunOptions {
+    RunOptions {
+        out,
+        progress: true,
+        command_line: std::env::args().collect(),
+    }
+}
+
+fn execute(command: Command) -> Result<(), Error> {
+    match command {
+        Command::Run {
+            scenario,
+            out,
+            model,
+            mut sets,
+        } => {
+            if let Some(m) = model {
+                sets.push(format!("run.model={m}"));
+            }
+            let scenario = Scenario::load(&scenario, &sets)?;
+            let report = tokdyn::run::run(&scenario, &options(out))?;
+            let s = &report.summary;
+            println!(
+                "{}: {} ({}) in {:.2} s, {} field evaluations -> {}",
+                s.name,
+                s.label,
+                s.label_reason,
+                s.wall_seconds,
+                s.rhs_evals,
+                report.dir.display()
+            );
+            if let (Some(expect), Some(false)) = (&s.expect, s.expect_met) {
+                println!("expected {expect}, got {}", s.label);
+            }
+        }
+        Command::Compare {
+            scenario,
+            out,
+            sets,
+        } => {
+            let scenario = Scenario::load(&scenario, &sets)?;
+            let report = tokdyn::compare::compare(&scenario, &options(out))?;
+            println!("{:<6} {:>9} {:>10} {:>12}", "model", "unknowns", "seconds", "max |dR2|");
+            for r in &report.rows {
+                println!(
+                    "{:<6} {:>9} {:>10.4} {:>12.3e}",
+                    r.model, r.unknowns, r.seconds, r.max_dr2
+                );
+            }
+            println!("-> {}", report.dir.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,477 @@
+//! The sphere vector field of the full model.
+//!
+//! ```text
+//! x_k' = P_k f_k,   f_k = sum_heads (1/n) sum_j h(beta <x_k, A x_j>) V x_j,   P_k y = y - <x_k, y> x_k
+//! ```
+//!
+//! The field is evaluated at the normalised tokens x_k / |x_k| (SPEC section 1): off the sphere
+//! the plain projection makes the sphere repelling wherever <x_k, f_k> < 0, and round-off
+//! would grow exponentially. With the normalised point, the derivative is tangent to the sphere
+//! through x_k, so |x_k| is constant under the exact flow of the numerical field too.
+//!
+//! Costs per evaluation:
+//! - `lsa`: (1/n) sum_j <x_k, A x_j> V x_j = V S A^T x_k with the moment matrix
+//!   S = (1/n) sum_j x_j x_j^T, so O(n d^2) work and O(d^2) extra memory.
+//! - `usa`, `sa`: O(n^2 d) work, token by token in parallel, never an n x n matrix:
+//!   q_k = beta A^T x_k and u_j = V x_j are formed once (O(n d) memory), then
+//!   f_k = (1/n) sum_j exp(<q_k, x_j>) u_j, or for `sa` the weights exp(<q_k, x_j> - m_k)
+//!   divided by their sum (m_k = max_j <q_k, x_j> keeps the exponentials finite).
+//!
+//! Sums over tokens use fixed chunks ([`crate::parallel`]), so the field is bit-identical for
+//! any number of threads.
+
+use std::borrow::Cow;
+use std::sync::Mutex;
+
+use nalgebra::DMatrix;
+use rayon::prelude::*;
+
+use super::{Attention, Kernel};
+use crate::integrate::Dynamics;
+use crate::observe::{order_parameters, OrderParameters};
+use crate::parallel::{chunk_count, chunked_sum, TOKENS_PER_CHUNK};
+
+/// Buffers reused from one evaluation to the next (the field is the hot path: no allocation).
+struct Scratch {
+    /// x_k / |x_k|, n x d row-major.
+    unit: Vec<f64>,
+    /// Per-chunk partial moment sums (upper triangle of S), `lsa` only.
+    partials: Vec<f64>,
+    /// Upper triangle of n S, `lsa` only.
+    upper: Vec<f64>,
+    /// The moment matrix S (d x d), `lsa` only.
+    moment: DMatrix<f64>,
+    /// A S (d x d), `lsa` only.
+    a_s: DMatrix<f64>,
+    /// beta A S V^T summed over heads: column a is row a of M = beta V S A^T, `lsa` only.
+    m_transposed: DMatrix<f64>,
+    /// One head's contribution to M^T, `lsa` only.
+    head_term: DMatrix<f64>,
+    /// q_k = beta A^T x_k, n x d, `usa`/`sa` only.
+    query: Vec<f64>,
+    /// u_j = V x_j, n x d, `usa`/`sa` only.
+    value: Vec<f64>,
+    /// One head's field before projection, n x d, `usa`/`sa` with several heads only.
+    head_field: Vec<f64>,
+}
+
+/// The vector field of the full model for n tokens in d dimensions.
+///
+/// ```
+/// use nalgebra::DMatrix;
+/// use tokdyn::model::{Attention, Head, Kernel, SphereField};
+/// let head = Head { a: DMatrix::identity(2, 2), v: DMatrix::identity(2, 2) };
+/// let field = SphereField::new(Attention::new(Kernel::Lsa, 1.0, vec![head]), 2);
+/// // Two tokens at angles 0 and pi/2: with A = V = I, S = I/2 and f_k = x_k / 2 is radial,
+/// // so the projected field vanishes.
+/// let x = [1.0, 0.0, 0.0, 1.0];
+/// let mut dx = [9.0; 4];
+/// field.eval(&x, &mut dx);
+/// assert!(dx.iter().all(|v| v.abs() < 1e-15));
+/// ```
+pub struct SphereField {
+    attention: Attention,
+    /// V^T for each head (so that V x is a run of column dot products).
+    values_transposed: Vec<DMatrix<f64>>,
+    n: usize,
+    d: usize,
+    scratch: Mutex<Scratch>,
+}
+
+impl SphereField {
+    /// Prepares the field of `attention` for `n` tokens (allocates all scratch once).
+    pub fn new(attention: Attention, n: usize) -> Self {
+        let d = attention.d();
+        let lsa = attention.kernel == Kernel::Lsa;
+        let pairwise = if lsa { 0 } else { n * d };
+        let several_heads = attention.heads.len() > 1;
+        let small = if lsa { d } else { 0 };
+        let scratch = Scratch {
+            unit: vec![0.0; n * d],
+            partials: vec![0.0; if lsa { upper_len(d) * chunk_count(n) } else { 0 }],
+            upper: vec![0.0; if lsa { upper_len(d) } else { 0 }],
+            moment: DMatrix::zeros(small, small),
+            a_s: DMatrix::zeros(small, small),
+            m_transposed: DMatrix::zeros(small, small),
+            head_term: DMatrix::zeros(small, small),
+            query: vec![0.0; pairwise],
+            value: vec![0.0; pairwise],
+            head_field: vec![0.0; if several_heads { pairwise } else { 0 }],
+        };
+        let values_transposed = attention.heads.iter().map(|h| h.v.transpose()).collect();
+        SphereField {
+            attention,
+            values_transposed,
+            n,
+            d,
+            scratch: Mutex::new(scratch),
+        }
+    }
+
+    /// Number of tokens.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Dimension of the token space.
+    pub fn d(&self) -> usize {
+        self.d
+    }
+
+    /// The attention weights this field was built from.
+    pub fn attention(&self) -> &Attention {
+        &self.attention
+    }
+
+    /// Bytes of scratch memory held beside the state.
+    pub fn scratch_bytes(n: usize, d: usize, kernel: Kernel, heads: usize) -> usize {
+        let per_token = match kernel {
+            Kernel::Lsa => d,
+            _ => d * (3 + usize::from(heads > 1)),
+        };
+        n.saturating_mul(per_token).saturating_mul(8)
+    }
+
+    /// Writes x' into `dx` for the tokens `x` (n x d row-major; rows need not be exactly unit).
+    pub fn eval(&self, x: &[f64], dx: &mut [f64]) {
+        let d = self.d;
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let scratch = &mut *guard;
+        normalise_rows(x, &mut scratch.unit, d);
+        match self.attention.kernel {
+            Kernel::Lsa => self.linear_field(scratch, dx),
+            Kernel::Usa | Kernel::Sa => self.pairwise_field(scratch, dx),
+        }
+        project_rows(&scratch.unit, dx, d);
+    }
+
+    /// f_k = M x_k with M = beta sum_heads V S A^T.
+    fn linear_field(&self, s: &mut Scratch, dx: &mut [f64]) {
+        let d = self.d;
+        let width = upper_len(d);
+        chunked_sum(&s.unit, d, width, &mut s.partials, &mut s.upper, |rows, acc| {
+            for x in rows.chunks_exact(d) {
+                let mut idx = 0;
+                for a in 0..d {
+                    let xa = x[a];
+                    for xb in &x[a..] {
+                        acc[idx] += xa * xb;
+                        idx += 1;
+                    }
+                }
+            }
+        });
+        let inv_n = 1.0 / self.n as f64;
+        let mut idx = 0;
+        for a in 0..d {
+            for b in a..d {
+                let v = s.upper[idx] * inv_n;
+                s.moment[(a, b)] = v;
+                s.moment[(b, a)] = v;
+                idx += 1;
+            }
+        }
+        // M^T = beta sum_heads A S V^T; its column a (contiguous) is row a of M.
+        s.m_transposed.fill(0.0);
+        for (head, vt) in self.attention.heads.iter().zip(&self.values_transposed) {
+            s.a_s.gemm(1.0, &head.a, &s.moment, 0.0);
+            s.head_term.gemm(self.attention.beta, &s.a_s, vt, 0.0);
+            s.m_transposed += &s.head_term;
+        }
+        let m_rows = s.m_transposed.as_slice();
+        dx.par_chunks_mut(TOKENS_PER_CHUNK * d)
+            .zip(s.unit.par_chunks(TOKENS_PER_CHUNK * d))
+            .for_each(|(out, unit)| {
+                for (f, x) in out.chunks_exact_mut(d).zip(unit.chunks_exact(d)) {
+                    for (a, fa) in f.iter_mut().enumerate() {
+                        *fa = dot(&m_rows[a * d..(a + 1) * d], x);
+                    }
+                }
+            });
+    }
+
+    /// f_k = sum_heads (1/n) sum_j exp(<q_k, x_j>) u_j (`usa`) or the softmax-weighted mean (`sa`).
+    fn pairwise_field(&self, s: &mut Scratch, dx: &mut [f64]) {
+        let d = self.d;
+        let beta = self.attention.beta;
+        let several_heads = self.attention.heads.len() > 1;
+        if several_heads {
+            dx.fill(0.0);
+        }
+        for (head, vt) in self.attention.heads.iter().zip(&self.values_transposed) {
+            let a = head.a.as_slice();
+            let vt = vt.as_slice();
+            s.query
+                .par_chunks_mut(TOKENS_PER_CHUNK * d)
+                .zip(s.value.par_chunks_mut(TOKENS_PER_CHUNK * d))
+                .zip(s.unit.par_chunks(TOKENS_PER_CHUNK * d))
+                .for_each(|((q, u), x)| {
+                    for ((q, u), x) in q
+                        .chunks_exact_mut(d)
+                        .zip(u.chunks_exact_mut(d))
+                        .zip(x.chunks_exact(d))
+                    {
+                        for c in 0..d {
+                            // (A^T x)_c = column c of A (column-major) . x; (V x)_c = column c of V^T . x
+                            q[c] = beta * dot(&a[c * d..(c + 1) * d], x);
+                            u[c] = dot(&vt[c * d..(c + 1) * d], x);
+                        }
+                    }
+                });
+            let target: &mut [f64] = if several_heads { &mut s.head_field } else { dx };
+            let (unit, query, value) = (&s.unit, &s.query, &s.value);
+            let softmax = self.attention.kernel == Kernel::Sa;
+            let inv_n = 1.0 / self.n as f64;
+            target
+                .par_chunks_mut(d)
+                .zip(query.par_chunks(d))
+                .with_min_len(16)
+                .for_each(|(f, q)| {
+                    if softmax {
+                        softmax_mean(q, unit, value, f);
+                    } else {
+                        exp_weighted_sum(q, unit, value, f);
+                        f.iter_mut().for_each(|v| *v *= inv_n);
+                    }
+                });
+            if several_heads {
+                dx.iter_mut().zip(&s.head_field).for_each(|(o, h)| *o += h);
+            }
+        }
+    }
+}
+
+impl Dynamics for SphereField {
+    fn dimension(&self) -> usize {
+        self.n * self.d
+    }
+
+    fn rhs(&self, y: &[f64], dy: &mut [f64]) {
+        self.eval(y, dy);
+    }
+
+    /// x_k <- x_k / |x_k|; returns max_k | |x_k| - 1 | before.
+    fn project(&self, y: &mut [f64]) -> f64 {
+        let d = self.d;
+        y.par_chunks_mut(TOKENS_PER_CHUNK * d)
+            .map(|chunk| {
+                let mut drift: f64 = 0.0;
+                for x in chunk.chunks_exact_mut(d) {
+                    let r = dot(x, x).sqrt();
+                    drift = drift.max((r - 1.0).abs());
+                    x.iter_mut().for_each(|v| *v /= r);
+                }
+                drift
+            })
+            .reduce(|| 0.0, f64::max)
+    }
+
+    fn order_parameters(&self, y: &[f64]) -> OrderParameters {
+        order_parameters(y, self.d)
+    }
+
+    fn tokens<'a>(&self, y: &'a [f64]) -> Option<Cow<'a, [f64]>> {
+        Some(Cow::Borrowed(y))
+    }
+}
+
+/// f = sum_j exp(<q, x_j>) u_j.
+fn exp_weighted_sum(q: &[f64], unit: &[f64], value: &[f64], f: &mut [f64]) {
+    f.fill(0.0);
+    if q.len() == 2 {
+        let (q0, q1) = (q[0], q[1]);
+        let (mut f0, mut f1) = (0.0, 0.0);
+        for (x, u) in unit.chunks_exact(2).zip(value.chunks_exact(2)) {
+            let w = (q0 * x[0] + q1 * x[1]).exp();
+            f0 += w * u[0];
+            f1 += w * u[1];
+        }
+        f[0] = f0;
+        f[1] = f1;
+        return;
+    }
+    let d = q.len();
+    for (x, u) in unit.chunks_exact(d).zip(value.chunks_exact(d)) {
+        let w = dot(q, x).exp();
+        f.iter_mut().zip(u).for_each(|(fa, ua)| *fa += w * ua);
+    }
+}
+
+/// f = sum_j softmax_j(<q, x_j>) u_j, with the maximum subtracted before exponentiating.
+fn softmax_mean(q: &[f64], unit: &[f64], value: &[f64], f: &mut [f64]) {
+    let d = q.len();
+    let m = unit
+        .chunks_exact(d)
+        .map(|x| dot(q, x))
+        .fold(f64::NEG_INFINITY, f64::max);
+    f.fill(0.0);
+    let mut total = 0.0;
+    for (x, u) in unit.chunks_exact(d).zip(value.chunks_exact(d)) {
+        let w = (dot(q, x) - m).exp();
+        total += w;
+        f.iter_mut().zip(u).for_each(|(fa, ua)| *fa += w * ua);
+    }
+    f.iter_mut().for_each(|v| *v /= total);
+}
+
+/// Number of entries in the upper triangle of a d x d matrix.
+fn upper_len(d: usize) -> usize {
+    d * (d + 1) / 2
+}
+
+#[inline]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// unit_k = x_k / |x_k|.
+fn normalise_rows(x: &[f64], unit: &mut [f64], d: usize) {
+    unit.par_chunks_mut(TOKENS_PER_CHUNK * d)
+        .zip(x.par_chunks(TOKENS_PER_CHUNK * d))
+        .for_each(|(u, x)| {
+            for (u, x) in u.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                let inv = 1.0 / dot(x, x).sqrt();
+                u.iter_mut().zip(x).for_each(|(ua, xa)| *ua = xa * inv);
+            }
+        });
+}
+
+/// f_k <- f_k - <x_k, f_k> x_k.
+fn project_rows(unit: &[f64], f: &mut [f64], d: usize) {
+    f.par_chunks_mut(TOKENS_PER_CHUNK * d)
+        .zip(unit.par_chunks(TOKENS_PER_CHUNK * d))
+        .for_each(|(f, x)| {
+            for (f, x) in f.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                let radial = dot(x, f);
+                f.iter_mut().zip(x).for_each(|(fa, xa)| *fa -= radial * xa);
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Head;
+
+    fn random_matrix(d: usize, seed: u64) -> DMatrix<f64> {
+        // A small deterministic generator is enough for test matrices.
+        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        DMatrix::from_fn(d, d, |_, _| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+    }
+
+    fn random_tokens(n: usize, d: usize, seed: u64) -> Vec<f64> {
+        let m = random_matrix(n.max(d), seed);
+        let mut x: Vec<f64> = m.as_slice()[..n * d].to_vec();
+        for row in x.chunks_exact_mut(d) {
+            let r = dot(row, row).sqrt();
+            row.iter_mut().for_each(|v| *v /= r);
+        }
+        x
+    }
+
+    /// The formula of SPEC section 1, written out pair by pair.
+    fn direct_field(att: &Attention, x: &[f64], d: usize) -> Vec<f64> {
+        let n = x.len() / d;
+        let mut out = vec![0.0; n * d];
+        for head in &att.heads {
+            for k in 0..n {
+                let xk = nalgebra::DVector::from_column_slice(&x[k * d..(k + 1) * d]);
+                let mut f = nalgebra::DVector::zeros(d);
+                let mut weights = Vec::new();
+                for j in 0..n {
+                    let xj = nalgebra::DVector::from_column_slice(&x[j * d..(j + 1) * d]);
+                    let y = att.beta * xk.dot(&(&head.a * &xj));
+                    weights.push(match att.kernel {
+                        Kernel::Lsa => y,
+                        _ => y.exp(),
+                    });
+                }
+                let total: f64 = weights.iter().sum();
+                for (j, w) in weights.iter().enumerate() {
+                    let xj = nalgebra::DVector::from_column_slice(&x[j * d..(j + 1) * d]);
+                    let scale = match att.kernel {
+                        Kernel::Sa => w / total,
+                        _ => w / n as f64,
+                    };
+                    f += &head.v * xj * scale;
+                }
+                for c in 0..d {
+                    out[k * d + c] += f[c];
+                }
+            }
+        }
+        for k in 0..n {
+            let xk = &x[k * d..(k + 1) * d];
+            let fk = out[k * d..(k + 1) * d].to_vec();
+            let radial = dot(xk, &fk);
+            for c in 0..d {
+                out[k * d + c] = fk[c] - radial * xk[c];
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_kernel_matches_the_pairwise_formula() {
+        for kernel in [Kernel::Lsa, Kernel::Usa, Kernel::Sa] {
+            for (d, heads) in [(2, 1), (3, 2), (5, 1)] {
+                let n = 37;
+                let att = Attention::new(
+                    kernel,
+                    0.7,
+                    (0..heads)
+                        .map(|h| Head {
+                            a: random_matrix(d, 10 + h as u64),
+                            v: random_matrix(d, 20 + h as u64),
+                        })
+                        .collect(),
+                );
+                let x = random_tokens(n, d, 5);
+                let field = SphereField::new(att.clone(), n);
+                let mut dx = vec![0.0; n * d];
+                field.eval(&x, &mut dx);
+                let expected = direct_field(&att, &x, d);
+                for (a, b) in dx.iter().zip(&expected) {
+                    assert!((a - b).abs() < 1e-12, "{kernel:?} d={d}: {a} vs {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn field_is_tangent_and_lsa_is_odd_in_each_token() {
+        let d = 3;
+        let n = 11;
+        let att = Attention::new(
+            Kernel::Lsa,
+            1.3,
+            vec![Head {
+                a: random_matrix(d, 1),
+                v: random_matrix(d, 2),
+            }],
+        );
+        let field = SphereField::new(att, n);
+        let x = random_tokens(n, d, 9);
+        let mut dx = vec![0.0; n * d];
+        field.eval(&x, &mut dx);
+        for (f, xk) in dx.chunks_exact(d).zip(x.chunks_exact(d)) {
+            assert!(dot(f, xk).abs() < 1e-14);
+        }
+        // Flip token 4 to its antipode: its velocity flips, the others do not change.
+        let mut flipped = x.clone();
+        flipped[4 * d..5 * d].iter_mut().for_each(|v| *v = -*v);
+        let mut dy = vec![0.0; n * d];
+        field.eval(&flipped, &mut dy);
+        for k in 0..n {
+            let sign = if k == 4 { -1.0 } else { 1.0 };
+            for c in 0..d {
+                assert!((dy[k * d + c] - sign * dx[k * d + c]).abs() < 1e-14);
+            }
+        }
+    }
+}

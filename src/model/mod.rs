@@ -1,0 +1,29 @@
+//! The full particle system on the sphere.
+//!
+//! Tokens x_1..x_n on S^{d-1} move by
+//!
+//! ```text
+//! x_k' = P_k ( sum_heads (1/n) sum_j h(beta <x_k, A x_j>) V x_j ),   P_k y = y - <x_k, y> x_k
+//! ```
+//!
+//! with h(y) = y (linear self-attention, [`Kernel::Lsa`]), h(y) = exp(y) (unnormalised softmax,
+//! [`Kernel::Usa`]), or the normalised softmax weights exp(beta <x_k, A x_j>) / sum_l exp(beta
+//! <x_k, A x_l>) without the 1/n ([`Kernel::Sa`]). [`attention`] holds the weights,
+//! [`field`] evaluates the vector field.
+
+pub mod attention;
+pub mod field;
+
+pub use attention::{Attention, Head};
+pub use field::SphereField;
+
+/// The attention kernel h.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// Linear self-attention, h(y) = y (`lsa`).
+    Lsa,
+    /// Unnormalised softmax, h(y) = exp(y) (`usa`).
+    Usa,
+    /// Softmax normalised over the tokens j, without the 1/n (`sa`).
+    Sa,
+}

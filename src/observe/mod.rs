@@ -1,0 +1,59 @@
+//! Observers: what the integrator reports at each output sample.
+//!
+//! The integrator calls [`Observer::sample`] once per output sample with a [`Sample`]: the time,
+//! the state, its [`OrderParameters`] and, when some observer asked for them, the tokens.
+//! Writers, series recorders and progress reporting are observers; every hook defaults to
+//! doing nothing.
+
+pub mod order;
+pub mod progress;
+pub mod series;
+
+pub use order::{order_parameter_r2, order_parameters, principal_arg, OrderParameters};
+pub use progress::Progress;
+pub use series::OrderSeries;
+
+use std::io;
+
+/// One output sample, as handed to observers.
+pub struct Sample<'a> {
+    /// Index of the sample, 0 for t = 0.
+    pub index: usize,
+    /// The time.
+    pub t: f64,
+    /// The model's state vector.
+    pub state: &'a [f64],
+    /// Order parameters of the state.
+    pub order: &'a OrderParameters,
+    /// Tokens n x d row-major, when the model has them and an observer wants them.
+    pub tokens: Option<&'a [f64]>,
+}
+
+/// What a run tells its observers before the first sample.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    /// Number of output samples.
+    pub samples: usize,
+    /// Final time.
+    pub t_end: f64,
+}
+
+/// Something the integrator calls at the start, at every output sample and at the end.
+pub trait Observer {
+    /// Whether [`Sample::tokens`] should be filled in (it costs O(n d) for reduced models).
+    fn wants_tokens(&self) -> bool {
+        false
+    }
+    /// Called once before the first sample.
+    fn start(&mut self, _info: &RunInfo) -> io::Result<()> {
+        Ok(())
+    }
+    /// Called at every output sample, t = 0 included.
+    fn sample(&mut self, _sample: &Sample<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    /// Called once after the last sample (also after a failed run).
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,214 @@
+//! Order parameters of a token configuration (SPEC section 3).
+//!
+//! ```text
+//! R2 = (1/n) sum_k e^{2 i t_k}        t_k = angle of (x_k1, x_k2); a token on the axis counts as t = 0
+//! R1 = |(1/n) sum_k x_k|              one cluster (R1 -> 1) or two antipodal ones (R1 -> 0)
+//! s  = (d lambda_max(S) - 1)/(d - 1)  nematic order, S = (1/n) sum_k x_k x_k^T; s = |R2| when d = 2
+//! ```
+//!
+//! e^{2 i t} is formed without trigonometry: for (x1, x2) = r (cos t, sin t),
+//! e^{2 i t} = (x1^2 - x2^2 + 2 i x1 x2) / r^2.
+
+use nalgebra::{DMatrix, SymmetricEigen};
+use num_complex::Complex64;
+
+use crate::parallel::{chunk_count, chunked_sum};
+
+/// The order parameters of one sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderParameters {
+    /// R2 = (1/n) sum e^{2 i t_k}.
+    pub r2: Complex64,
+    /// R1 = |(1/n) sum x_k|; `None` for models that do not carry the tokens' signs (`oa`).
+    pub r1: Option<f64>,
+    /// Nematic order s in [0, 1].
+    pub nematic: f64,
+    /// Leading eigenvector of S (the cluster axis) when d > 2; in d = 2 the axis is arg R2 / 2.
+    pub axis: Option<Vec<f64>>,
+}
+
+impl OrderParameters {
+    /// Order parameters of a model that knows only R2 in d = 2 (`s = |R2|`, no R1).
+    pub fn from_r2(r2: Complex64) -> Self {
+        OrderParameters {
+            r2,
+            r1: None,
+            nematic: r2.norm(),
+            axis: None,
+        }
+    }
+
+    /// arg R2 in (-pi, pi] (the SPEC's range; `atan2` can return -pi).
+    pub fn r2_arg(&self) -> f64 {
+        principal_arg(self.r2)
+    }
+}
+
+/// arg z in (-pi, pi].
+pub fn principal_arg(z: Complex64) -> f64 {
+    let a = z.arg();
+    if a <= -std::f64::consts::PI {
+        std::f64::consts::PI
+    } else {
+        a
+    }
+}
+
+/// e^{2 i t} for the angle t of (x1, x2); 1 for a token on the axis (x1 = x2 = 0).
+pub fn doubled_phase(x1: f64, x2: f64) -> Complex64 {
+    let r2 = x1 * x1 + x2 * x2;
+    if r2 == 0.0 {
+        Complex64::new(1.0, 0.0)
+    } else {
+        Complex64::new((x1 * x1 - x2 * x2) / r2, 2.0 * x1 * x2 / r2)
+    }
+}
+
+/// R2 of tokens (n x d row-major).
+///
+/// ```
+/// use tokdyn::observe::order_parameter_r2;
+/// // Two antipodal tokens and one at angle pi/2: e^{0} + e^{2 pi i} + e^{i pi} -> (1 + 1 - 1)/3.
+/// let r2 = order_parameter_r2(&[1.0, 0.0, -1.0, 0.0, 0.0, 1.0], 2);
+/// assert!((r2.re - 1.0 / 3.0).abs() < 1e-15 && r2.im.abs() < 1e-15);
+/// ```
+pub fn order_parameter_r2(tokens: &[f64], d: usize) -> Complex64 {
+    order_parameters(tokens, d).r2
+}
+
+/// All order parameters of tokens (n x d row-major, unit rows), in one deterministic pass.
+pub fn order_parameters(tokens: &[f64], d: usize) -> OrderParameters {
+    let n = tokens.len() / d;
+    let upper = d * (d + 1) / 2;
+    // Accumulators: [Re R2, Im R2, sum x (d), upper triangle of sum x x^T].
+    let width = 2 + d + upper;
+    let mut partials = vec![0.0; width * chunk_count(n)];
+    let mut sums = vec![0.0; width];
+    chunked_sum(tokens, d, width, &mut partials, &mut sums, |rows, acc| {
+        for x in rows.chunks_exact(d) {
+            let w = doubled_phase(x[0], x[1]);
+            acc[0] += w.re;
+            acc[1] += w.im;
+            for (a, xa) in x.iter().enumerate() {
+                acc[2 + a] += xa;
+            }
+            let mut idx = 2 + d;
+            for a in 0..d {
+                for xb in &x[a..] {
+                    acc[idx] += x[a] * xb;
+                    idx += 1;
+                }
+            }
+        }
+    });
+    let inv_n = 1.0 / n as f64;
+    let r2 = Complex64::new(sums[0] * inv_n, sums[1] * inv_n);
+    let r1 = sums[2..2 + d].iter().map(|s| (s * inv_n).powi(2)).sum::<f64>().sqrt();
+    let mut moment = DMatrix::zeros(d, d);
+    let mut idx = 2 + d;
+    for a in 0..d {
+        for b in a..d {
+            moment[(a, b)] = sums[idx] * inv_n;
+            moment[(b, a)] = sums[idx] * inv_n;
+            idx += 1;
+        }
+    }
+    let (nematic, axis) = nematic_order(&moment);
+    OrderParameters {
+        r2,
+        r1: Some(r1),
+        nematic,
+        axis,
+    }
+}
+
+/// s = (d lambda_max(S) - 1) / (d - 1), clamped to [0, 1], and the leading eigenvector (d > 2).
+fn nematic_order(moment: &DMatrix<f64>) -> (f64, Option<Vec<f64>>) {
+    let d = moment.nrows();
+    if d == 2 {
+        // lambda_max = (tr + sqrt((a - c)^2 + 4 b^2)) / 2 and tr = 1, so s = sqrt((a - c)^2 + 4 b^2).
+        let (a, b, c) = (moment[(0, 0)], moment[(0, 1)], moment[(1, 1)]);
+        let s = ((a - c).powi(2) + 4.0 * b * b).sqrt();
+        return (s.clamp(0.0, 1.0), None);
+    }
+    let eigen = SymmetricEigen::new(moment.clone());
+    let (imax, lambda) = eigen
+        .eigenvalues
+        .iter()
+        .copied()
+        .enumerate()
+        .fold((0, f64::NEG_INFINITY), |best, (i, l)| {
+            if l > best.1 {
+                (i, l)
+            } else {
+                best
+            }
+        });
+    let s = (d as f64 * lambda - 1.0) / (d as f64 - 1.0);
+    let axis = eigen.eigenvectors.column(imax).iter().copied().collect();
+    (s.clamp(0.0, 1.0), Some(axis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn circle(angles: &[f64]) -> Vec<f64> {
+        angles.iter().flat_map(|t| [t.cos(), t.sin()]).collect()
+    }
+
+    #[test]
+    fn r2_matches_the_trigonometric_definition() {
+        let angles: Vec<f64> = (0..101).map(|k| (k as f64 * 0.731).sin() * 3.0).collect();
+        let op = order_parameters(&circle(&angles), 2);
+        let expected: Complex64 = angles
+            .iter()
+            .map(|t| Complex64::from_polar(1.0, 2.0 * t))
+            .sum::<Complex64>()
+            / angles.len() as f64;
+        assert!((op.r2 - expected).norm() < 1e-14);
+        assert!((op.nematic - expected.norm()).abs() < 1e-14);
+        let mean: (f64, f64) = angles
+            .iter()
+            .fold((0.0, 0.0), |acc, t| (acc.0 + t.cos(), acc.1 + t.sin()));
+        let r1 = (mean.0.powi(2) + mean.1.powi(2)).sqrt() / angles.len() as f64;
+        assert!((op.r1.unwrap() - r1).abs() < 1e-14);
+    }
+
+    #[test]
+    fn two_antipodal_clusters_have_full_nematic_order_and_no_polar_order() {
+        let d = 5;
+        let axis = [0.1, -0.5, 0.3, 0.7, 0.2];
+        let norm = axis.iter().map(|v: &f64| v * v).sum::<f64>().sqrt();
+        let mut tokens = Vec::new();
+        for k in 0..10 {
+            let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+            tokens.extend(axis.iter().map(|v| sign * v / norm));
+        }
+        let op = order_parameters(&tokens, d);
+        assert!((op.nematic - 1.0).abs() < 1e-12);
+        assert!(op.r1.unwrap() < 1e-15);
+        let e = op.axis.unwrap();
+        let overlap: f64 = e.iter().zip(axis).map(|(a, b)| a * b / norm).sum();
+        assert!((overlap.abs() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn uniform_state_in_high_dimension_has_no_nematic_order() {
+        // The 2d coordinate directions +-e_c: S = I/d exactly, so s = 0.
+        let d = 6;
+        let mut tokens = vec![0.0; 2 * d * d];
+        for c in 0..d {
+            tokens[(2 * c) * d + c] = 1.0;
+            tokens[(2 * c + 1) * d + c] = -1.0;
+        }
+        assert!(order_parameters(&tokens, d).nematic < 1e-14);
+    }
+
+    #[test]
+    fn arg_is_in_the_half_open_interval() {
+        let op = OrderParameters::from_r2(Complex64::new(-0.5, -0.0));
+        assert_eq!(op.r2_arg(), std::f64::consts::PI);
+        assert_eq!(doubled_phase(0.0, 0.0), Complex64::new(1.0, 0.0));
+    }
+}

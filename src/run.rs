@@ -1,0 +1,186 @@
+//! `tokdyn run`: one scenario, one model, written to an output folder.
+//!
+//! Files: `order.csv` (streamed, one row per sample), `summary.json` (label, features, counts,
+//! provenance), `tokens_final.csv` (when the model carries tokens) and `trajectory.npy` when the
+//! scenario's `[output] trajectory = true`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::classify::{classify, Classification, Features};
+use crate::error::Error;
+use crate::integrate::{solve, Solution};
+use crate::observe::{Observer, OrderSeries, Progress};
+use crate::output::{write_json, write_tokens_csv, OrderCsv, StagedDir, TrajectoryNpy};
+use crate::scenario::{ModelKind, Scenario};
+use crate::simulation::{self, Simulation};
+
+/// How a command is run (not part of the scenario).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Output folder; default `output/<name>/`.
+    pub out: Option<PathBuf>,
+    /// Show progress on stderr for long runs.
+    pub progress: bool,
+    /// The command line, for provenance.
+    pub command_line: Vec<String>,
+}
+
+impl RunOptions {
+    /// The output folder of `scenario`.
+    pub fn folder(&self, scenario: &Scenario) -> PathBuf {
+        self.out
+            .clone()
+            .unwrap_or_else(|| Path::new("output").join(&scenario.name))
+    }
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub name: String,
+    pub description: Option<String>,
+    pub model: String,
+    pub kernel: String,
+    pub n: usize,
+    pub d: usize,
+    pub label: String,
+    pub label_reason: String,
+    pub features: Features,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expect_met: Option<bool>,
+    pub norm_drift_max: f64,
+    pub rhs_evals: u64,
+    pub accepted_steps: u64,
+    pub rejected_steps: u64,
+    pub samples: usize,
+    pub t_end: f64,
+    pub wall_seconds: f64,
+    pub version: String,
+    pub seed: u64,
+    pub command_line: Vec<String>,
+    pub scenario_file: String,
+    /// The scenario after `--set`, with every default and matrix written out.
+    pub scenario: toml::Table,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compare: Option<serde_json::Value>,
+}
+
+impl Summary {
+    /// The summary of a finished run.
+    pub fn new(
+        scenario: &Scenario,
+        model: ModelKind,
+        solution: &Solution,
+        classification: &Classification,
+        options: &RunOptions,
+    ) -> Self {
+        let label = classification.label.as_str().to_string();
+        Summary {
+            name: scenario.name.clone(),
+            description: scenario.description.clone(),
+            model: model.to_string(),
+            kernel: scenario.model.kernel.to_string(),
+            n: scenario.tokens.n,
+            d: scenario.model.d,
+            expect_met: scenario.expect.as_ref().map(|e| *e == label),
+            expect: scenario.expect.clone(),
+            label,
+            label_reason: classification.reason.clone(),
+            features: classification.features.clone(),
+            norm_drift_max: solution.norm_drift_max,
+            rhs_evals: solution.rhs_evals,
+            accepted_steps: solution.accepted_steps,
+            rejected_steps: solution.rejected_steps,
+            samples: solution.samples,
+            t_end: scenario.time.t_end,
+            wall_seconds: solution.wall.as_secs_f64(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            seed: scenario.tokens.seed,
+            command_line: options.command_line.clone(),
+            scenario_file: scenario.file.display().to_string(),
+            scenario: scenario.resolved.clone(),
+            compare: None,
+        }
+    }
+}
+
+/// What a finished run hands back.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The output folder.
+    pub dir: PathBuf,
+    /// The summary written there.
+    pub summary: Summary,
+}
+
+/// Refuses, before allocating, a run that cannot fit in memory.
+pub fn check_memory(scenario: &Scenario, model: ModelKind) -> Result<(), Error> {
+    let need = simulation::memory_estimate(scenario, model);
+    if let Some(available) = simulation::memory_available() {
+        if need > available {
+            return Err(Error::Input(format!(
+                "{}: tokens.n: n = {}, d = {} needs about {:.1} GiB with the {model} model, more than the {:.1} GiB available",
+                scenario.file.display(),
+                scenario.tokens.n,
+                scenario.model.d,
+                need as f64 / (1u64 << 30) as f64,
+                available as f64 / (1u64 << 30) as f64
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Solves a simulation with the standard observers writing into `dir`; returns the solution
+/// and its series, or the failure.
+pub fn solve_into(
+    scenario: &Scenario,
+    sim: &Simulation,
+    dir: &Path,
+    options: &RunOptions,
+) -> Result<(Solution, OrderSeries), Error> {
+    let order_path = dir.join("order.csv");
+    let mut order = OrderCsv::create(&order_path).map_err(Error::io(&order_path))?;
+    let mut series = OrderSeries::new();
+    let mut progress = Progress::new(&scenario.name, options.progress);
+    let mut trajectory = scenario.output.trajectory.then(|| {
+        TrajectoryNpy::new(&dir.join("trajectory.npy"), scenario.tokens.n, scenario.model.d)
+    });
+    let mut observers: Vec<&mut dyn Observer> = vec![&mut order, &mut series, &mut progress];
+    if let Some(t) = trajectory.as_mut() {
+        observers.push(t);
+    }
+    let solution = solve(&sim.problem(), sim.method, &mut observers).map_err(Error::io(dir))?;
+    if !solution.status.is_success() {
+        return Err(Error::RunFailed {
+            name: scenario.name.clone(),
+            model: sim.model.to_string(),
+            status: solution.status,
+        });
+    }
+    Ok((solution, series))
+}
+
+/// Runs `scenario` with its `run.model` and writes the output folder.
+pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error> {
+    let model = scenario.run.model;
+    check_memory(scenario, model)?;
+    let sim = simulation::build(scenario, model)?;
+    let target = options.folder(scenario);
+    let staged = StagedDir::new(&target).map_err(Error::io(&target))?;
+    let (solution, series) = solve_into(scenario, &sim, staged.path(), options)?;
+    let classification = classify(&series);
+    if let Some(tokens) = sim.dynamics.tokens(&solution.final_state) {
+        let path = staged.path().join("tokens_final.csv");
+        write_tokens_csv(&path, &tokens, scenario.model.d).map_err(Error::io(&path))?;
+    }
+    let summary = Summary::new(scenario, model, &solution, &classification, options);
+    let path = staged.path().join("summary.json");
+    write_json(&path, &summary).map_err(Error::io(&path))?;
+    let dir = staged.commit().map_err(Error::io(&target))?;
+    Ok(RunReport { dir, summary })
+}

@@ -1,0 +1,189 @@
+//! Scenario files: load a TOML scenario, apply `--set KEY=VALUE` overrides, validate it, and
+//! hand out checked types (SPEC section 5).
+//!
+//! The pipeline is: text -> `toml::Table` -> overrides ([`apply_set`]) -> raw serde structs
+//! with `deny_unknown_fields` (`schema`) -> checked [`Scenario`] (`validate`, with matrices
+//! built by `matrix` and expressions evaluated by `expression`). Every problem is a
+//! [`ScenarioError`] whose `Display` is one line naming the file, the key and what is wrong.
+//! The initial tokens are produced on demand by [`Scenario::initial_tokens`] (`init`).
+//!
+//! The checked scenario also carries `resolved`: the scenario table after overrides, with every
+//! default filled in and every matrix expanded to rows of numbers, for provenance.
+
+mod error;
+mod expression;
+mod init;
+mod kinds;
+mod matrix;
+mod numfile;
+mod overrides;
+mod schema;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+pub use error::ScenarioError;
+pub use expression::RESERVED as RESERVED_NAMES;
+pub use kinds::{InitKind, KernelKind, MethodKind, ModelKind, UnknownWord, LABELS};
+pub use overrides::{apply_set, parse_set_value, set_value};
+
+/// A checked scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Names the output folder; matches `[a-z0-9_-]+`.
+    pub name: String,
+    pub description: Option<String>,
+    /// The label this scenario should show; one of [`LABELS`].
+    pub expect: Option<String>,
+    /// The `[params]`, in file order.
+    pub params: Vec<(String, f64)>,
+    pub model: ModelSpec,
+    pub tokens: TokenSpec,
+    pub time: TimeSpec,
+    pub solver: SolverSpec,
+    pub run: RunSpec,
+    pub output: OutputSpec,
+    /// The scenario path as given (for messages and provenance).
+    pub file: PathBuf,
+    /// The scenario after overrides, with every matrix expanded to rows of numbers and every
+    /// default filled in; `tokens.path` is resolved against the scenario's folder.
+    pub resolved: toml::Table,
+}
+
+/// `[model]`: the vector field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSpec {
+    pub kernel: KernelKind,
+    pub beta: f64,
+    /// Dimension of the sphere's ambient space, >= 2.
+    pub d: usize,
+    /// At least one head; `A = ..., V = ...` in the file is one head.
+    pub heads: Vec<HeadSpec>,
+}
+
+/// One attention head: A = Q^T K and V, both d x d.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadSpec {
+    pub a: nalgebra::DMatrix<f64>,
+    pub v: nalgebra::DMatrix<f64>,
+}
+
+/// `[tokens]`: how many and where they start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenSpec {
+    /// Number of tokens, >= 1 (n * d * 8 bytes is representable).
+    pub n: usize,
+    pub init: InitKind,
+    pub seed: u64,
+    /// Poisson: |R2(0)|, in [0, 1).
+    pub r0: f64,
+    /// Poisson: arg R2(0).
+    pub phi0: f64,
+    /// Standard deviation of the perturbation of splay and poisson starts, >= 0.
+    pub eps: f64,
+    /// For `init = "file"`: the token file, resolved relative to the scenario file's folder.
+    pub path: Option<PathBuf>,
+}
+
+/// `[time]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeSpec {
+    /// Final time, > 0.
+    pub t_end: f64,
+    /// Number of output samples including t = 0, >= 2.
+    pub samples: usize,
+}
+
+/// `[solver]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SolverSpec {
+    pub method: MethodKind,
+    pub rtol: f64,
+    pub atol: f64,
+    /// Step of `rk4`.
+    pub dt: f64,
+}
+
+/// `[run]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunSpec {
+    pub model: ModelKind,
+}
+
+/// `[output]` (our extension): optional extra outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputSpec {
+    pub trajectory: bool,
+    pub animation: bool,
+}
+
+impl Scenario {
+    /// Read the scenario file, apply the overrides in order, validate.
+    pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError::file(path, format!("cannot read: {e}")))?;
+        let base_dir = path.parent().unwrap_or(Path::new(""));
+        Self::from_toml_str(&text, path, base_dir, sets)
+    }
+
+    /// Same as [`Scenario::load`] from text already read; `base_dir` resolves relative paths.
+    pub fn from_toml_str(
+        text: &str,
+        file: &Path,
+        base_dir: &Path,
+        sets: &[String],
+    ) -> Result<Scenario, ScenarioError> {
+        let mut table = parse_toml(text, file)?;
+        for set in sets {
+            apply_set(&mut table, set).map_err(|message| {
+                ScenarioError::at(file, format!("--set {}", set.trim()), message)
+            })?;
+        }
+        Self::from_table(table, file, base_dir)
+    }
+
+    /// Validate a scenario table (sweeps change a template table per grid point and call this).
+    pub fn from_table(
+        table: toml::Table,
+        file: &Path,
+        base_dir: &Path,
+    ) -> Result<Scenario, ScenarioError> {
+        let raw = schema::parse_raw(table, file)?;
+        validate::validate(raw, file, base_dir)
+    }
+
+    /// The initial tokens, n x d row-major (token k is `[k*d .. (k+1)*d]`), rows of unit length.
+    pub fn initial_tokens(&self) -> Result<Vec<f64>, ScenarioError> {
+        init::initial_tokens(self)
+    }
+}
+
+/// Parse TOML text into a table; a syntax error names the file, line and column.
+pub fn parse_toml(text: &str, file: &Path) -> Result<toml::Table, ScenarioError> {
+    text.parse::<toml::Table>().map_err(|e| {
+        let place = match e.span() {
+            Some(span) => {
+                let (line, column) = line_column(text, span.start);
+                format!("line {line}, column {column}: ")
+            }
+            None => String::new(),
+        };
+        ScenarioError::file(file, format!("{place}invalid TOML: {}", e.message()))
+    })
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}

@@ -53,6 +53,8 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expect_met: Option<bool>,
     pub norm_drift_max: f64,
+    /// Largest | |x_k| - 1 | the integrator reached between two projections.
+    pub norm_drift_step_max: f64,
     pub rhs_evals: u64,
     pub accepted_steps: u64,
     pub rejected_steps: u64,
@@ -92,6 +94,7 @@ impl Summary {
             label_reason: classification.reason.clone(),
             features: classification.features.clone(),
             norm_drift_max: solution.norm_drift_max,
+            norm_drift_step_max: solution.step_drift_max,
             rhs_evals: solution.rhs_evals,
             accepted_steps: solution.accepted_steps,
             rejected_steps: solution.rejected_steps,

@@ -2,7 +2,8 @@
 //!
 //! Adaptive methods run with sparse output (no dense-output evaluations) and at most
 //! `max_steps` steps per solver object, so the solver's list of accepted states stays bounded;
-//! when it is full the run restarts from the last state with the last step size. RK4 splits an
+//! when it is full (at most every 8 steps) the state is projected onto the manifold and the run
+//! restarts from there with the last step size. RK4 splits an
 //! interval of length L into m = ceil(L / dt) equal steps, so that it lands on the sample time.
 
 use std::cell::Cell;
@@ -14,6 +15,8 @@ use super::{Dynamics, Method, Status};
 
 /// Bytes of solver output (accepted states) allowed per solver object.
 const OUTPUT_BUDGET_BYTES: usize = 64 << 20;
+/// Most steps between two projections onto the manifold.
+const MAX_STEPS_BETWEEN_PROJECTIONS: usize = 8;
 /// Restarts without progress before the step size counts as underflowed.
 const MAX_STALLS: u32 = 20;
 
@@ -47,12 +50,13 @@ pub struct Stepper<'a> {
     max_steps: u32,
     counts: Counts,
     evals: Cell<u64>,
+    step_drift_max: f64,
 }
 
 impl<'a> Stepper<'a> {
     pub fn new(dynamics: &'a dyn Dynamics, method: Method) -> Self {
         let state_bytes = dynamics.dimension().max(1) * 8;
-        let max_steps = (OUTPUT_BUDGET_BYTES / state_bytes).clamp(2, 500) as u32;
+        let max_steps = (OUTPUT_BUDGET_BYTES / state_bytes).clamp(2, MAX_STEPS_BETWEEN_PROJECTIONS) as u32;
         Stepper {
             dynamics,
             method,
@@ -60,6 +64,7 @@ impl<'a> Stepper<'a> {
             max_steps,
             counts: Counts::default(),
             evals: Cell::new(0),
+            step_drift_max: 0.0,
         }
     }
 
@@ -174,6 +179,7 @@ impl<'a> Stepper<'a> {
                 Err(IntegrationError::MaxNumStepReached { .. }) if t_new > t => {
                     t = t_new;
                     stalls = 0;
+                    self.projected(y);
                 }
                 Err(IntegrationError::MaxNumStepReached { .. }) => {
                     stalls += 1;
@@ -188,6 +194,17 @@ impl<'a> Stepper<'a> {
                 }
             }
         }
+    }
+
+    /// Projects `y` onto the manifold, keeping the largest drift seen.
+    pub fn projected(&mut self, y: &mut [f64]) {
+        let drift = self.dynamics.project(y);
+        self.step_drift_max = self.step_drift_max.max(drift);
+    }
+
+    /// Largest distance from the manifold found before a projection.
+    pub fn step_drift_max(&self) -> f64 {
+        self.step_drift_max
     }
 
     /// A step that cannot be taken: overflow if the field is not finite, else underflow.
@@ -227,6 +244,9 @@ impl<'a> Stepper<'a> {
             drop(solver);
             self.counts.accepted += u64::from(accepted);
             remaining -= chunk;
+            if remaining > 0 {
+                self.projected(y);
+            }
         }
     }
 }

@@ -29,6 +29,7 @@ pub use error::ScenarioError;
 pub use expression::RESERVED as RESERVED_NAMES;
 pub use kinds::{InitKind, KernelKind, MethodKind, ModelKind, UnknownWord, LABELS};
 pub use overrides::{apply_set, parse_set_value, set_value};
+pub use validate::MAX_D;
 
 /// A checked scenario.
 #[derive(Debug, Clone, PartialEq)]

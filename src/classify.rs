@@ -143,18 +143,37 @@ pub fn classify(series: &OrderSeries) -> Classification {
     let (label, reason) = if swing < SETTLED {
         if s_final > 1.0 - CLUSTERED {
             if turning {
-                (Label::RotatingClusters, format!("s -> {s_final:.6} with the axis turning at {rate:.4} rad per unit time"))
+                (
+                    Label::RotatingClusters,
+                    format!(
+                        "s -> {s_final:.6} with the axis turning at {rate:.4} rad per unit time"
+                    ),
+                )
             } else {
-                (Label::ConvergedClusters, format!("s -> {s_final:.6} and the axis stops"))
+                (
+                    Label::ConvergedClusters,
+                    format!("s -> {s_final:.6} and the axis stops"),
+                )
             }
         } else if turning {
-            (Label::RotatingInterior, format!("s -> {s_final:.6} < 1 with the axis turning at {rate:.4} rad per unit time"))
+            (
+                Label::RotatingInterior,
+                format!(
+                    "s -> {s_final:.6} < 1 with the axis turning at {rate:.4} rad per unit time"
+                ),
+            )
         } else {
-            (Label::InteriorPoint, format!("s -> {s_final:.6} < 1 and the axis stops"))
+            (
+                Label::InteriorPoint,
+                format!("s -> {s_final:.6} < 1 and the axis stops"),
+            )
         }
     } else if late_swing > 0.8 * early_swing && period.is_some() {
         features.period = period;
-        (Label::Oscillation, format!("s keeps swinging by {swing:.4} over the tail"))
+        (
+            Label::Oscillation,
+            format!("s keeps swinging by {swing:.4} over the tail"),
+        )
     } else {
         (
             Label::Undetermined,

@@ -54,7 +54,10 @@ struct CompareRow {
 }
 
 fn max_distance(a: &[Complex64], b: &[Complex64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y).norm()).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).norm())
+        .fold(0.0, f64::max)
 }
 
 /// Runs full, phase, ws and oa on `scenario` and writes the comparison folder.
@@ -82,8 +85,12 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         let sim = simulation::build_with_tokens(scenario, model, tokens.clone())?;
         let mut series = OrderSeries::new();
         let started = Instant::now();
-        let sol = solve(&sim.problem(), sim.method, &mut [&mut series as &mut dyn Observer])
-            .map_err(Error::io(staged.path()))?;
+        let sol = solve(
+            &sim.problem(),
+            sim.method,
+            &mut [&mut series as &mut dyn Observer],
+        )
+        .map_err(Error::io(staged.path()))?;
         let seconds = started.elapsed().as_secs_f64();
         if !sol.status.is_success() {
             return Err(Error::RunFailed {
@@ -132,7 +139,13 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         write_tokens_csv(&path, &tokens, scenario.model.d).map_err(Error::io(&path))?;
     }
     let classification = classify(&full_series);
-    let mut summary = Summary::new(scenario, ModelKind::Full, &solution, &classification, options);
+    let mut summary = Summary::new(
+        scenario,
+        ModelKind::Full,
+        &solution,
+        &classification,
+        options,
+    );
     summary.compare = Some(serde_json::json!({
         "phase_vs_full": rows[1].max_dr2,
         "ws_vs_full": rows[2].max_dr2,

@@ -9,7 +9,11 @@ use tokdyn::scenario::Scenario;
 use tokdyn::Error;
 
 #[derive(Parser)]
-#[command(name = "tokdyn", version, about = "Dynamics of transformer tokens on the sphere")]
+#[command(
+    name = "tokdyn",
+    version,
+    about = "Dynamics of transformer tokens on the sphere"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,7 +57,10 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             let text = e.render().to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("error: bad command line"));
+            eprintln!(
+                "{}",
+                text.lines().next().unwrap_or("error: bad command line")
+            );
             return ExitCode::from(2);
         }
     };
@@ -108,7 +115,10 @@ fn execute(command: Command) -> Result<(), Error> {
         } => {
             let scenario = Scenario::load(&scenario, &sets)?;
             let report = tokdyn::compare::compare(&scenario, &options(out))?;
-            println!("{:<6} {:>9} {:>10} {:>12}", "model", "unknowns", "seconds", "max |dR2|");
+            println!(
+                "{:<6} {:>9} {:>10} {:>12}",
+                "model", "unknowns", "seconds", "max |dR2|"
+            );
             for r in &report.rows {
                 println!(
                     "{:<6} {:>9} {:>10.4} {:>12.3e}",

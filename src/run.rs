@@ -151,7 +151,11 @@ pub fn solve_into(
     let mut series = OrderSeries::new();
     let mut progress = Progress::new(&scenario.name, options.progress);
     let mut trajectory = scenario.output.trajectory.then(|| {
-        TrajectoryNpy::new(&dir.join("trajectory.npy"), scenario.tokens.n, scenario.model.d)
+        TrajectoryNpy::new(
+            &dir.join("trajectory.npy"),
+            scenario.tokens.n,
+            scenario.model.d,
+        )
     });
     let mut observers: Vec<&mut dyn Observer> = vec![&mut order, &mut series, &mut progress];
     if let Some(t) = trajectory.as_mut() {

@@ -80,7 +80,10 @@ pub fn method(scenario: &Scenario) -> Method {
 }
 
 /// The second-harmonic coefficients, or an error at `run.model` naming why they do not apply.
-pub fn second_harmonic(scenario: &Scenario, model: ModelKind) -> Result<SecondHarmonic, ScenarioError> {
+pub fn second_harmonic(
+    scenario: &Scenario,
+    model: ModelKind,
+) -> Result<SecondHarmonic, ScenarioError> {
     SecondHarmonic::new(&attention(scenario)).map_err(|_| {
         ScenarioError::at(
             &scenario.file,
@@ -116,7 +119,10 @@ pub fn build_with_tokens(
             PhaseModel::state_from_tokens(&tokens),
         ),
         ModelKind::Ws => (
-            Box::new(WatanabeStrogatz::new(second_harmonic(scenario, model)?, &tokens)),
+            Box::new(WatanabeStrogatz::new(
+                second_harmonic(scenario, model)?,
+                &tokens,
+            )),
             WatanabeStrogatz::initial_state(),
         ),
         ModelKind::Oa => {

@@ -13,7 +13,15 @@ fn scenario(text: &str) -> Scenario {
     Scenario::from_toml_str(text, Path::new("test.toml"), Path::new("."), &[]).unwrap()
 }
 
-fn lsa2(a: [[f64; 2]; 2], v: [[f64; 2]; 2], n: usize, init: &str, t_end: f64, samples: usize, rtol: f64) -> String {
+fn lsa2(
+    a: [[f64; 2]; 2],
+    v: [[f64; 2]; 2],
+    n: usize,
+    init: &str,
+    t_end: f64,
+    samples: usize,
+    rtol: f64,
+) -> String {
     format!(
         r#"
 name = "t"
@@ -34,20 +42,35 @@ samples = {samples}
 rtol = {rtol}
 atol = {}
 "#,
-        a[0][0], a[0][1], a[1][0], a[1][1], v[0][0], v[0][1], v[1][0], v[1][1], rtol * 1e-2
+        a[0][0],
+        a[0][1],
+        a[1][0],
+        a[1][1],
+        v[0][0],
+        v[0][1],
+        v[1][0],
+        v[1][1],
+        rtol * 1e-2
     )
 }
 
 fn series_of(s: &Scenario, model: ModelKind) -> (OrderSeries, tokdyn::integrate::Solution) {
     let sim = simulation::build(s, model).unwrap();
     let mut series = OrderSeries::new();
-    let sol = solve(&sim.problem(), sim.method, &mut [&mut series as &mut dyn Observer]).unwrap();
+    let sol = solve(
+        &sim.problem(),
+        sim.method,
+        &mut [&mut series as &mut dyn Observer],
+    )
+    .unwrap();
     assert!(sol.status.is_success());
     (series, sol)
 }
 
 /// A few fixed "random" 2 x 2 matrices.
-fn weights() -> Vec<([[f64; 2]; 2], [[f64; 2]; 2])> {
+type Matrix2 = [[f64; 2]; 2];
+
+fn weights() -> Vec<(Matrix2, Matrix2)> {
     vec![
         ([[0.3, -1.1], [0.7, 0.4]], [[0.9, 0.2], [-0.5, 0.6]]),
         ([[-0.8, 0.5], [0.2, 1.2]], [[0.1, -0.9], [1.3, -0.4]]),
@@ -57,7 +80,14 @@ fn weights() -> Vec<([[f64; 2]; 2], [[f64; 2]; 2])> {
 
 /// The Kuramoto model of SPEC section 2, written out from the formulas and integrated with
 /// classical RK4 at a small fixed step.
-fn plain_phase_model(a: [[f64; 2]; 2], v: [[f64; 2]; 2], beta: f64, xi0: &[f64], t_end: f64, steps: usize) -> Complex64 {
+fn plain_phase_model(
+    a: [[f64; 2]; 2],
+    v: [[f64; 2]; 2],
+    beta: f64,
+    xi0: &[f64],
+    t_end: f64,
+    steps: usize,
+) -> Complex64 {
     let parts = |m: [[f64; 2]; 2]| {
         (
             Complex64::new((m[0][0] + m[1][1]) / 2.0, (m[1][0] - m[0][1]) / 2.0),
@@ -67,11 +97,17 @@ fn plain_phase_model(a: [[f64; 2]; 2], v: [[f64; 2]; 2], beta: f64, xi0: &[f64],
     let (ap, am) = parts(a);
     let (vp, vm) = parts(v);
     let field = |xi: &[f64]| -> Vec<f64> {
-        let r: Complex64 = xi.iter().map(|x| Complex64::from_polar(1.0, *x)).sum::<Complex64>() / xi.len() as f64;
+        let r: Complex64 = xi
+            .iter()
+            .map(|x| Complex64::from_polar(1.0, *x))
+            .sum::<Complex64>()
+            / xi.len() as f64;
         let g = ap * vp * r + ap * vm + am * vp + am * vm * r.conj();
         let c = ap.conj() * vp + am.conj() * vm + ap.conj() * vm * r.conj() + am.conj() * vp * r;
         let (omega, h) = (beta * c.im, g * beta);
-        xi.iter().map(|x| omega + (h * Complex64::from_polar(1.0, -x)).im).collect()
+        xi.iter()
+            .map(|x| omega + (h * Complex64::from_polar(1.0, -x)).im)
+            .collect()
     };
     let dt = t_end / steps as f64;
     let mut xi = xi0.to_vec();
@@ -87,7 +123,10 @@ fn plain_phase_model(a: [[f64; 2]; 2], v: [[f64; 2]; 2], beta: f64, xi0: &[f64],
             xi[i] += dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]);
         }
     }
-    xi.iter().map(|x| Complex64::from_polar(1.0, *x)).sum::<Complex64>() / xi.len() as f64
+    xi.iter()
+        .map(|x| Complex64::from_polar(1.0, *x))
+        .sum::<Complex64>()
+        / xi.len() as f64
 }
 
 #[test]
@@ -110,10 +149,20 @@ fn phase_and_watanabe_strogatz_equal_the_full_model() {
         let (full, _) = series_of(&s, ModelKind::Full);
         for model in [ModelKind::Phase, ModelKind::Ws] {
             let (red, _) = series_of(&s, model);
-            let err = red.r2.iter().zip(&full.r2).map(|(x, y)| (x - y).norm()).fold(0.0, f64::max);
+            let err = red
+                .r2
+                .iter()
+                .zip(&full.r2)
+                .map(|(x, y)| (x - y).norm())
+                .fold(0.0, f64::max);
             assert!(err < 1e-8, "{model}: max |dR2| = {err}");
             // Tokens too: R1 (which needs every token's sign) agrees.
-            let err1 = red.r1.iter().zip(&full.r1).map(|(x, y)| (x.unwrap() - y.unwrap()).abs()).fold(0.0, f64::max);
+            let err1 = red
+                .r1
+                .iter()
+                .zip(&full.r1)
+                .map(|(x, y)| (x.unwrap() - y.unwrap()).abs())
+                .fold(0.0, f64::max);
             assert!(err1 < 1e-7, "{model}: max |dR1| = {err1}");
         }
     }
@@ -122,7 +171,15 @@ fn phase_and_watanabe_strogatz_equal_the_full_model() {
 #[test]
 fn ott_antonsen_model_solves_the_oa_ode() {
     let (a, v) = weights()[0];
-    let s = scenario(&lsa2(a, v, 64, "init = \"poisson\"\nr0 = 0.4\nphi0 = 0.5", 10.0, 11, 1e-12));
+    let s = scenario(&lsa2(
+        a,
+        v,
+        64,
+        "init = \"poisson\"\nr0 = 0.4\nphi0 = 0.5",
+        10.0,
+        11,
+        1e-12,
+    ));
     let (oa, _) = series_of(&s, ModelKind::Oa);
     // The OA ODE of SPEC section 2 by RK4 here, from R(0) = r0 e^{i phi0}.
     let parts = |m: [[f64; 2]; 2]| {
@@ -157,14 +214,31 @@ fn ott_antonsen_error_falls_as_n_grows() {
     let v = [[1.0, 0.0], [0.0, 1.0]];
     let mut errors = Vec::new();
     for n in [64, 256, 1024] {
-        let s = scenario(&lsa2(a, v, n, "init = \"poisson\"\nr0 = 0.5\nphi0 = 0.3", 20.0, 201, 1e-10));
+        let s = scenario(&lsa2(
+            a,
+            v,
+            n,
+            "init = \"poisson\"\nr0 = 0.5\nphi0 = 0.3",
+            20.0,
+            201,
+            1e-10,
+        ));
         let (full, _) = series_of(&s, ModelKind::Full);
         let (oa, _) = series_of(&s, ModelKind::Oa);
-        errors.push(oa.r2.iter().zip(&full.r2).map(|(x, y)| (x - y).norm()).fold(0.0, f64::max));
+        errors.push(
+            oa.r2
+                .iter()
+                .zip(&full.r2)
+                .map(|(x, y)| (x - y).norm())
+                .fold(0.0, f64::max),
+        );
     }
     eprintln!("OA vs full, max |dR2| for n = 64, 256, 1024: {errors:?}");
     assert!(errors[0] > 1e-4, "{errors:?}");
-    assert!(errors[0] > 1.5 * errors[1] && errors[1] > 1.5 * errors[2], "{errors:?}");
+    assert!(
+        errors[0] > 1.5 * errors[1] && errors[1] > 1.5 * errors[2],
+        "{errors:?}"
+    );
 }
 
 #[test]
@@ -221,13 +295,26 @@ samples = 11
         let sim = simulation::build(&s, ModelKind::Full).unwrap();
         let run = |tol: f64| {
             let mut series = OrderSeries::new();
-            let method = Method::Dop853 { rtol: tol, atol: tol };
-            solve(&sim.problem(), method, &mut [&mut series as &mut dyn Observer]).unwrap();
+            let method = Method::Dop853 {
+                rtol: tol,
+                atol: tol,
+            };
+            solve(
+                &sim.problem(),
+                method,
+                &mut [&mut series as &mut dyn Observer],
+            )
+            .unwrap();
             series
         };
         for tol in [1e-6, 1e-8] {
             let (coarse, fine) = (run(tol), run(tol / 2.0));
-            let diff = coarse.r2.iter().zip(&fine.r2).map(|(x, y)| (x - y).norm()).fold(0.0, f64::max);
+            let diff = coarse
+                .r2
+                .iter()
+                .zip(&fine.r2)
+                .map(|(x, y)| (x - y).norm())
+                .fold(0.0, f64::max);
             assert!(diff < tol, "{kernel} tol {tol}: {diff}");
         }
     }
@@ -240,13 +327,31 @@ fn every_method_converges_to_the_same_answer() {
     let sim = simulation::build(&s, ModelKind::Full).unwrap();
     let run = |method| {
         let mut series = OrderSeries::new();
-        solve(&sim.problem(), method, &mut [&mut series as &mut dyn Observer]).unwrap();
+        solve(
+            &sim.problem(),
+            method,
+            &mut [&mut series as &mut dyn Observer],
+        )
+        .unwrap();
         *series.r2.last().unwrap()
     };
-    let reference = run(Method::Dop853 { rtol: 1e-13, atol: 1e-15 });
-    assert!((run(Method::Dopri5 { rtol: 1e-11, atol: 1e-13 }) - reference).norm() < 1e-8);
+    let reference = run(Method::Dop853 {
+        rtol: 1e-13,
+        atol: 1e-15,
+    });
+    assert!(
+        (run(Method::Dopri5 {
+            rtol: 1e-11,
+            atol: 1e-13
+        }) - reference)
+            .norm()
+            < 1e-8
+    );
     // RK4 is fourth order: halving dt divides the error by about 16.
     let e1 = (run(Method::Rk4 { dt: 0.02 }) - reference).norm();
     let e2 = (run(Method::Rk4 { dt: 0.01 }) - reference).norm();
-    assert!(e1 < 1e-5 && (e1 / e2) > 12.0 && (e1 / e2) < 20.0, "{e1} {e2}");
+    assert!(
+        e1 < 1e-5 && (e1 / e2) > 12.0 && (e1 / e2) < 20.0,
+        "{e1} {e2}"
+    );
 }

@@ -53,10 +53,19 @@ fn run_writes_order_summary_and_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let s = write(dir.path(), "s.toml", BASE);
     let out = dir.path().join("out");
-    tokdyn().args(["run"]).arg(&s).arg("--out").arg(&out).assert().success();
+    tokdyn()
+        .args(["run"])
+        .arg(&s)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
     let order = fs::read_to_string(out.join("order.csv")).unwrap();
     let mut lines = order.lines();
-    assert_eq!(lines.next().unwrap(), "t,r2_re,r2_im,r2_abs,r2_arg,r1_abs,nematic");
+    assert_eq!(
+        lines.next().unwrap(),
+        "t,r2_re,r2_im,r2_abs,r2_arg,r1_abs,nematic"
+    );
     let rows: Vec<Vec<f64>> = lines
         .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
         .collect();
@@ -71,11 +80,35 @@ fn run_writes_order_summary_and_tokens() {
     }
     let summary: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    for key in ["name", "model", "kernel", "n", "d", "label", "features", "norm_drift_max", "rhs_evals", "wall_seconds", "version"] {
+    for key in [
+        "name",
+        "model",
+        "kernel",
+        "n",
+        "d",
+        "label",
+        "features",
+        "norm_drift_max",
+        "rhs_evals",
+        "wall_seconds",
+        "version",
+    ] {
         assert!(summary.get(key).is_some(), "summary lacks {key}");
     }
-    for key in ["r2_abs_final", "r2_abs_tail_min", "r2_abs_tail_max", "r2_arg_rate", "nematic_final", "r1_abs_final", "period", "decay_rate"] {
-        assert!(summary["features"].get(key).is_some(), "features lack {key}");
+    for key in [
+        "r2_abs_final",
+        "r2_abs_tail_min",
+        "r2_abs_tail_max",
+        "r2_arg_rate",
+        "nematic_final",
+        "r1_abs_final",
+        "period",
+        "decay_rate",
+    ] {
+        assert!(
+            summary["features"].get(key).is_some(),
+            "features lack {key}"
+        );
     }
     assert!(summary["norm_drift_max"].as_f64().unwrap() <= 1e-12);
     assert_eq!(summary["scenario"]["params"]["v11"].as_f64(), Some(0.2));
@@ -91,7 +124,15 @@ fn set_overrides_reach_the_run_and_the_provenance() {
     tokdyn()
         .arg("run")
         .arg(&s)
-        .args(["--set", "params.v11=0.3", "--set", "tokens.n=32", "--model", "ws", "--out"])
+        .args([
+            "--set",
+            "params.v11=0.3",
+            "--set",
+            "tokens.n=32",
+            "--model",
+            "ws",
+            "--out",
+        ])
         .arg(&out)
         .assert()
         .success();
@@ -107,7 +148,12 @@ fn set_overrides_reach_the_run_and_the_provenance() {
 fn default_output_folder_is_output_name() {
     let dir = tempfile::tempdir().unwrap();
     let s = write(dir.path(), "s.toml", BASE);
-    tokdyn().current_dir(dir.path()).arg("run").arg(&s).assert().success();
+    tokdyn()
+        .current_dir(dir.path())
+        .arg("run")
+        .arg(&s)
+        .assert()
+        .success();
     assert!(dir.path().join("output/t/order.csv").exists());
     // Nothing but the finished folder is left beside it.
     assert_eq!(fs::read_dir(dir.path().join("output")).unwrap().count(), 1);
@@ -120,7 +166,10 @@ fn order_csv_is_byte_identical_for_any_thread_count() {
     let text = BASE
         .replace("kernel = \"lsa\"", "kernel = \"usa\"")
         .replace("d = 2", "d = 3")
-        .replace("V = [[\"v11\", \"v12\"], [\"-v12\", \"-v11\"]]", "V = { random = \"gaussian\", seed = 4 }")
+        .replace(
+            "V = [[\"v11\", \"v12\"], [\"-v12\", \"-v11\"]]",
+            "V = { random = \"gaussian\", seed = 4 }",
+        )
         .replace("n = 64", "n = 2500")
         .replace("init = \"poisson\"", "init = \"uniform\"")
         .replace("t_end = 5.0", "t_end = 0.5")
@@ -151,14 +200,26 @@ fn trajectory_npy_has_every_sample() {
     let text = format!("{BASE}\n[output]\ntrajectory = true\n");
     let s = write(dir.path(), "s.toml", &text);
     let out = dir.path().join("out");
-    tokdyn().arg("run").arg(&s).arg("--out").arg(&out).assert().success();
+    tokdyn()
+        .arg("run")
+        .arg(&s)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
     let bytes = fs::read(out.join("trajectory.npy")).unwrap();
     let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
     assert_eq!(npy.shape(), &[51, 64, 2]);
     let data: Vec<f64> = npy.into_vec().unwrap();
     let last = &data[50 * 128..];
     let final_csv = fs::read_to_string(out.join("tokens_final.csv")).unwrap();
-    let first: Vec<f64> = final_csv.lines().next().unwrap().split(',').map(|v| v.parse().unwrap()).collect();
+    let first: Vec<f64> = final_csv
+        .lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|v| v.parse().unwrap())
+        .collect();
     assert_eq!(&last[..2], &first[..]);
 }
 
@@ -166,26 +227,100 @@ fn trajectory_npy_has_every_sample() {
 fn bad_input_is_one_error_line_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let cases: Vec<(&str, String, &str)> = vec![
-        ("malformed toml", BASE.replace("beta = 1.0", "beta = = 1"), "s.toml"),
-        ("unknown key", BASE.replace("beta = 1.0", "beta = 1.0\nbeat = 2"), "beat"),
-        ("unknown table key", BASE.replace("[time]", "[time]\nt_ned = 3"), "t_ned"),
-        ("wrong shape", BASE.replace("V = [[\"v11\", \"v12\"], [\"-v12\", \"-v11\"]]", "V = [[1.0, 2.0]]"), "model.V"),
-        ("unknown param", BASE.replace("\"-v11\"]]", "\"-v13\"]]"), "v13"),
-        ("division by zero", BASE.replace("\"-v11\"]]", "\"1/(v11-v11)\"]]"), "model.V"),
-        ("non-finite number", BASE.replace("beta = 1.0", "beta = nan"), "model.beta"),
+        (
+            "malformed toml",
+            BASE.replace("beta = 1.0", "beta = = 1"),
+            "s.toml",
+        ),
+        (
+            "unknown key",
+            BASE.replace("beta = 1.0", "beta = 1.0\nbeat = 2"),
+            "beat",
+        ),
+        (
+            "unknown table key",
+            BASE.replace("[time]", "[time]\nt_ned = 3"),
+            "t_ned",
+        ),
+        (
+            "wrong shape",
+            BASE.replace(
+                "V = [[\"v11\", \"v12\"], [\"-v12\", \"-v11\"]]",
+                "V = [[1.0, 2.0]]",
+            ),
+            "model.V",
+        ),
+        (
+            "unknown param",
+            BASE.replace("\"-v11\"]]", "\"-v13\"]]"),
+            "v13",
+        ),
+        (
+            "division by zero",
+            BASE.replace("\"-v11\"]]", "\"1/(v11-v11)\"]]"),
+            "model.V",
+        ),
+        (
+            "non-finite number",
+            BASE.replace("beta = 1.0", "beta = nan"),
+            "model.beta",
+        ),
         ("n = 0", BASE.replace("n = 64", "n = 0"), "tokens.n"),
         ("negative n", BASE.replace("n = 64", "n = -3"), "tokens.n"),
         ("d < 2", BASE.replace("d = 2", "d = 1"), "model.d"),
-        ("t_end <= 0", BASE.replace("t_end = 5.0", "t_end = 0.0"), "time.t_end"),
-        ("samples < 2", BASE.replace("samples = 51", "samples = 1"), "time.samples"),
-        ("rtol <= 0", format!("{BASE}\n[solver]\nrtol = 0.0\n"), "solver.rtol"),
-        ("atol <= 0", format!("{BASE}\n[solver]\natol = -1e-9\n"), "solver.atol"),
-        ("bad name", BASE.replace("name = \"t\"", "name = \"Bad Name\""), "name"),
-        ("bad kernel", BASE.replace("kernel = \"lsa\"", "kernel = \"tanh\""), "model.kernel"),
-        ("missing init file", BASE.replace("init = \"poisson\"", "init = \"file\"\npath = \"nope.csv\""), "nope.csv"),
-        ("reduction in d = 3", BASE.replace("d = 2", "d = 3").replace("V = [[\"v11\", \"v12\"], [\"-v12\", \"-v11\"]]", "V = \"identity\"") + "\n[run]\nmodel = \"oa\"\n", "run.model"),
-        ("too large", BASE.replace("n = 64", "n = 100000000000"), "tokens.n"),
-        ("missing required key", BASE.replace("beta = 1.0\n", ""), "beta"),
+        (
+            "t_end <= 0",
+            BASE.replace("t_end = 5.0", "t_end = 0.0"),
+            "time.t_end",
+        ),
+        (
+            "samples < 2",
+            BASE.replace("samples = 51", "samples = 1"),
+            "time.samples",
+        ),
+        (
+            "rtol <= 0",
+            format!("{BASE}\n[solver]\nrtol = 0.0\n"),
+            "solver.rtol",
+        ),
+        (
+            "atol <= 0",
+            format!("{BASE}\n[solver]\natol = -1e-9\n"),
+            "solver.atol",
+        ),
+        (
+            "bad name",
+            BASE.replace("name = \"t\"", "name = \"Bad Name\""),
+            "name",
+        ),
+        (
+            "bad kernel",
+            BASE.replace("kernel = \"lsa\"", "kernel = \"tanh\""),
+            "model.kernel",
+        ),
+        (
+            "missing init file",
+            BASE.replace("init = \"poisson\"", "init = \"file\"\npath = \"nope.csv\""),
+            "nope.csv",
+        ),
+        (
+            "reduction in d = 3",
+            BASE.replace("d = 2", "d = 3").replace(
+                "V = [[\"v11\", \"v12\"], [\"-v12\", \"-v11\"]]",
+                "V = \"identity\"",
+            ) + "\n[run]\nmodel = \"oa\"\n",
+            "run.model",
+        ),
+        (
+            "too large",
+            BASE.replace("n = 64", "n = 100000000000"),
+            "tokens.n",
+        ),
+        (
+            "missing required key",
+            BASE.replace("beta = 1.0\n", ""),
+            "beta",
+        ),
     ];
     for (what, text, needle) in cases {
         let s = write(dir.path(), "s.toml", &text);
@@ -207,7 +342,10 @@ fn bad_input_is_one_error_line_with_exit_2() {
     fails(tokdyn().args(["run", "missing.toml"]), 2);
     let s = write(dir.path(), "s.toml", BASE);
     fails(tokdyn().arg("run").arg(&s).args(["--model", "xyz"]), 2);
-    let line = fails(tokdyn().arg("run").arg(&s).args(["--set", "model.nope=1"]), 2);
+    let line = fails(
+        tokdyn().arg("run").arg(&s).args(["--set", "model.nope=1"]),
+        2,
+    );
     assert!(line.contains("nope"), "{line}");
     let line = fails(tokdyn().arg("run").arg(&s).args(["--set", "novalue"]), 2);
     assert!(line.contains("novalue"), "{line}");
@@ -218,7 +356,13 @@ fn overflow_fails_with_exit_1_says_when_and_keeps_the_old_result() {
     let dir = tempfile::tempdir().unwrap();
     let good = write(dir.path(), "s.toml", BASE);
     let out = dir.path().join("out");
-    tokdyn().arg("run").arg(&good).arg("--out").arg(&out).assert().success();
+    tokdyn()
+        .arg("run")
+        .arg(&good)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
     let before = fs::read(out.join("order.csv")).unwrap();
     let text = BASE
         .replace("kernel = \"lsa\"", "kernel = \"usa\"")
@@ -229,21 +373,45 @@ fn overflow_fails_with_exit_1_says_when_and_keeps_the_old_result() {
     assert!(line.contains("t ="), "{line}");
     assert!(line.contains("non-finite"), "{line}");
     assert_eq!(fs::read(out.join("order.csv")).unwrap(), before);
-    assert_eq!(fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.')).count(), 0);
+    assert_eq!(
+        fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('.'))
+            .count(),
+        0
+    );
 }
 
 #[test]
 fn compare_writes_the_table_and_agrees_with_the_full_model() {
     let dir = tempfile::tempdir().unwrap();
-    let s = write(dir.path(), "s.toml", &format!("{BASE}\n[solver]\nrtol = 1e-11\natol = 1e-13\n"));
+    let s = write(
+        dir.path(),
+        "s.toml",
+        &format!("{BASE}\n[solver]\nrtol = 1e-11\natol = 1e-13\n"),
+    );
     let out = dir.path().join("out");
-    let assert = tokdyn().arg("compare").arg(&s).arg("--out").arg(&out).assert().success();
+    let assert = tokdyn()
+        .arg("compare")
+        .arg(&s)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     for m in ["full", "phase", "ws", "oa"] {
         assert!(stdout.contains(m), "{stdout}");
     }
     let csv = fs::read_to_string(out.join("compare.csv")).unwrap();
-    assert_eq!(csv.lines().next().unwrap(), "t,full_re,full_im,phase_re,phase_im,ws_re,ws_im,oa_re,oa_im");
+    assert_eq!(
+        csv.lines().next().unwrap(),
+        "t,full_re,full_im,phase_re,phase_im,ws_re,ws_im,oa_re,oa_im"
+    );
     assert_eq!(csv.lines().count(), 52);
     let summary: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -255,7 +423,57 @@ fn compare_writes_the_table_and_agrees_with_the_full_model() {
         assert!(c["seconds"][k].as_f64().unwrap() >= 0.0);
     }
     // compare needs d = 2 and lsa.
-    let s = write(dir.path(), "u.toml", &BASE.replace("kernel = \"lsa\"", "kernel = \"usa\""));
+    let s = write(
+        dir.path(),
+        "u.toml",
+        &BASE.replace("kernel = \"lsa\"", "kernel = \"usa\""),
+    );
     let line = fails(tokdyn().arg("compare").arg(&s), 2);
     assert!(line.contains("lsa"), "{line}");
+}
+
+#[test]
+fn structural_stability_pair_reaches_the_same_state() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let dir = tempfile::tempdir().unwrap();
+    let mut finals = Vec::new();
+    for name in ["stability-poisson", "stability-perturbed"] {
+        let out = dir.path().join(name);
+        tokdyn()
+            .arg("run")
+            .arg(root.join(format!("{name}.toml")))
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .success();
+        let summary: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["expect_met"], true, "{name}: {}", summary["label"]);
+        let order = fs::read_to_string(out.join("order.csv")).unwrap();
+        let first: Vec<f64> = order
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .map(|v| v.parse().unwrap())
+            .collect();
+        let last: Vec<f64> = order
+            .lines()
+            .last()
+            .unwrap()
+            .split(',')
+            .map(|v| v.parse().unwrap())
+            .collect();
+        finals.push((summary["label"].clone(), first, last));
+    }
+    assert_eq!(finals[0].0, finals[1].0);
+    // The perturbed start is really off the manifold's start...
+    assert!(
+        (finals[0].1[1] - finals[1].1[1]).abs() + (finals[0].1[2] - finals[1].1[2]).abs() > 1e-3
+    );
+    // ...and ends at the same R2.
+    assert!(
+        (finals[0].2[1] - finals[1].2[1]).abs() < 1e-3
+            && (finals[0].2[2] - finals[1].2[2]).abs() < 1e-3
+    );
 }

@@ -56,7 +56,8 @@ pub struct Stepper<'a> {
 impl<'a> Stepper<'a> {
     pub fn new(dynamics: &'a dyn Dynamics, method: Method) -> Self {
         let state_bytes = dynamics.dimension().max(1) * 8;
-        let max_steps = (OUTPUT_BUDGET_BYTES / state_bytes).clamp(2, MAX_STEPS_BETWEEN_PROJECTIONS) as u32;
+        let max_steps =
+            (OUTPUT_BUDGET_BYTES / state_bytes).clamp(2, MAX_STEPS_BETWEEN_PROJECTIONS) as u32;
         Stepper {
             dynamics,
             method,

@@ -88,7 +88,14 @@ impl SphereField {
         let small = if lsa { d } else { 0 };
         let scratch = Scratch {
             unit: vec![0.0; n * d],
-            partials: vec![0.0; if lsa { upper_len(d) * chunk_count(n) } else { 0 }],
+            partials: vec![
+                0.0;
+                if lsa {
+                    upper_len(d) * chunk_count(n)
+                } else {
+                    0
+                }
+            ],
             upper: vec![0.0; if lsa { upper_len(d) } else { 0 }],
             moment: DMatrix::zeros(small, small),
             a_s: DMatrix::zeros(small, small),
@@ -149,18 +156,25 @@ impl SphereField {
     fn linear_field(&self, s: &mut Scratch, dx: &mut [f64]) {
         let d = self.d;
         let width = upper_len(d);
-        chunked_sum(&s.unit, d, width, &mut s.partials, &mut s.upper, |rows, acc| {
-            for x in rows.chunks_exact(d) {
-                let mut idx = 0;
-                for a in 0..d {
-                    let xa = x[a];
-                    for xb in &x[a..] {
-                        acc[idx] += xa * xb;
-                        idx += 1;
+        chunked_sum(
+            &s.unit,
+            d,
+            width,
+            &mut s.partials,
+            &mut s.upper,
+            |rows, acc| {
+                for x in rows.chunks_exact(d) {
+                    let mut idx = 0;
+                    for a in 0..d {
+                        let xa = x[a];
+                        for xb in &x[a..] {
+                            acc[idx] += xa * xb;
+                            idx += 1;
+                        }
                     }
                 }
-            }
-        });
+            },
+        );
         let inv_n = 1.0 / self.n as f64;
         let mut idx = 0;
         for a in 0..d {
@@ -355,7 +369,9 @@ mod tests {
 
     fn random_matrix(d: usize, seed: u64) -> DMatrix<f64> {
         // A small deterministic generator is enough for test matrices.
-        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         DMatrix::from_fn(d, d, |_, _| {
             state = state
                 .wrapping_mul(6364136223846793005)

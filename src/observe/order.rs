@@ -103,7 +103,11 @@ pub fn order_parameters(tokens: &[f64], d: usize) -> OrderParameters {
     });
     let inv_n = 1.0 / n as f64;
     let r2 = Complex64::new(sums[0] * inv_n, sums[1] * inv_n);
-    let r1 = sums[2..2 + d].iter().map(|s| (s * inv_n).powi(2)).sum::<f64>().sqrt();
+    let r1 = sums[2..2 + d]
+        .iter()
+        .map(|s| (s * inv_n).powi(2))
+        .sum::<f64>()
+        .sqrt();
     let mut moment = DMatrix::zeros(d, d);
     let mut idx = 2 + d;
     for a in 0..d {
@@ -132,18 +136,16 @@ fn nematic_order(moment: &DMatrix<f64>) -> (f64, Option<Vec<f64>>) {
         return (s.clamp(0.0, 1.0), None);
     }
     let eigen = SymmetricEigen::new(moment.clone());
-    let (imax, lambda) = eigen
-        .eigenvalues
-        .iter()
-        .copied()
-        .enumerate()
-        .fold((0, f64::NEG_INFINITY), |best, (i, l)| {
+    let (imax, lambda) = eigen.eigenvalues.iter().copied().enumerate().fold(
+        (0, f64::NEG_INFINITY),
+        |best, (i, l)| {
             if l > best.1 {
                 (i, l)
             } else {
                 best
             }
-        });
+        },
+    );
     let s = (d as f64 * lambda - 1.0) / (d as f64 - 1.0);
     let axis = eigen.eigenvectors.column(imax).iter().copied().collect();
     (s.clamp(0.0, 1.0), Some(axis))

@@ -95,7 +95,10 @@ mod tests {
         let mut s = OrderSeries::new();
         for i in 0..100 {
             let t = i as f64 * 0.1;
-            s.push(t, &OrderParameters::from_r2(Complex64::from_polar(0.9, 1.5 * t)));
+            s.push(
+                t,
+                &OrderParameters::from_r2(Complex64::from_polar(0.9, 1.5 * t)),
+            );
         }
         let rate = (s.axis_angle[99] - s.axis_angle[0]) / (s.t[99] - s.t[0]);
         assert!((rate - 1.5).abs() < 1e-12);

@@ -102,8 +102,8 @@ impl Dynamics for WatanabeStrogatz {
             .zip(self.initial_phases.chunks_exact(2))
             .flat_map(|(t0, w)| {
                 let w0 = Complex64::new(w[0], w[1]);
-                let change =
-                    psi + (1.0 + z * rotation.conj() * w0.conj()).arg() - (1.0 + z.conj() * rotation * w0).arg();
+                let change = psi + (1.0 + z * rotation.conj() * w0.conj()).arg()
+                    - (1.0 + z.conj() * rotation * w0).arg();
                 let (s, c) = (t0 + 0.5 * change).sin_cos();
                 [c, s]
             })

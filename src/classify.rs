@@ -1,32 +1,48 @@
 //! Labels of the long-term behaviour from an order-parameter series (SPEC section 4).
 //!
-//! The classifier reads the nematic order s(t) and the unwrapped axis angle (in d = 2, |R2| and
-//! arg R2), so it means the same for every model and dimension. Over the tail of the run (the
-//! last quarter of the samples) it measures
+//! The classifier reads the nematic order s(t) (|R2| in d = 2) and the unwrapped angle of the
+//! cluster axis (arg R2 in d = 2), so it means the same for every model and dimension. It looks
+//! at the tail of the run, the last quarter of the samples:
 //!
-//! - the swing of s, max s - min s, and whether it shrinks between the two halves of the tail;
-//! - the rotation rate of the axis, the least-squares slope of the axis angle;
-//! - s at the end.
+//! 1. **Swing of s.** Below [`SETTLED`] s has converged to s* = its final value.
+//! 2. **Cycles.** Otherwise the peaks of s are found. With at least two full cycles, the
+//!    peak-to-trough amplitudes A_k are fitted as A_k ~ e^{-lambda t}: if the amplitude falls
+//!    clearly over the tail (lambda T > 0.3) the motion is a converging spiral (s* = the mean
+//!    of the last cycle, `decay_rate` = lambda), if it holds it is an `oscillation` (`period`
+//!    = mean peak spacing, `amplitude` = half the swing), if it grows the run is too short.
+//! 3. **Monotone approach.** Without cycles, s at the start, middle and end of the tail gives
+//!    the ratio q of successive changes; 0 < q < 1 is a decelerating approach whose limit is
+//!    extrapolated geometrically (exact for an exponential approach, with rate
+//!    lambda = -ln q / (T/2)). An approach to 1 that is algebraic (1 - s ~ t^{-p}, as at a
+//!    regime boundary) is recognised by a log-log fit with a small exponent (0.3 < p < 2; an
+//!    exponential approach seen over a short window fits with p = lambda t instead) and
+//!    counted as clustering.
+//! 4. **Axis.** For s* above [`NO_AXIS`] the axis angle's rate is measured on both halves of the
+//!    tail: a steady rate above [`TURNING`] is rotation; a rate that stops or decays is a
+//!    converged axis.
 //!
-//! A settled s near 1 is clustering (converged or rotating by the rate), a settled s below 1 is
-//! an interior point (steady or rotating), a swing that does not shrink is an oscillation, and a
-//! swing that is still shrinking leaves the run `undetermined` with the advice to run longer.
+//! s* > 1 - [`CLUSTERED`] is clustering. Anything else is `undetermined`, with the reason and
+//! what to do about it.
 
 use serde::Serialize;
 
 use crate::observe::OrderSeries;
 
 /// Fraction of the samples that make the tail.
-const TAIL_FRACTION: f64 = 0.25;
-/// s counts as settled when its tail swing is below this.
-const SETTLED: f64 = 1e-3;
-/// s counts as clustered above 1 - this.
-const CLUSTERED: f64 = 1e-3;
-/// The axis counts as turning above this rate.
-const TURNING: f64 = 1e-3;
+pub const TAIL_FRACTION: f64 = 0.25;
+/// s counts as settled when its swing over the tail is below this.
+pub const SETTLED: f64 = 1e-3;
+/// s* counts as clustered above 1 - this.
+pub const CLUSTERED: f64 = 1e-3;
+/// An extrapolated limit counts as clustered above 1 - this.
+pub const CLUSTERED_EXTRAPOLATED: f64 = 1e-2;
+/// Below this s* there is no axis to turn (the uniform state).
+pub const NO_AXIS: f64 = 1e-2;
+/// The axis counts as turning above this rate (radians of arg R2 per unit time).
+pub const TURNING: f64 = 1e-3;
 
 /// The labels of SPEC section 4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Label {
     ConvergedClusters,
@@ -38,6 +54,16 @@ pub enum Label {
 }
 
 impl Label {
+    /// Every label, in the order of SPEC section 4.
+    pub const ALL: [Label; 6] = [
+        Label::ConvergedClusters,
+        Label::RotatingClusters,
+        Label::Oscillation,
+        Label::InteriorPoint,
+        Label::RotatingInterior,
+        Label::Undetermined,
+    ];
+
     /// The label's word in outputs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -48,6 +74,11 @@ impl Label {
             Label::RotatingInterior => "rotating-interior",
             Label::Undetermined => "undetermined",
         }
+    }
+
+    /// The label of a word, if it is one.
+    pub fn from_word(word: &str) -> Option<Label> {
+        Label::ALL.into_iter().find(|l| l.as_str() == word)
     }
 }
 
@@ -63,16 +94,22 @@ pub struct Features {
     pub r2_abs_final: f64,
     pub r2_abs_tail_min: f64,
     pub r2_abs_tail_max: f64,
-    /// Rotation rate of arg R2 (the doubled axis angle) over the tail, in radians per unit time.
+    /// Rotation rate of arg R2 (the doubled axis angle) over the second half of the tail.
     pub r2_arg_rate: f64,
     pub nematic_final: f64,
     pub nematic_tail_min: f64,
     pub nematic_tail_max: f64,
     pub r1_abs_final: Option<f64>,
-    /// Period of an oscillation of s (mean spacing of its upward crossings of the tail mean).
+    /// The limit s* of s, when s converges (extrapolated for a slow approach).
+    pub limit: Option<f64>,
+    /// Period of an oscillation of s (mean spacing of its peaks in the tail).
     pub period: Option<f64>,
-    /// Exponential decay rate of the distance of s to its limit, when it decays.
+    /// Half the swing of s over the tail, for an oscillation.
+    pub amplitude: Option<f64>,
+    /// Exponential rate at which s approaches its limit (or a spiral's amplitude decays).
     pub decay_rate: Option<f64>,
+    /// For clustering: "one" (R1 -> 1), "two-antipodal" (R1 -> 0) or "unequal".
+    pub clusters: Option<String>,
     /// Start time of the tail the features are measured on.
     pub tail_start: f64,
 }
@@ -85,20 +122,38 @@ pub struct Classification {
     pub features: Features,
 }
 
-/// Least-squares slope of y against t.
-fn slope(t: &[f64], y: &[f64]) -> f64 {
-    let n = t.len() as f64;
-    let (mt, my) = (t.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
-    let (mut num, mut den) = (0.0, 0.0);
-    for (a, b) in t.iter().zip(y) {
-        num += (a - mt) * (b - my);
-        den += (a - mt) * (a - mt);
+/// Least-squares slope of y against x.
+fn slope(x: &[f64], y: &[f64]) -> f64 {
+    fit(x, y).0
+}
+
+/// Least-squares line y = a x + b: (a, b, r^2).
+fn fit(x: &[f64], y: &[f64]) -> (f64, f64, f64) {
+    let n = x.len() as f64;
+    if x.len() < 2 {
+        return (0.0, y.first().copied().unwrap_or(0.0), 0.0);
     }
-    if den > 0.0 {
-        num / den
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (a, b) in x.iter().zip(y) {
+        sxy += (a - mx) * (b - my);
+        sxx += (a - mx) * (a - mx);
+        syy += (b - my) * (b - my);
+    }
+    if sxx <= 0.0 {
+        return (0.0, my, 0.0);
+    }
+    let a = sxy / sxx;
+    let r2 = if syy > 0.0 {
+        sxy * sxy / (sxx * syy)
     } else {
-        0.0
-    }
+        1.0
+    };
+    (a, my - a * mx, r2)
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
 fn min_max(v: &[f64]) -> (f64, f64) {
@@ -108,98 +163,295 @@ fn min_max(v: &[f64]) -> (f64, f64) {
         })
 }
 
-/// Classifies a series (at least two samples).
+/// Indices of the local maxima of `s` (plateaus count once, at their first sample).
+fn peaks(s: &[f64]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut i = 1;
+    while i + 1 < s.len() {
+        if s[i] > s[i - 1] {
+            let mut j = i;
+            while j + 1 < s.len() && s[j + 1] == s[i] {
+                j += 1;
+            }
+            if j + 1 < s.len() && s[j + 1] < s[i] {
+                out.push(i);
+            }
+            i = j + 1;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Number of interior maxima and minima of `s` that stand out by more than 5% of the swing.
+fn turning_points(s: &[f64], swing: f64) -> usize {
+    let (lo, hi) = min_max(s);
+    let maxima = peaks(s)
+        .into_iter()
+        .filter(|&i| s[i] - lo > 0.05 * swing)
+        .count();
+    let negated: Vec<f64> = s.iter().map(|v| -v).collect();
+    let minima = peaks(&negated)
+        .into_iter()
+        .filter(|&i| hi - s[i] > 0.05 * swing)
+        .count();
+    maxima + minima
+}
+
+/// What the cycles of s say, if there are at least two.
+struct Cycles {
+    period: f64,
+    /// lambda of A_k ~ e^{-lambda t}.
+    decay_rate: f64,
+    /// Mean of s over the last full cycle.
+    last_mean: f64,
+}
+
+fn cycles(t: &[f64], s: &[f64], swing: f64) -> Option<Cycles> {
+    // Ignore wiggles far below the swing (round-off on a plateau).
+    let maxima: Vec<usize> = peaks(s);
+    let (lo, _) = min_max(s);
+    let maxima: Vec<usize> = maxima
+        .into_iter()
+        .filter(|&i| s[i] - lo > 0.05 * swing)
+        .collect();
+    if maxima.len() < 3 {
+        return None;
+    }
+    let mut times = Vec::new();
+    let mut log_amplitudes = Vec::new();
+    for w in maxima.windows(2) {
+        let trough = s[w[0]..=w[1]].iter().copied().fold(f64::INFINITY, f64::min);
+        let amplitude = 0.5 * (s[w[0]] + s[w[1]]) - trough;
+        if amplitude <= 0.0 {
+            return None;
+        }
+        times.push(0.5 * (t[w[0]] + t[w[1]]));
+        log_amplitudes.push(amplitude.ln());
+    }
+    let spacing: Vec<f64> = maxima.windows(2).map(|w| t[w[1]] - t[w[0]]).collect();
+    let period = spacing.iter().sum::<f64>() / spacing.len() as f64;
+    let (a, b) = (maxima[maxima.len() - 2], maxima[maxima.len() - 1]);
+    let last_mean = s[a..b].iter().sum::<f64>() / (b - a) as f64;
+    Some(Cycles {
+        period,
+        decay_rate: -slope(&times, &log_amplitudes),
+        last_mean,
+    })
+}
+
+/// A monotone approach: (limit, exponential rate), when the changes shrink.
+fn approach(t: &[f64], s: &[f64]) -> Option<(f64, f64)> {
+    let m = s.len() / 2;
+    let (s1, s2, s3) = (s[0], s[m], s[s.len() - 1]);
+    let (d1, d2) = (s2 - s1, s3 - s2);
+    if d1 == 0.0 || d1 * d2 <= 0.0 {
+        return None;
+    }
+    let q = d2 / d1;
+    if !(q > 0.0 && q < 1.0) {
+        return None;
+    }
+    let half = 0.5 * (t[t.len() - 1] - t[0]);
+    let limit = s3 + d2 * q / (1.0 - q);
+    Some((limit, -q.ln() / half))
+}
+
+/// 1 - s ~ c t^{-p} with a good fit: returns p.
+fn algebraic_approach_to_one(t: &[f64], s: &[f64]) -> Option<f64> {
+    if t[0] <= 0.0 || s.iter().any(|v| *v >= 1.0) {
+        return None;
+    }
+    let x: Vec<f64> = t.iter().map(|v| v.ln()).collect();
+    let y: Vec<f64> = s.iter().map(|v| (1.0 - v).ln()).collect();
+    let (a, _, r2) = fit(&x, &y);
+    // Over a short window an exponential approach also looks straight on log-log axes, with
+    // an apparent exponent lambda t; a boundary's algebraic approach has a small exponent.
+    (a < -0.3 && a > -2.0 && r2 > 0.99).then_some(-a)
+}
+
+/// The axis over the tail: (turning, rate of the second half, reason when it decelerates).
+fn axis_motion(t: &[f64], angle: &[f64]) -> (bool, f64) {
+    let m = t.len() / 2;
+    let early = slope(&t[..=m], &angle[..=m]);
+    let late = slope(&t[m..], &angle[m..]);
+    let turned = (angle[angle.len() - 1] - angle[m]).abs();
+    let steady = late.abs() >= 0.8 * early.abs() && late.abs() <= 1.25 * early.abs();
+    (late.abs() > TURNING && steady && turned > 0.02, late)
+}
+
+/// Classifies a series.
+///
+/// ```
+/// use num_complex::Complex64;
+/// use tokdyn::classify::{classify, Label};
+/// use tokdyn::observe::{OrderParameters, OrderSeries};
+/// let mut series = OrderSeries::new();
+/// for i in 0..401 {
+///     let t = 0.5 * i as f64;
+///     series.push(t, &OrderParameters::from_r2(Complex64::from_polar(1.0 - (-t).exp(), 0.2 * t)));
+/// }
+/// let c = classify(&series);
+/// assert_eq!(c.label, Label::RotatingClusters);
+/// assert!((c.features.r2_arg_rate - 0.2).abs() < 1e-9);
+/// ```
 pub fn classify(series: &OrderSeries) -> Classification {
     let len = series.len();
-    let tail_len = ((len as f64 * TAIL_FRACTION).ceil() as usize).clamp(2.min(len), len);
+    let tail_len = ((len as f64 * TAIL_FRACTION).ceil() as usize).clamp(len.min(2), len);
     let start = len - tail_len;
     let t = &series.t[start..];
     let s = &series.nematic[start..];
+    let angle = &series.axis_angle[start..];
     let r2_abs: Vec<f64> = series.r2[start..].iter().map(|z| z.norm()).collect();
     let (r_lo, r_hi) = min_max(&r2_abs);
     let (s_lo, s_hi) = min_max(s);
-    let rate = slope(t, &series.axis_angle[start..]);
-    let s_final = *s.last().unwrap_or(&0.0);
-    let half = s.len() / 2;
-    let (a_lo, a_hi) = min_max(&s[..half.max(1)]);
-    let (b_lo, b_hi) = min_max(&s[half..]);
-    let (early_swing, late_swing) = (a_hi - a_lo, b_hi - b_lo);
+    let s_final = s.last().copied().unwrap_or(0.0);
     let swing = s_hi - s_lo;
-    let period = oscillation_period(t, s);
-    let mut features = Features {
-        r2_abs_final: *r2_abs.last().unwrap_or(&0.0),
+    let r1_final = series.r1.last().copied().flatten();
+    let mut f = Features {
+        r2_abs_final: r2_abs.last().copied().unwrap_or(0.0),
         r2_abs_tail_min: r_lo,
         r2_abs_tail_max: r_hi,
-        r2_arg_rate: rate,
+        r2_arg_rate: 0.0,
         nematic_final: s_final,
         nematic_tail_min: s_lo,
         nematic_tail_max: s_hi,
-        r1_abs_final: series.r1.last().copied().flatten(),
+        r1_abs_final: r1_final,
+        limit: None,
         period: None,
+        amplitude: None,
         decay_rate: None,
+        clusters: None,
         tail_start: t.first().copied().unwrap_or(0.0),
     };
-    let turning = rate.abs() > TURNING && s_final > SETTLED;
-    let (label, reason) = if swing < SETTLED {
-        if s_final > 1.0 - CLUSTERED {
-            if turning {
-                (
-                    Label::RotatingClusters,
-                    format!(
-                        "s -> {s_final:.6} with the axis turning at {rate:.4} rad per unit time"
-                    ),
-                )
-            } else {
-                (
-                    Label::ConvergedClusters,
-                    format!("s -> {s_final:.6} and the axis stops"),
-                )
-            }
-        } else if turning {
+    if len < 8 {
+        return Classification {
+            label: Label::Undetermined,
+            reason: format!("only {len} samples; ask for at least 8 (time.samples)"),
+            features: f,
+        };
+    }
+    let (turning, rate) = axis_motion(t, angle);
+    f.r2_arg_rate = rate;
+    let tail_time = t[t.len() - 1] - t[0];
+
+    // The limit of s, and how it was reached.
+    let (limit, how) = if swing < SETTLED {
+        (s_final, "settles".to_string())
+    } else if let Some(c) = cycles(t, s, swing) {
+        f.period = Some(c.period);
+        if c.decay_rate * tail_time > 0.3 {
+            f.decay_rate = Some(c.decay_rate);
             (
-                Label::RotatingInterior,
+                c.last_mean,
                 format!(
-                    "s -> {s_final:.6} < 1 with the axis turning at {rate:.4} rad per unit time"
+                    "spirals in (amplitude decays at rate {:.3e}, period {:.4})",
+                    c.decay_rate, c.period
                 ),
             )
+        } else if c.decay_rate * tail_time < -0.3 {
+            return undetermined(
+                f,
+                format!(
+                    "s oscillates with a growing amplitude (rate {:.3e}); run longer",
+                    -c.decay_rate
+                ),
+            );
         } else {
-            (
-                Label::InteriorPoint,
-                format!("s -> {s_final:.6} < 1 and the axis stops"),
-            )
+            f.amplitude = Some(0.5 * swing);
+            let reason = format!(
+                "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4}",
+                c.period
+            );
+            return Classification {
+                label: Label::Oscillation,
+                reason,
+                features: f,
+            };
         }
-    } else if late_swing > 0.8 * early_swing && period.is_some() {
-        features.period = period;
+    } else if turning_points(s, swing) > 0 {
+        return undetermined(
+            f,
+            format!(
+                "s turns within the tail (swing {swing:.2e}) but shows fewer than two full cycles: the period may be longer than the tail; run longer (time.t_end)"
+            ),
+        );
+    } else if let Some(p) = algebraic_approach_to_one(t, s)
+        .filter(|_| s_final > 0.9 && approach(t, s).is_none_or(|(limit, _)| limit > 0.95))
+    {
         (
-            Label::Oscillation,
-            format!("s keeps swinging by {swing:.4} over the tail"),
+            1.0,
+            format!("approaches 1 algebraically (1 - s ~ t^-{p:.2})"),
         )
+    } else if s_lo > 1.0 - 2.0 * CLUSTERED_EXTRAPOLATED
+        && s_final >= s_hi - 0.25 * swing
+        && mean(&s[s.len() / 2..]) > mean(&s[..s.len() / 2])
+    {
+        // Finite-n clustering: s creeps up to 1 with small wiggles (the Watanabe–Strogatz
+        // angle modulates R2 while |Z| -> 1).
+        (
+            1.0,
+            format!("creeps up to 1 (above {s_lo:.4} over the tail, highest at the end)"),
+        )
+    } else if let Some((limit, rate)) = approach(t, s).filter(|(l, _)| (-0.01..=1.01).contains(l)) {
+        f.decay_rate = Some(rate);
+        let limit = if limit > 1.0 - CLUSTERED_EXTRAPOLATED {
+            1.0
+        } else {
+            limit.max(0.0)
+        };
+        (limit, format!("approaches its limit at rate {rate:.3e}"))
     } else {
-        (
-            Label::Undetermined,
-            format!("s still moves by {swing:.2e} over the tail (from {early_swing:.2e} to {late_swing:.2e}); run longer"),
-        )
+        f.period = None;
+        return undetermined(
+            f,
+            format!(
+                "s still moves by {swing:.2e} over the tail without a clear limit or cycle; run longer (time.t_end)"
+            ),
+        );
+    };
+    f.limit = Some(limit);
+
+    let clustered = limit > 1.0 - CLUSTERED;
+    let has_axis = limit > NO_AXIS;
+    let rotating = has_axis && turning;
+    if clustered {
+        f.clusters = r1_final.map(|r1| {
+            if r1 > 0.99 {
+                "one".to_string()
+            } else if r1 < 0.01 {
+                "two-antipodal".to_string()
+            } else {
+                "unequal".to_string()
+            }
+        });
+    }
+    let label = match (clustered, rotating) {
+        (true, true) => Label::RotatingClusters,
+        (true, false) => Label::ConvergedClusters,
+        (false, true) => Label::RotatingInterior,
+        (false, false) => Label::InteriorPoint,
+    };
+    let axis = if !has_axis {
+        "no axis (uniform state)".to_string()
+    } else if rotating {
+        format!("the axis turns at {rate:.4} rad per unit time")
+    } else {
+        "the axis stops".to_string()
     };
     Classification {
         label,
-        reason,
-        features,
+        reason: format!("s {how} -> {limit:.6}; {axis}"),
+        features: f,
     }
 }
 
-/// Mean spacing of the upward crossings of the mean, when there are at least two.
-fn oscillation_period(t: &[f64], s: &[f64]) -> Option<f64> {
-    let mean = s.iter().sum::<f64>() / s.len() as f64;
-    let crossings: Vec<f64> = t
-        .windows(2)
-        .zip(s.windows(2))
-        .filter(|(_, w)| w[0] < mean && w[1] >= mean)
-        .map(|(tw, w)| tw[0] + (tw[1] - tw[0]) * (mean - w[0]) / (w[1] - w[0]))
-        .collect();
-    if crossings.len() >= 2 {
-        Some((crossings[crossings.len() - 1] - crossings[0]) / (crossings.len() - 1) as f64)
-    } else {
-        None
+fn undetermined(features: Features, reason: String) -> Classification {
+    Classification {
+        label: Label::Undetermined,
+        reason,
+        features,
     }
 }
 
@@ -228,12 +480,60 @@ mod tests {
         assert!((rc.features.r2_arg_rate - 0.5).abs() < 1e-9);
         let o = series(|t| Complex64::from_polar(0.5 + 0.2 * (0.7 * t).sin(), 0.0));
         let oc = classify(&o);
-        assert_eq!(oc.label, Label::Oscillation);
+        assert_eq!(oc.label, Label::Oscillation, "{}", oc.reason);
         let p = oc.features.period.unwrap();
         assert!((p - 2.0 * std::f64::consts::PI / 0.7).abs() < 0.05, "{p}");
+        assert!((oc.features.amplitude.unwrap() - 0.2).abs() < 1e-3);
         let i = series(|t| Complex64::from_polar(0.3 + (-t).exp(), 1.0));
         assert_eq!(classify(&i).label, Label::InteriorPoint);
-        let u = series(|t| Complex64::from_polar(0.5 * (-0.001 * t).exp(), 0.0));
-        assert_eq!(classify(&u).label, Label::Undetermined);
+        let w = series(|t| Complex64::from_polar(0.4, 0.05 * t));
+        assert_eq!(classify(&w).label, Label::RotatingInterior);
+    }
+
+    #[test]
+    fn a_decaying_spiral_is_convergence_not_oscillation() {
+        // R = R* + 0.3 e^{(-0.025 + 0.74 i) t}, the SPEC's slow spiral around |R*| = 0.0999.
+        let spiral = series(|t| {
+            Complex64::new(0.0999, 0.0) + Complex64::from_polar(0.05 * (-0.025 * t).exp(), 0.74 * t)
+        });
+        let c = classify(&spiral);
+        assert_eq!(c.label, Label::InteriorPoint, "{}", c.reason);
+        assert!((c.features.decay_rate.unwrap() - 0.025).abs() < 0.005);
+        assert!((c.features.limit.unwrap() - 0.0999).abs() < 0.01);
+    }
+
+    #[test]
+    fn algebraic_approach_to_one_is_clustering() {
+        let slow = series(|t| Complex64::from_polar(1.0 - 1.0 / (1.0 + t), 0.0));
+        let c = classify(&slow);
+        assert_eq!(c.label, Label::ConvergedClusters, "{}", c.reason);
+    }
+
+    #[test]
+    fn slow_rotation_and_a_stopping_axis_are_told_apart() {
+        let slow = series(|t| Complex64::from_polar(1.0, 0.004 * t));
+        assert_eq!(classify(&slow).label, Label::RotatingClusters);
+        let stopping = series(|t| Complex64::from_polar(1.0, 1.0 - (-0.05 * t).exp()));
+        assert_eq!(classify(&stopping).label, Label::ConvergedClusters);
+    }
+
+    #[test]
+    fn the_uniform_state_has_no_axis() {
+        let u = series(|t| Complex64::from_polar(1e-4 * (-t).exp() + 1e-5, 0.7 * t));
+        assert_eq!(classify(&u).label, Label::InteriorPoint);
+    }
+
+    #[test]
+    fn a_drifting_series_is_undetermined_with_advice() {
+        let u = series(|t| Complex64::from_polar(0.2 + 0.002 * t, 0.0));
+        let c = classify(&u);
+        assert_eq!(c.label, Label::Undetermined);
+        assert!(c.reason.contains("run longer"));
+        // One and a half slow cycles in the tail: not enough to call it anything.
+        let slow = series(|t| Complex64::from_polar(0.5 + 0.3 * (t / 5.0).sin(), 0.0));
+        let c = classify(&slow);
+        assert_eq!(c.label, Label::Undetermined, "{}", c.reason);
+        let short = OrderSeries::new();
+        assert_eq!(classify(&short).label, Label::Undetermined);
     }
 }

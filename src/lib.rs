@@ -35,9 +35,12 @@ pub mod model;
 pub mod observe;
 pub mod output;
 pub mod parallel;
+pub mod plot;
+pub mod predict;
 pub mod reduced;
 pub mod run;
 pub mod scenario;
 pub mod simulation;
+pub mod sweep;
 
 pub use error::Error;

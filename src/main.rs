@@ -42,6 +42,29 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
     },
+    /// Ott–Antonsen fixed points, stability, limit cycles and the predicted label (d = 2, lsa).
+    Predict {
+        scenario: PathBuf,
+        /// Folder for predict.json [default: output/<name>/].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
+    /// Sweep parameters of a scenario over a grid and label every point.
+    Sweep {
+        sweep: PathBuf,
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Compute only the points i with i mod N = K-1 (K/N, 1-based).
+        #[arg(long, value_name = "K/N")]
+        shard: Option<String>,
+        /// Continue an interrupted sweep without recomputing finished points.
+        #[arg(long)]
+        resume: bool,
+    },
+    /// Assemble the shard files of a sweep folder into sweep.csv.
+    Merge { dir: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -126,6 +149,35 @@ fn execute(command: Command) -> Result<(), Error> {
                 );
             }
             println!("-> {}", report.dir.display());
+        }
+        Command::Predict {
+            scenario,
+            out,
+            sets,
+        } => {
+            let scenario = Scenario::load(&scenario, &sets)?;
+            let report = tokdyn::predict::command::predict_scenario(&scenario, &options(out))?;
+            print!("{}", report.table);
+        }
+        Command::Sweep {
+            sweep,
+            out,
+            shard,
+            resume,
+        } => {
+            let options = tokdyn::sweep::SweepOptions {
+                out,
+                shard,
+                resume,
+                progress: true,
+                command_line: std::env::args().collect(),
+            };
+            let dir = tokdyn::sweep::sweep(&sweep, &options)?;
+            println!("-> {}", dir.display());
+        }
+        Command::Merge { dir } => {
+            let path = tokdyn::sweep::merge(&dir)?;
+            println!("-> {}", path.display());
         }
     }
     Ok(())

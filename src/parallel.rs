@@ -45,6 +45,12 @@ pub fn chunked_sum<K>(
 {
     let n = data.len() / stride;
     let chunks = chunk_count(n);
+    if chunks == 1 {
+        // One chunk: no thread hand-off (it costs more than the work for small n).
+        out[..width].fill(0.0);
+        kernel(data, &mut out[..width]);
+        return;
+    }
     let partials = &mut partials[..width * chunks];
     partials
         .par_chunks_mut(width)
@@ -58,6 +64,31 @@ pub fn chunked_sum<K>(
         for (o, a) in out.iter_mut().zip(acc) {
             *o += a;
         }
+    }
+}
+
+/// Applies `f` to matching chunks of [`TOKENS_PER_CHUNK`] rows of `out` (rows of `out_stride`)
+/// and `input` (rows of `in_stride`), in parallel when there is more than one chunk.
+///
+/// ```
+/// use tokdyn::parallel::for_each_chunk;
+/// let x = vec![1.0; 10_000];
+/// let mut y = vec![0.0; 10_000];
+/// for_each_chunk(&mut y, 1, &x, 1, |out, inp| {
+///     out.iter_mut().zip(inp).for_each(|(o, i)| *o = 2.0 * i)
+/// });
+/// assert!(y.iter().all(|v| *v == 2.0));
+/// ```
+pub fn for_each_chunk<F>(out: &mut [f64], out_stride: usize, input: &[f64], in_stride: usize, f: F)
+where
+    F: Fn(&mut [f64], &[f64]) + Sync + Send,
+{
+    if input.len() <= TOKENS_PER_CHUNK * in_stride {
+        f(out, input);
+    } else {
+        out.par_chunks_mut(TOKENS_PER_CHUNK * out_stride)
+            .zip(input.par_chunks(TOKENS_PER_CHUNK * in_stride))
+            .for_each(|(o, i)| f(o, i));
     }
 }
 

@@ -23,13 +23,19 @@
 use std::borrow::Cow;
 use std::sync::Mutex;
 
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut};
 use rayon::prelude::*;
 
 use super::{Attention, Kernel};
 use crate::integrate::Dynamics;
 use crate::observe::{order_parameters, OrderParameters};
-use crate::parallel::{chunk_count, chunked_sum, TOKENS_PER_CHUNK};
+use crate::parallel::{chunk_count, chunked_sum, for_each_chunk, TOKENS_PER_CHUNK};
+
+/// From this dimension on, the linear field uses blocked matrix products.
+const GEMM_MIN_D: usize = 8;
+
+/// Below this many pair terms (n^2 d) the pairwise kernels run on the calling thread.
+const PAIRWISE_SEQUENTIAL_WORK: usize = 1 << 17;
 
 /// Buffers reused from one evaluation to the next (the field is the hot path: no allocation).
 struct Scratch {
@@ -47,6 +53,8 @@ struct Scratch {
     m_transposed: DMatrix<f64>,
     /// One head's contribution to M^T, `lsa` only.
     head_term: DMatrix<f64>,
+    /// M itself, `lsa` with d >= GEMM_MIN_D only.
+    m: DMatrix<f64>,
     /// q_k = beta A^T x_k, n x d, `usa`/`sa` only.
     query: Vec<f64>,
     /// u_j = V x_j, n x d, `usa`/`sa` only.
@@ -58,7 +66,7 @@ struct Scratch {
 /// The vector field of the full model for n tokens in d dimensions.
 ///
 /// ```
-/// use nalgebra::DMatrix;
+/// use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut};
 /// use tokdyn::model::{Attention, Head, Kernel, SphereField};
 /// let head = Head { a: DMatrix::identity(2, 2), v: DMatrix::identity(2, 2) };
 /// let field = SphereField::new(Attention::new(Kernel::Lsa, 1.0, vec![head]), 2);
@@ -101,6 +109,7 @@ impl SphereField {
             a_s: DMatrix::zeros(small, small),
             m_transposed: DMatrix::zeros(small, small),
             head_term: DMatrix::zeros(small, small),
+            m: DMatrix::zeros(small, small),
             query: vec![0.0; pairwise],
             value: vec![0.0; pairwise],
             head_field: vec![0.0; if several_heads { pairwise } else { 0 }],
@@ -155,6 +164,10 @@ impl SphereField {
     /// f_k = M x_k with M = beta sum_heads V S A^T.
     fn linear_field(&self, s: &mut Scratch, dx: &mut [f64]) {
         let d = self.d;
+        let inv_n = 1.0 / self.n as f64;
+        if d >= GEMM_MIN_D {
+            return self.linear_field_gemm(s, dx);
+        }
         let width = upper_len(d);
         chunked_sum(
             &s.unit,
@@ -175,7 +188,6 @@ impl SphereField {
                 }
             },
         );
-        let inv_n = 1.0 / self.n as f64;
         let mut idx = 0;
         for a in 0..d {
             for b in a..d {
@@ -185,23 +197,58 @@ impl SphereField {
                 idx += 1;
             }
         }
-        // M^T = beta sum_heads A S V^T; its column a (contiguous) is row a of M.
+        self.form_m_transposed(s);
+        let m_rows = s.m_transposed.as_slice();
+        for_each_chunk(dx, d, &s.unit, d, |out, unit| {
+            for (f, x) in out.chunks_exact_mut(d).zip(unit.chunks_exact(d)) {
+                for (a, fa) in f.iter_mut().enumerate() {
+                    *fa = dot(&m_rows[a * d..(a + 1) * d], x);
+                }
+            }
+        });
+    }
+
+    /// M^T = beta sum_heads A S V^T from the moment matrix; its column a (contiguous) is row a
+    /// of M.
+    fn form_m_transposed(&self, s: &mut Scratch) {
         s.m_transposed.fill(0.0);
         for (head, vt) in self.attention.heads.iter().zip(&self.values_transposed) {
             s.a_s.gemm(1.0, &head.a, &s.moment, 0.0);
             s.head_term.gemm(self.attention.beta, &s.a_s, vt, 0.0);
             s.m_transposed += &s.head_term;
         }
-        let m_rows = s.m_transposed.as_slice();
-        dx.par_chunks_mut(TOKENS_PER_CHUNK * d)
-            .zip(s.unit.par_chunks(TOKENS_PER_CHUNK * d))
-            .for_each(|(out, unit)| {
-                for (f, x) in out.chunks_exact_mut(d).zip(unit.chunks_exact(d)) {
-                    for (a, fa) in f.iter_mut().enumerate() {
-                        *fa = dot(&m_rows[a * d..(a + 1) * d], x);
-                    }
-                }
-            });
+    }
+
+    /// The linear field for larger d with blocked matrix products: per chunk of m tokens
+    /// (X_c, d x m) the partial moment X_c X_c^T, then F_c = M X_c.
+    fn linear_field_gemm(&self, s: &mut Scratch, dx: &mut [f64]) {
+        let d = self.d;
+        chunked_sum(
+            &s.unit,
+            d,
+            d * d,
+            &mut s.partials,
+            s.moment.as_mut_slice(),
+            |rows, acc| {
+                let m = rows.len() / d;
+                // Row-major tokens are X (d x m, column k = token k); the same numbers read with
+                // strides (d, 1) are X^T (m x d). `gemm` runs on matrixmultiply's blocked kernels.
+                let x = DMatrixView::from_slice(rows, d, m);
+                let xt = DMatrixView::from_slice_with_strides(rows, m, d, d, 1);
+                let mut out = DMatrixViewMut::from_slice(acc, d, d);
+                out.gemm(1.0, &x, &xt, 0.0);
+            },
+        );
+        s.moment.scale_mut(1.0 / self.n as f64);
+        self.form_m_transposed(s);
+        s.m.tr_copy_from(&s.m_transposed);
+        let m_matrix = &s.m;
+        for_each_chunk(dx, d, &s.unit, d, |out, unit| {
+            let m = unit.len() / d;
+            let x = DMatrixView::from_slice(unit, d, m);
+            let mut f = DMatrixViewMut::from_slice(out, d, m);
+            f.gemm(1.0, m_matrix, &x, 0.0);
+        });
     }
 
     /// f_k = sum_heads (1/n) sum_j exp(<q_k, x_j>) u_j (`usa`) or the softmax-weighted mean (`sa`).
@@ -215,39 +262,45 @@ impl SphereField {
         for (head, vt) in self.attention.heads.iter().zip(&self.values_transposed) {
             let a = head.a.as_slice();
             let vt = vt.as_slice();
-            s.query
-                .par_chunks_mut(TOKENS_PER_CHUNK * d)
-                .zip(s.value.par_chunks_mut(TOKENS_PER_CHUNK * d))
-                .zip(s.unit.par_chunks(TOKENS_PER_CHUNK * d))
-                .for_each(|((q, u), x)| {
-                    for ((q, u), x) in q
-                        .chunks_exact_mut(d)
-                        .zip(u.chunks_exact_mut(d))
-                        .zip(x.chunks_exact(d))
-                    {
-                        for c in 0..d {
-                            // (A^T x)_c = column c of A (column-major) . x; (V x)_c = column c of V^T . x
-                            q[c] = beta * dot(&a[c * d..(c + 1) * d], x);
-                            u[c] = dot(&vt[c * d..(c + 1) * d], x);
-                        }
+            // (A^T x)_c = column c of A (column-major) . x; (V x)_c = column c of V^T . x
+            for_each_chunk(&mut s.query, d, &s.unit, d, |q, x| {
+                for (q, x) in q.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                    for (c, qc) in q.iter_mut().enumerate() {
+                        *qc = beta * dot(&a[c * d..(c + 1) * d], x);
                     }
-                });
+                }
+            });
+            for_each_chunk(&mut s.value, d, &s.unit, d, |u, x| {
+                for (u, x) in u.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                    for (c, uc) in u.iter_mut().enumerate() {
+                        *uc = dot(&vt[c * d..(c + 1) * d], x);
+                    }
+                }
+            });
             let target: &mut [f64] = if several_heads { &mut s.head_field } else { dx };
             let (unit, query, value) = (&s.unit, &s.query, &s.value);
             let softmax = self.attention.kernel == Kernel::Sa;
             let inv_n = 1.0 / self.n as f64;
-            target
-                .par_chunks_mut(d)
-                .zip(query.par_chunks(d))
-                .with_min_len(16)
-                .for_each(|(f, q)| {
-                    if softmax {
-                        softmax_mean(q, unit, value, f);
-                    } else {
-                        exp_weighted_sum(q, unit, value, f);
-                        f.iter_mut().for_each(|v| *v *= inv_n);
-                    }
-                });
+            let one_token = |(f, q): (&mut [f64], &[f64])| {
+                if softmax {
+                    softmax_mean(q, unit, value, f);
+                } else {
+                    exp_weighted_sum(q, unit, value, f);
+                    f.iter_mut().for_each(|v| *v *= inv_n);
+                }
+            };
+            if self.n * self.n * d < PAIRWISE_SEQUENTIAL_WORK {
+                target
+                    .chunks_mut(d)
+                    .zip(query.chunks(d))
+                    .for_each(one_token);
+            } else {
+                target
+                    .par_chunks_mut(d)
+                    .zip(query.par_chunks(d))
+                    .with_min_len(16)
+                    .for_each(one_token);
+            }
             if several_heads {
                 dx.iter_mut().zip(&s.head_field).for_each(|(o, h)| *o += h);
             }
@@ -267,17 +320,22 @@ impl Dynamics for SphereField {
     /// x_k <- x_k / |x_k|; returns max_k | |x_k| - 1 | before.
     fn project(&self, y: &mut [f64]) -> f64 {
         let d = self.d;
-        y.par_chunks_mut(TOKENS_PER_CHUNK * d)
-            .map(|chunk| {
-                let mut drift: f64 = 0.0;
-                for x in chunk.chunks_exact_mut(d) {
-                    let r = dot(x, x).sqrt();
-                    drift = drift.max((r - 1.0).abs());
-                    x.iter_mut().for_each(|v| *v /= r);
-                }
-                drift
-            })
-            .reduce(|| 0.0, f64::max)
+        let normalise = |chunk: &mut [f64]| {
+            let mut drift: f64 = 0.0;
+            for x in chunk.chunks_exact_mut(d) {
+                let r = dot(x, x).sqrt();
+                drift = drift.max((r - 1.0).abs());
+                x.iter_mut().for_each(|v| *v /= r);
+            }
+            drift
+        };
+        if y.len() <= TOKENS_PER_CHUNK * d {
+            normalise(y)
+        } else {
+            y.par_chunks_mut(TOKENS_PER_CHUNK * d)
+                .map(normalise)
+                .reduce(|| 0.0, f64::max)
+        }
     }
 
     fn order_parameters(&self, y: &[f64]) -> OrderParameters {
@@ -340,26 +398,22 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 
 /// unit_k = x_k / |x_k|.
 fn normalise_rows(x: &[f64], unit: &mut [f64], d: usize) {
-    unit.par_chunks_mut(TOKENS_PER_CHUNK * d)
-        .zip(x.par_chunks(TOKENS_PER_CHUNK * d))
-        .for_each(|(u, x)| {
-            for (u, x) in u.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-                let inv = 1.0 / dot(x, x).sqrt();
-                u.iter_mut().zip(x).for_each(|(ua, xa)| *ua = xa * inv);
-            }
-        });
+    for_each_chunk(unit, d, x, d, |u, x| {
+        for (u, x) in u.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+            let inv = 1.0 / dot(x, x).sqrt();
+            u.iter_mut().zip(x).for_each(|(ua, xa)| *ua = xa * inv);
+        }
+    });
 }
 
 /// f_k <- f_k - <x_k, f_k> x_k.
 fn project_rows(unit: &[f64], f: &mut [f64], d: usize) {
-    f.par_chunks_mut(TOKENS_PER_CHUNK * d)
-        .zip(unit.par_chunks(TOKENS_PER_CHUNK * d))
-        .for_each(|(f, x)| {
-            for (f, x) in f.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-                let radial = dot(x, f);
-                f.iter_mut().zip(x).for_each(|(fa, xa)| *fa -= radial * xa);
-            }
-        });
+    for_each_chunk(f, d, unit, d, |f, x| {
+        for (f, x) in f.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+            let radial = dot(x, f);
+            f.iter_mut().zip(x).for_each(|(fa, xa)| *fa -= radial * xa);
+        }
+    });
 }
 
 #[cfg(test)]
@@ -435,7 +489,7 @@ mod tests {
     #[test]
     fn every_kernel_matches_the_pairwise_formula() {
         for kernel in [Kernel::Lsa, Kernel::Usa, Kernel::Sa] {
-            for (d, heads) in [(2, 1), (3, 2), (5, 1)] {
+            for (d, heads) in [(2, 1), (3, 2), (5, 1), (9, 2), (12, 1)] {
                 let n = 37;
                 let att = Attention::new(
                     kernel,

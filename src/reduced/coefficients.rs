@@ -97,6 +97,21 @@ impl SecondHarmonic {
         Ok(sh)
     }
 
+    /// The coefficients (c0, c1, c2, g0, g1, g2) of omega(R) = Im(c0 + c1 conj(R) + c2 R) and
+    /// H(R) = g0 + g1 R + g2 conj(R).
+    pub fn coefficients(
+        &self,
+    ) -> (
+        Complex64,
+        Complex64,
+        Complex64,
+        Complex64,
+        Complex64,
+        Complex64,
+    ) {
+        (self.c0, self.c1, self.c2, self.g0, self.g1, self.g2)
+    }
+
     /// omega(R) = beta Im C(R), the common rotation frequency of the doubled phases.
     pub fn omega(&self, r: Complex64) -> f64 {
         (self.c0 + self.c1 * r.conj() + self.c2 * r).im

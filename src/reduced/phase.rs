@@ -10,12 +10,11 @@
 use std::borrow::Cow;
 
 use num_complex::Complex64;
-use rayon::prelude::*;
 
 use super::SecondHarmonic;
 use crate::integrate::Dynamics;
 use crate::observe::{order_parameters, OrderParameters};
-use crate::parallel::{ComplexMean, TOKENS_PER_CHUNK};
+use crate::parallel::{for_each_chunk, ComplexMean};
 
 /// The phase model of n tokens.
 pub struct PhaseModel {
@@ -57,15 +56,13 @@ impl Dynamics for PhaseModel {
         let r = self.order_r2(xi);
         let omega = self.coefficients.omega(r);
         let h = self.coefficients.coupling(r);
-        dxi.par_chunks_mut(TOKENS_PER_CHUNK)
-            .zip(xi.par_chunks(TOKENS_PER_CHUNK))
-            .for_each(|(out, xi)| {
-                for (o, x) in out.iter_mut().zip(xi) {
-                    let (s, c) = x.sin_cos();
-                    // Im(H e^{-i xi}) = Im H cos xi - Re H sin xi
-                    *o = omega + h.im * c - h.re * s;
-                }
-            });
+        for_each_chunk(dxi, 1, xi, 1, |out, xi| {
+            for (o, x) in out.iter_mut().zip(xi) {
+                let (s, c) = x.sin_cos();
+                // Im(H e^{-i xi}) = Im H cos xi - Re H sin xi
+                *o = omega + h.im * c - h.re * s;
+            }
+        });
     }
 
     fn order_parameters(&self, xi: &[f64]) -> OrderParameters {

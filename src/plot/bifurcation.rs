@@ -1,0 +1,216 @@
+//! `bifurcation.png` / `bifurcation.svg`: a one-axis sweep as a bifurcation diagram.
+//!
+//! Each sweep point is a bar from the tail minimum to the tail maximum of |R2| (a dot when they
+//! agree), in the colour of its label; failed points are crosses on the bottom edge. Branches of
+//! fixed points are drawn underneath (stable solid, unstable dashed) and special points (fold
+//! "LP", Hopf "H", ...) as labelled diamonds.
+
+use std::io;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::{
+    diamond, draw_legend, draw_title, finite_range, label_color, label_name, padded, text, text_at,
+    tick, Entry, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
+};
+use crate::classify::Label;
+
+/// Width and height of `bifurcation.png`.
+pub const BIFURCATION_SIZE: (u32, u32) = (1400, 900);
+
+const BRANCH: RGBColor = RGBColor(30, 30, 30);
+
+/// Writes `bifurcation.png` and `bifurcation.svg` into `dir`.
+///
+/// - `points`: `(parameter, tail min |R2|, tail max |R2|, label)`, `None` = failed run (its
+///   numbers are ignored);
+/// - `branches`: polylines `(parameter, |R|)` of fixed points, `true` = stable;
+/// - `special`: `(parameter, |R|, name)`, e.g. `"LP"`, `"H"`.
+pub fn bifurcation_plot(
+    p_name: &str,
+    points: &[(f64, f64, f64, Option<Label>)],
+    branches: &[(Vec<(f64, f64)>, bool)],
+    special: &[(f64, f64, String)],
+    title: &str,
+    dir: &Path,
+) -> io::Result<()> {
+    let pic = BifurcationPicture {
+        p_name,
+        points,
+        branches,
+        special,
+        title,
+    };
+    super::render(&pic, dir, "bifurcation", BIFURCATION_SIZE, true).map(|_| ())
+}
+
+struct BifurcationPicture<'a> {
+    p_name: &'a str,
+    points: &'a [(f64, f64, f64, Option<Label>)],
+    branches: &'a [(Vec<(f64, f64)>, bool)],
+    special: &'a [(f64, f64, String)],
+    title: &'a str,
+}
+
+impl Picture for BifurcationPicture<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
+        let area = draw_title(root, self.title)?;
+        let (w, _) = area.dim_in_pixel();
+        let (left, right) = area.split_horizontally(w.saturating_sub(340));
+
+        let xs = self
+            .points
+            .iter()
+            .map(|p| p.0)
+            .chain(self.branches.iter().flat_map(|b| b.0.iter().map(|q| q.0)))
+            .chain(self.special.iter().map(|s| s.0));
+        let xr = padded(finite_range(xs), 0.03);
+        let ys = self
+            .points
+            .iter()
+            .filter(|p| p.3.is_some())
+            .flat_map(|p| [p.1, p.2])
+            .chain(self.branches.iter().flat_map(|b| b.0.iter().map(|q| q.1)))
+            .chain(self.special.iter().map(|s| s.1))
+            .chain([0.0, 1.0]);
+        let yr = padded(finite_range(ys), 0.04);
+
+        let (margin, xl, yl) = (15u32, 65u32, 95u32);
+        let mut chart = ChartBuilder::on(&left)
+            .margin(margin)
+            .margin_right(25)
+            .x_label_area_size(xl)
+            .y_label_area_size(yl)
+            .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
+            .io()?;
+        chart
+            .configure_mesh()
+            .bold_line_style(RGBColor(228, 228, 228))
+            .light_line_style(RGBColor(246, 246, 246))
+            .max_light_lines(4)
+            .label_style(text(TICK_SIZE))
+            .axis_desc_style(text(DESC_SIZE))
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
+            .x_desc(self.p_name)
+            .y_desc("|R₂|  (tail min – max)")
+            .draw()
+            .io()?;
+
+        // Branches underneath.
+        for (line, stable) in self.branches {
+            let pts: Vec<(f64, f64)> = line
+                .iter()
+                .copied()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .collect();
+            if *stable {
+                chart
+                    .draw_series(LineSeries::new(pts, BRANCH.stroke_width(3)))
+                    .io()?;
+            } else {
+                chart
+                    .draw_series(DashedLineSeries::new(pts, 10, 7, BRANCH.stroke_width(2)))
+                    .io()?;
+            }
+        }
+
+        // Sweep points.
+        let mut counts = [0usize; 7];
+        let (pw, _) = chart.plotting_area().dim_in_pixel();
+        let radius = if self.points.len() as u32 * 8 > pw {
+            3
+        } else {
+            5
+        };
+        for &(p, lo, hi, label) in self.points {
+            if !p.is_finite() {
+                continue;
+            }
+            if let Some(k) = LABELS.iter().position(|l| *l == label) {
+                counts[k] += 1;
+            }
+            let c = label_color(label);
+            if label.is_none() || !lo.is_finite() || !hi.is_finite() {
+                let y = yr.0 + 0.02 * (yr.1 - yr.0);
+                chart
+                    .draw_series(std::iter::once(Cross::new((p, y), 6, c.stroke_width(2))))
+                    .io()?;
+                continue;
+            }
+            let (lo, hi) = (lo.min(hi), lo.max(hi));
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(p, lo), (p, hi)],
+                    c.stroke_width(2),
+                )))
+                .io()?;
+            for y in [lo, hi] {
+                chart
+                    .draw_series(std::iter::once(Circle::new((p, y), radius, c.filled())))
+                    .io()?;
+            }
+        }
+
+        // Special points.
+        let label_style = text_at(DESC_SIZE, BLACK, HPos::Left, VPos::Bottom);
+        for (p, r, name) in self.special {
+            if !(p.is_finite() && r.is_finite()) {
+                continue;
+            }
+            chart
+                .draw_series(std::iter::once(
+                    EmptyElement::at((*p, *r))
+                        + Polygon::new(diamond((0, 0), 9), BLACK.filled())
+                        + Text::new(name.clone(), (9, -9), label_style.clone()),
+                ))
+                .io()?;
+        }
+
+        let mut entries: Vec<Entry> = LABELS
+            .iter()
+            .zip(counts)
+            .filter(|(_, c)| *c > 0)
+            .map(|(l, c)| {
+                let mark = if l.is_some() {
+                    Mark::Dot(label_color(*l), true)
+                } else {
+                    Mark::Cross(label_color(*l))
+                };
+                Entry::new(mark, format!("{} ({c})", label_name(*l)))
+            })
+            .collect();
+        if self.branches.iter().any(|b| b.1) {
+            entries.push(Entry::new(
+                Mark::Line(BRANCH.to_rgba(), 3, None),
+                "stable fixed points",
+            ));
+        }
+        if self.branches.iter().any(|b| !b.1) {
+            entries.push(Entry::new(
+                Mark::Line(BRANCH.to_rgba(), 2, Some((10, 7))),
+                "unstable fixed points",
+            ));
+        }
+        if !self.special.is_empty() {
+            entries.push(Entry::new(Mark::Diamond(BLACK), "special points"));
+        }
+        draw_legend(&right, (10, 70), &entries)?;
+        let (_, lh) = super::legend_size(&right, &entries);
+        let note = text_at(
+            super::LEGEND_SIZE * 0.85,
+            RGBColor(90, 90, 90),
+            HPos::Left,
+            VPos::Top,
+        );
+        if !self.points.is_empty() {
+            right
+                .draw_text("bars: tail min to max of |R₂|", &note, (12, 70 + lh + 14))
+                .io()?;
+        }
+        Ok(())
+    }
+}

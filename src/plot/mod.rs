@@ -1,0 +1,632 @@
+//! Pictures of runs, comparisons, phase portraits and sweeps (PNG, and SVG beside it).
+//!
+//! Every function takes data that is already computed and writes files into a folder; none of
+//! them runs a simulation (the phase portrait evaluates the Ott–Antonsen vector field on a grid
+//! and integrates a few guide curves of it, which is part of drawing the picture).
+//!
+//! | function | files |
+//! |---|---|
+//! | [`order_plot`] | `order.png`, `order.svg` |
+//! | [`tokens_plot`] | `tokens.png` |
+//! | [`tokens_gif`] | `tokens.gif` |
+//! | [`portrait_plot`] | `portrait.png`, `portrait.svg` |
+//! | [`compare_plot`] | `compare.png`, `compare.svg` |
+//! | [`regime_map`] | `regime_map.png`, `regime_map.svg` |
+//! | [`bifurcation_plot`] | `bifurcation.png`, `bifurcation.svg` |
+//!
+//! Shared style lives here: the font (DejaVu Sans from the `dejavu` crate, registered once with
+//! plotters under the family name [`FONT`], so no system font is needed), the fixed colour of
+//! each label ([`label_color`]), legends, titles, padded ranges and the PNG/SVG rendering.
+//! All pictures are deterministic and never panic for finite input: empty or one-sample series,
+//! constant values and n = 1 give a (sparse) picture, not an error.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::drawing::DrawingAreaErrorKind;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::classify::Label;
+
+pub mod bifurcation;
+pub mod compare;
+pub mod order;
+pub mod portrait;
+pub mod regime;
+pub mod snapshots;
+pub mod tokens;
+
+pub use bifurcation::bifurcation_plot;
+pub use compare::compare_plot;
+pub use order::order_plot;
+pub use portrait::portrait_plot;
+pub use regime::regime_map;
+pub use snapshots::TokenSnapshots;
+pub use tokens::{tokens_gif, tokens_plot};
+
+/// The font family every picture uses: DejaVu Sans, registered from bytes under plotters'
+/// generic name, so that plotters' own defaults resolve to the same font.
+pub const FONT: &str = "sans-serif";
+
+/// Name used for a sweep point whose run failed (`None` in the label slices).
+pub const FAILED: &str = "failed";
+
+static FONTS: Once = Once::new();
+
+/// Registers DejaVu Sans (regular, bold, oblique) with plotters, once per process.
+pub fn register_fonts() {
+    FONTS.call_once(|| {
+        // The bytes are a valid TrueType font; a failure would only make text drawing return
+        // an error later, never a panic.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
+        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
+        let _ = plotters::style::register_font(FONT, FontStyle::Oblique, dejavu::sans::oblique());
+        let _ = plotters::style::register_font(FONT, FontStyle::Italic, dejavu::sans::oblique());
+    });
+}
+
+/// Every label in legend order, `None` (a failed run) last.
+pub const LABELS: [Option<Label>; 7] = [
+    Some(Label::ConvergedClusters),
+    Some(Label::RotatingClusters),
+    Some(Label::Oscillation),
+    Some(Label::InteriorPoint),
+    Some(Label::RotatingInterior),
+    Some(Label::Undetermined),
+    None,
+];
+
+/// The fixed colour of a label in every picture (`None`: a failed run).
+///
+/// Okabe–Ito colours (readable with colour-vision deficiencies): clusters are blues and greens,
+/// oscillation vermillion, interior points orange and purple, undetermined light grey, failed
+/// dark grey.
+pub fn label_color(label: Option<Label>) -> RGBColor {
+    match label {
+        Some(Label::ConvergedClusters) => RGBColor(0, 114, 178),
+        Some(Label::RotatingClusters) => RGBColor(0, 158, 115),
+        Some(Label::Oscillation) => RGBColor(213, 94, 0),
+        Some(Label::InteriorPoint) => RGBColor(230, 159, 0),
+        Some(Label::RotatingInterior) => RGBColor(204, 121, 167),
+        Some(Label::Undetermined) => RGBColor(190, 190, 190),
+        None => RGBColor(70, 70, 70),
+    }
+}
+
+/// The word of a label in legends (`failed` for `None`).
+pub fn label_name(label: Option<Label>) -> &'static str {
+    match label {
+        Some(l) => l.as_str(),
+        None => FAILED,
+    }
+}
+
+/// Turns a plotters drawing error into an `io::Error`.
+pub(crate) trait OrIo<T> {
+    fn io(self) -> io::Result<T>;
+}
+
+impl<T, E: std::error::Error + Send + Sync> OrIo<T> for Result<T, DrawingAreaErrorKind<E>> {
+    fn io(self) -> io::Result<T> {
+        self.map_err(|e| io::Error::other(format!("drawing failed: {e}")))
+    }
+}
+
+/// A picture that can be drawn on any plotters backend.
+pub(crate) trait Picture {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()>;
+}
+
+fn with_path(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// Draws `pic` into `dir/stem.png` and, when `svg`, `dir/stem.svg`; returns the files written.
+pub(crate) fn render(
+    pic: &impl Picture,
+    dir: &Path,
+    stem: &str,
+    size: (u32, u32),
+    svg: bool,
+) -> io::Result<Vec<PathBuf>> {
+    register_fonts();
+    let mut written = Vec::new();
+    let png = dir.join(format!("{stem}.png"));
+    {
+        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        root.fill(&WHITE).io().map_err(|e| with_path(&png, e))?;
+        pic.draw(&root).map_err(|e| with_path(&png, e))?;
+        root.present().io().map_err(|e| with_path(&png, e))?;
+    }
+    written.push(png);
+    if svg {
+        let path = dir.join(format!("{stem}.svg"));
+        {
+            let root = SVGBackend::new(&path, size).into_drawing_area();
+            root.fill(&WHITE).io().map_err(|e| with_path(&path, e))?;
+            pic.draw(&root).map_err(|e| with_path(&path, e))?;
+            root.present().io().map_err(|e| with_path(&path, e))?;
+        }
+        written.push(path);
+    }
+    Ok(written)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text
+
+/// Font sizes (plotters' size: about 1.24 x the em in pixels).
+pub(crate) const TITLE_SIZE: f64 = 30.0;
+pub(crate) const DESC_SIZE: f64 = 24.0;
+pub(crate) const TICK_SIZE: f64 = 19.0;
+pub(crate) const LEGEND_SIZE: f64 = 20.0;
+
+/// A text style of the picture font.
+pub(crate) fn text(size: f64) -> TextStyle<'static> {
+    TextStyle::from((FONT, size).into_font())
+}
+
+/// A text style with colour and anchor.
+pub(crate) fn text_at(size: f64, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
+    TextStyle {
+        font: (FONT, size).into_font(),
+        color: color.to_backend_color(),
+        pos: Pos::new(h, v),
+    }
+}
+
+/// Width of `s` in pixels (an estimate when the font is unavailable).
+pub(crate) fn text_width<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    s: &str,
+    size: f64,
+) -> u32 {
+    area.estimate_text_size(s, &text(size))
+        .map(|(w, _)| w)
+        .unwrap_or((s.chars().count() as f64 * size * 0.5) as u32)
+}
+
+/// Draws a (possibly multi-line, `\n`) title centred at the top of `area`, shrinking the font
+/// until every line fits the width; returns the area below it.
+pub(crate) fn draw_title<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+) -> io::Result<DrawingArea<DB, Shift>> {
+    let lines: Vec<&str> = title
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        let (w, h) = area.dim_in_pixel();
+        return Ok(area.clone().shrink((0, 10), (w, h.saturating_sub(10))));
+    }
+    let (w, h) = area.dim_in_pixel();
+    let mut size = TITLE_SIZE;
+    while size > 12.0 && lines.iter().any(|l| text_width(area, l, size) + 30 > w) {
+        size -= 1.0;
+    }
+    let line_h = (size * 1.05).ceil() as i32;
+    let mut y = 10;
+    for (i, line) in lines.iter().enumerate() {
+        // First line bold-ish (larger), the rest in the normal weight.
+        let s = if i == 0 { size } else { size * 0.8 };
+        let style = text_at(s, BLACK, HPos::Center, VPos::Top);
+        area.draw_text(line, &style, (w as i32 / 2, y)).io()?;
+        y += if i == 0 {
+            line_h
+        } else {
+            (s * 1.1).ceil() as i32
+        };
+    }
+    let used = (y + 6).max(0) as u32;
+    Ok(area.clone().shrink((0, used), (w, h.saturating_sub(used))))
+}
+
+/// Draws "no data" in the middle of an area.
+pub(crate) fn draw_no_data<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    what: &str,
+) -> io::Result<()> {
+    let (w, h) = area.dim_in_pixel();
+    let style = text_at(
+        DESC_SIZE,
+        RGBColor(120, 120, 120),
+        HPos::Center,
+        VPos::Center,
+    );
+    area.draw_text(what, &style, (w as i32 / 2, h as i32 / 2))
+        .io()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Legends
+
+/// How a legend entry is marked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Mark {
+    /// A line sample: colour, width, dash pattern (`None` solid, `Some((dash, gap))`).
+    Line(RGBAColor, u32, Option<(u32, u32)>),
+    /// A disc (filled) or ring (hollow) of a colour.
+    Dot(RGBColor, bool),
+    /// A filled square (a regime-map cell).
+    Square(RGBColor),
+    /// A filled diamond (special points).
+    Diamond(RGBColor),
+    /// A cross (failed points).
+    Cross(RGBColor),
+    /// A filled triangle.
+    Triangle(RGBColor),
+}
+
+/// One legend entry.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub mark: Mark,
+    pub text: String,
+}
+
+impl Entry {
+    pub fn new(mark: Mark, text: impl Into<String>) -> Self {
+        Entry {
+            mark,
+            text: text.into(),
+        }
+    }
+}
+
+const MARK_W: i32 = 40;
+
+fn draw_mark<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    mark: Mark,
+    (x, y): (i32, i32),
+) -> io::Result<()> {
+    match mark {
+        Mark::Line(c, w, dash) => {
+            let pts = vec![(x, y), (x + MARK_W, y)];
+            match dash {
+                None => area.draw(&PathElement::new(pts, c.stroke_width(w))).io(),
+                Some((d, g)) => area
+                    .draw(&DashedPathElement::new(
+                        pts,
+                        d as i32,
+                        g as i32,
+                        c.stroke_width(w),
+                    ))
+                    .io(),
+            }
+        }
+        Mark::Dot(c, filled) => {
+            let cx = x + MARK_W / 2;
+            if filled {
+                area.draw(&Circle::new((cx, y), 7, c.filled())).io()?;
+                area.draw(&Circle::new((cx, y), 7, BLACK.stroke_width(1)))
+                    .io()
+            } else {
+                area.draw(&Circle::new((cx, y), 7, WHITE.filled())).io()?;
+                area.draw(&Circle::new((cx, y), 7, c.stroke_width(2))).io()
+            }
+        }
+        Mark::Square(c) => {
+            let cx = x + MARK_W / 2;
+            area.draw(&Rectangle::new(
+                [(cx - 10, y - 10), (cx + 10, y + 10)],
+                c.filled(),
+            ))
+            .io()?;
+            area.draw(&Rectangle::new(
+                [(cx - 10, y - 10), (cx + 10, y + 10)],
+                RGBColor(80, 80, 80).stroke_width(1),
+            ))
+            .io()
+        }
+        Mark::Diamond(c) => {
+            let cx = x + MARK_W / 2;
+            area.draw(&Polygon::new(diamond((cx, y), 8), c.filled()))
+                .io()
+        }
+        Mark::Cross(c) => {
+            let cx = x + MARK_W / 2;
+            area.draw(&Cross::new((cx, y), 6, c.stroke_width(2))).io()
+        }
+        Mark::Triangle(c) => {
+            let cx = x + MARK_W / 2;
+            area.draw(&TriangleMarker::new((cx, y), 9, c.filled())).io()
+        }
+    }
+}
+
+/// The corners of a diamond around a pixel.
+pub(crate) fn diamond((x, y): (i32, i32), r: i32) -> Vec<(i32, i32)> {
+    vec![(x, y - r), (x + r, y), (x, y + r), (x - r, y)]
+}
+
+/// Size of a vertical legend box.
+pub(crate) fn legend_size<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[Entry],
+) -> (i32, i32) {
+    let row = (LEGEND_SIZE * 1.45) as i32;
+    let text_w = entries
+        .iter()
+        .map(|e| text_width(area, &e.text, LEGEND_SIZE) as i32)
+        .max()
+        .unwrap_or(0);
+    (MARK_W + text_w + 36, row * entries.len() as i32 + 16)
+}
+
+/// Draws a vertical legend box with its top-left corner at `origin` (pixels of `area`).
+pub(crate) fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    origin: (i32, i32),
+    entries: &[Entry],
+) -> io::Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let row = (LEGEND_SIZE * 1.45) as i32;
+    let (w, h) = legend_size(area, entries);
+    let (x0, y0) = origin;
+    area.draw(&Rectangle::new(
+        [(x0, y0), (x0 + w, y0 + h)],
+        WHITE.mix(0.9).filled(),
+    ))
+    .io()?;
+    area.draw(&Rectangle::new(
+        [(x0, y0), (x0 + w, y0 + h)],
+        RGBColor(150, 150, 150).stroke_width(1),
+    ))
+    .io()?;
+    let style = text_at(LEGEND_SIZE, BLACK, HPos::Left, VPos::Center);
+    for (i, e) in entries.iter().enumerate() {
+        let y = y0 + 8 + row * i as i32 + row / 2;
+        draw_mark(area, e.mark, (x0 + 12, y))?;
+        area.draw_text(&e.text, &style, (x0 + 12 + MARK_W + 12, y))
+            .io()?;
+    }
+    Ok(())
+}
+
+/// Draws a one-row legend centred horizontally in `area` at height `y`; entries that do not fit
+/// continue on a second row.
+pub(crate) fn draw_legend_row<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    y: i32,
+    entries: &[Entry],
+) -> io::Result<i32> {
+    let (w, _) = area.dim_in_pixel();
+    let widths: Vec<i32> = entries
+        .iter()
+        .map(|e| MARK_W + 10 + text_width(area, &e.text, LEGEND_SIZE) as i32 + 30)
+        .collect();
+    // Greedy rows.
+    let mut rows: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut used = 0;
+    for (i, wi) in widths.iter().enumerate() {
+        let last = rows.len() - 1;
+        if used + wi > w as i32 - 20 && !rows[last].is_empty() {
+            rows.push(Vec::new());
+            used = 0;
+        }
+        let last = rows.len() - 1;
+        rows[last].push(i);
+        used += wi;
+    }
+    let row_h = (LEGEND_SIZE * 1.5) as i32;
+    let style = text_at(LEGEND_SIZE, BLACK, HPos::Left, VPos::Center);
+    for (r, row) in rows.iter().enumerate() {
+        let total: i32 = row.iter().map(|&i| widths[i]).sum::<i32>() - 30;
+        let mut x = (w as i32 - total) / 2;
+        let yy = y + r as i32 * row_h + row_h / 2;
+        for &i in row {
+            draw_mark(area, entries[i].mark, (x, yy))?;
+            area.draw_text(&entries[i].text, &style, (x + MARK_W + 10, yy))
+                .io()?;
+            x += widths[i];
+        }
+    }
+    Ok(rows.len() as i32 * row_h)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers
+
+/// `[lo, hi]` of the finite values, or `None`.
+pub(crate) fn finite_range(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    for v in values {
+        if v.is_finite() {
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+    }
+    (lo <= hi).then_some((lo, hi))
+}
+
+/// A range padded by `frac` of its span on each side; a degenerate range (one value) gets a
+/// width of 10% of the value (at least 0.1), a missing one is [0, 1].
+pub(crate) fn padded(range: Option<(f64, f64)>, frac: f64) -> (f64, f64) {
+    let Some((lo, hi)) = range else {
+        return (0.0, 1.0);
+    };
+    let span = hi - lo;
+    let scale = lo.abs().max(hi.abs());
+    if span <= 1e-9 * scale.max(1e-300) {
+        let half = (0.05 * scale).max(0.05);
+        return (lo - half, hi + half);
+    }
+    (lo - frac * span, hi + frac * span)
+}
+
+/// At most about `2 * buckets` points of (x, y) that keep each bucket's minimum and maximum in
+/// order, so a long series keeps its envelope; non-finite points are dropped.
+pub(crate) fn envelope(x: &[f64], y: &[f64], buckets: usize) -> Vec<(f64, f64)> {
+    let n = x.len().min(y.len());
+    let finite = |i: usize| x[i].is_finite() && y[i].is_finite();
+    if n <= 2 * buckets.max(1) {
+        return (0..n)
+            .filter(|&i| finite(i))
+            .map(|i| (x[i], y[i]))
+            .collect();
+    }
+    let buckets = buckets.max(1);
+    let mut out = Vec::with_capacity(2 * buckets + 2);
+    for b in 0..buckets {
+        let (s, e) = (b * n / buckets, ((b + 1) * n / buckets).min(n));
+        let (mut imin, mut imax) = (None::<usize>, None::<usize>);
+        for i in s..e {
+            if !finite(i) {
+                continue;
+            }
+            if imin.is_none_or(|j| y[i] < y[j]) {
+                imin = Some(i);
+            }
+            if imax.is_none_or(|j| y[i] > y[j]) {
+                imax = Some(i);
+            }
+        }
+        match (imin, imax) {
+            (Some(a), Some(b)) if a == b => out.push((x[a], y[a])),
+            (Some(a), Some(b)) => {
+                let (p, q) = if a < b { (a, b) } else { (b, a) };
+                out.push((x[p], y[p]));
+                out.push((x[q], y[q]));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every `k`-th point of a polyline (first and last kept) so it has at most about `max` points.
+pub(crate) fn thin<T: Copy>(points: &[T], max: usize) -> Vec<T> {
+    if points.len() <= max.max(2) {
+        return points.to_vec();
+    }
+    let k = points.len().div_ceil(max.max(2));
+    let mut out: Vec<T> = points.iter().step_by(k).copied().collect();
+    if !(points.len() - 1).is_multiple_of(k) {
+        out.push(points[points.len() - 1]);
+    }
+    out
+}
+
+/// The width of a chart area whose plotting area is square, given its height, margin and
+/// label areas (bottom `x_label`, left `y_label`).
+pub(crate) fn square_chart_width(height: u32, margin: u32, x_label: u32, y_label: u32) -> u32 {
+    let side = height.saturating_sub(2 * margin + x_label);
+    side + 2 * margin + y_label
+}
+
+/// A short number for labels and legends: 3 significant digits, no trailing zeros.
+pub(crate) fn short(v: f64) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    let a = v.abs();
+    if !(1e-3..1e5).contains(&a) {
+        return format!("{v:.2e}");
+    }
+    let digits = (2 - a.log10().floor() as i32).max(0) as usize;
+    let s = format!("{v:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// Formatter for axis ticks that avoids long float tails.
+pub(crate) fn tick(v: &f64) -> String {
+    // Key points computed as sums of steps can miss zero by round-off (-2.2e-16).
+    if v.abs() < 1e-12 {
+        return "0".into();
+    }
+    let a = v.abs();
+    if a != 0.0 && !(1e-3..1e5).contains(&a) {
+        return format!("{v:.1e}");
+    }
+    let s = format!("{v:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_ranges_are_never_empty() {
+        assert_eq!(padded(None, 0.05), (0.0, 1.0));
+        let (lo, hi) = padded(Some((1.0, 1.0)), 0.05);
+        assert!(lo < 1.0 && hi > 1.0);
+        let (lo, hi) = padded(Some((0.0, 0.0)), 0.05);
+        assert!(lo < 0.0 && hi > 0.0);
+        let (lo, hi) = padded(Some((0.0, 2.0)), 0.05);
+        assert!((lo + 0.1).abs() < 1e-12 && (hi - 2.1).abs() < 1e-12);
+        let (lo, hi) = padded(Some((1e300, 1e300)), 0.05);
+        assert!(lo < hi);
+    }
+
+    #[test]
+    fn envelope_keeps_extremes_in_order() {
+        let x: Vec<f64> = (0..10_000).map(|i| i as f64).collect();
+        let y: Vec<f64> = x.iter().map(|t| (t * 0.01).sin()).collect();
+        let e = envelope(&x, &y, 100);
+        assert!(e.len() <= 200);
+        assert!(e.windows(2).all(|w| w[0].0 < w[1].0));
+        let max = e.iter().map(|p| p.1).fold(f64::MIN, f64::max);
+        assert!((max - 1.0).abs() < 1e-4);
+        assert!(envelope(&[], &[], 10).is_empty());
+        assert_eq!(
+            envelope(&[0.0, 1.0], &[f64::NAN, 2.0], 10),
+            vec![(1.0, 2.0)]
+        );
+    }
+
+    #[test]
+    fn thinning_keeps_the_ends() {
+        let p: Vec<usize> = (0..1001).collect();
+        let t = thin(&p, 100);
+        assert!(t.len() <= 102);
+        assert_eq!(t[0], 0);
+        assert_eq!(*t.last().unwrap(), 1000);
+        assert_eq!(thin(&[1, 2], 1), vec![1, 2]);
+    }
+
+    #[test]
+    fn short_numbers() {
+        assert_eq!(short(0.0), "0");
+        assert_eq!(short(1.0), "1");
+        assert_eq!(short(0.12345), "0.123");
+        assert_eq!(short(123.456), "123");
+        assert_eq!(short(1e-7), "1.00e-7");
+        assert_eq!(tick(&0.5), "0.5");
+        assert_eq!(tick(&-0.0), "0");
+        assert_eq!(tick(&-2.2e-16), "0");
+    }
+
+    #[test]
+    fn every_label_has_its_own_colour() {
+        let colours: Vec<RGBColor> = LABELS.iter().map(|l| label_color(*l)).collect();
+        for i in 0..colours.len() {
+            for j in 0..i {
+                assert_ne!(colours[i], colours[j]);
+            }
+        }
+        assert_eq!(label_name(None), "failed");
+    }
+}

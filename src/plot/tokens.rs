@@ -1,0 +1,882 @@
+//! `tokens.png` (small multiples of the tokens at up to six times) and `tokens.gif` (an
+//! animation over all kept snapshots).
+//!
+//! Views: d = 2, the unit circle; d = 3, the sphere in orthographic projection from a fixed
+//! direction (back hemisphere faded, outline, equator and two meridians); d > 3, the plane of
+//! the two principal axes of the final snapshot (eigenvectors of the second-moment matrix
+//! (1/n) sum x x^T, axes "PC1", "PC2" with the share of the second moment they carry);
+//! d = 1, the two points +-1 on a line. Each token keeps one colour in every panel and frame:
+//! a hue wheel over the tokens ordered by their angle in the view at the first snapshot, so one
+//! can follow where tokens go.
+
+use std::f64::consts::PI;
+use std::io;
+use std::path::Path;
+
+use nalgebra::{DMatrix, SymmetricEigen};
+use plotters::coord::Shift;
+use plotters::element::BitMapElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::snapshots::TokenSnapshots;
+use super::{
+    draw_no_data, draw_title, register_fonts, short, text, text_at, tick, OrIo, Picture, DESC_SIZE,
+    TICK_SIZE,
+};
+
+/// Most panels in `tokens.png`.
+pub const MAX_PANELS: usize = 6;
+/// Most frames in `tokens.gif`.
+pub const MAX_FRAMES: usize = 100;
+/// Size of a `tokens.gif` frame.
+pub const GIF_SIZE: (u32, u32) = (600, 640);
+
+/// Viewing direction of the sphere (d = 3): azimuth and elevation in degrees.
+const AZIMUTH_DEG: f64 = 35.0;
+const ELEVATION_DEG: f64 = 22.0;
+
+/// How tokens become points of the picture.
+#[derive(Debug, Clone)]
+pub(crate) enum View {
+    Line,
+    Circle,
+    Sphere {
+        right: [f64; 3],
+        up: [f64; 3],
+        toward: [f64; 3],
+    },
+    Pca {
+        e1: Vec<f64>,
+        e2: Vec<f64>,
+        share: (f64, f64),
+    },
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Above this dimension the principal axes come from the Gram matrix of at most this many
+/// tokens instead of the d x d second-moment matrix.
+const DENSE_MAX: usize = 256;
+
+/// The two leading principal axes of tokens (n x d row-major), their shares of the trace, and a
+/// deterministic sign (largest component positive).
+///
+/// For d <= 256 the eigenvectors of the second-moment matrix (1/n) X^T X; above, those of the
+/// Gram matrix (1/m) X X^T of at most 256 evenly spread tokens (same nonzero spectrum, axes
+/// X^T u normalised), so d up to 16384 costs little.
+pub(crate) fn principal_axes(tokens: &[f64], d: usize) -> (Vec<f64>, Vec<f64>, (f64, f64)) {
+    let unit = |i: usize| -> Vec<f64> { (0..d).map(|k| if k == i { 1.0 } else { 0.0 }).collect() };
+    let fallback = (unit(0), unit(1.min(d.saturating_sub(1))), (0.0, 0.0));
+    let n = tokens.len() / d.max(1);
+    if d < 2 || n == 0 || !tokens.iter().all(|v| v.is_finite()) {
+        return fallback;
+    }
+    let stride = if d > DENSE_MAX {
+        n.div_ceil(DENSE_MAX)
+    } else {
+        1
+    };
+    let rows: Vec<f64> = tokens
+        .chunks_exact(d)
+        .step_by(stride)
+        .flatten()
+        .copied()
+        .collect();
+    let m = rows.len() / d;
+    let x = DMatrix::from_row_slice(m, d, &rows);
+    let (values, vectors): (Vec<f64>, Vec<Vec<f64>>) = if d <= DENSE_MAX {
+        let eig = SymmetricEigen::new(x.transpose() * &x / m as f64);
+        let vecs = (0..d)
+            .map(|i| eig.eigenvectors.column(i).iter().copied().collect())
+            .collect();
+        (eig.eigenvalues.iter().copied().collect(), vecs)
+    } else {
+        let eig = SymmetricEigen::new(&x * x.transpose() / m as f64);
+        let vecs = (0..m)
+            .map(|i| {
+                let v = x.transpose() * eig.eigenvectors.column(i);
+                let norm = v.norm();
+                if norm > 0.0 {
+                    (v / norm).iter().copied().collect()
+                } else {
+                    vec![0.0; d]
+                }
+            })
+            .collect();
+        (eig.eigenvalues.iter().copied().collect(), vecs)
+    };
+    let trace: f64 = rows.iter().map(|v| v * v).sum::<f64>() / m as f64;
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&i, &j| values[j].total_cmp(&values[i]).then(i.cmp(&j)));
+    let signed = |v: &Vec<f64>| -> Vec<f64> {
+        let big = v
+            .iter()
+            .copied()
+            .fold(0.0f64, |acc, x| if x.abs() > acc.abs() { x } else { acc });
+        if big < 0.0 {
+            v.iter().map(|x| -x).collect()
+        } else {
+            v.clone()
+        }
+    };
+    let share = |i: usize| {
+        if trace > 0.0 {
+            (values[i] / trace).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    let e1 = signed(&vectors[order[0]]);
+    // With one token the Gram matrix has one axis; any orthogonal direction will do.
+    let e2 = match order.get(1) {
+        Some(&i) if vectors[i].iter().any(|v| *v != 0.0) => signed(&vectors[i]),
+        _ => {
+            let k = (0..d)
+                .min_by(|&a, &b| e1[a].abs().total_cmp(&e1[b].abs()))
+                .unwrap_or(0);
+            let mut v = unit(k);
+            let c = v[k] * e1[k];
+            for (vi, ei) in v.iter_mut().zip(&e1) {
+                *vi -= c * ei;
+            }
+            let norm = v.iter().map(|a| a * a).sum::<f64>().sqrt();
+            v.iter().map(|a| a / norm.max(1e-300)).collect()
+        }
+    };
+    let s2 = order.get(1).map(|&i| share(i)).unwrap_or(0.0);
+    (e1, e2, (share(order[0]), s2))
+}
+
+impl View {
+    pub(crate) fn of(snaps: &TokenSnapshots) -> View {
+        match snaps.d() {
+            0 | 1 => View::Line,
+            2 => View::Circle,
+            3 => {
+                let (a, e) = (AZIMUTH_DEG.to_radians(), ELEVATION_DEG.to_radians());
+                let toward = [e.cos() * a.cos(), e.cos() * a.sin(), e.sin()];
+                let right = [-a.sin(), a.cos(), 0.0];
+                let up = [
+                    toward[1] * right[2] - toward[2] * right[1],
+                    toward[2] * right[0] - toward[0] * right[2],
+                    toward[0] * right[1] - toward[1] * right[0],
+                ];
+                View::Sphere { right, up, toward }
+            }
+            d => {
+                let last = (0..snaps.len())
+                    .rev()
+                    .find(|&i| !snaps.tokens(i).is_empty())
+                    .map(|i| snaps.tokens(i))
+                    .unwrap_or(&[]);
+                let (e1, e2, share) = principal_axes(last, d);
+                View::Pca { e1, e2, share }
+            }
+        }
+    }
+
+    /// (u, v) in the picture plane and the depth (>= 0 in front; 1 for flat views).
+    pub(crate) fn project(&self, x: &[f64]) -> (f64, f64, f64) {
+        let get = |i: usize| x.get(i).copied().unwrap_or(0.0);
+        match self {
+            View::Line => (get(0), 0.0, 1.0),
+            View::Circle => (get(0), get(1), 1.0),
+            View::Sphere { right, up, toward } => (dot(x, right), dot(x, up), dot(x, toward)),
+            View::Pca { e1, e2, .. } => (dot(x, e1), dot(x, e2), 1.0),
+        }
+    }
+
+    fn note(&self) -> String {
+        match self {
+            View::Line => "d = 1: tokens at ±1".into(),
+            View::Circle => "tokens on the unit circle (x₁, x₂)".into(),
+            View::Sphere { .. } => format!(
+                "sphere seen from azimuth {AZIMUTH_DEG}°, elevation {ELEVATION_DEG}°; back hemisphere faded"
+            ),
+            View::Pca { .. } => {
+                "projection on the two principal axes of the final tokens; circle: |x| = 1".into()
+            }
+        }
+    }
+}
+
+/// The colour of each token: a hue wheel over the tokens ordered by their angle in the view at
+/// the first snapshot (by rank, so the whole wheel is used even when the tokens start on an arc,
+/// as a Poisson start does). On the sphere the angle is the one about the x3 axis.
+fn token_colors(view: &View, first: &[f64], d: usize) -> Vec<RGBColor> {
+    let angles: Vec<f64> = first
+        .chunks_exact(d.max(1))
+        .map(|x| {
+            let (u, v) = match view {
+                View::Sphere { .. } => (x[0], x.get(1).copied().unwrap_or(0.0)),
+                _ => {
+                    let (u, v, _) = view.project(x);
+                    (u, v)
+                }
+            };
+            let a = v.atan2(u);
+            if a.is_finite() {
+                a
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..angles.len()).collect();
+    order.sort_by(|&i, &j| angles[i].total_cmp(&angles[j]).then(i.cmp(&j)));
+    let m = angles.len().max(1) as f64;
+    let mut colors = vec![BLACK; angles.len()];
+    for (rank, &k) in order.iter().enumerate() {
+        colors[k] = hue_color(rank as f64 / m);
+    }
+    colors
+}
+
+fn hue_color(hue: f64) -> RGBColor {
+    let c = HSLColor(hue.rem_euclid(1.0), 0.8, 0.45)
+        .to_backend_color()
+        .rgb;
+    RGBColor(c.0, c.1, c.2)
+}
+
+/// Lighter version of a colour (towards white by `f` in [0, 1]).
+fn lighten(c: RGBColor, f: f64) -> RGBColor {
+    let m = |v: u8| (v as f64 + (255.0 - v as f64) * f).round() as u8;
+    RGBColor(m(c.0), m(c.1), m(c.2))
+}
+
+/// `count` evenly spaced indices of `0..len`, first and last included.
+fn pick(len: usize, count: usize) -> Vec<usize> {
+    if len == 0 || count == 0 {
+        return Vec::new();
+    }
+    if len <= count {
+        return (0..len).collect();
+    }
+    if count == 1 {
+        return vec![len - 1];
+    }
+    let mut v: Vec<usize> = (0..count)
+        .map(|i| (2 * i * (len - 1) + (count - 1)) / (2 * (count - 1)))
+        .collect();
+    v.dedup();
+    v
+}
+
+/// A polyline in the picture plane.
+type Polyline = Vec<(f64, f64)>;
+
+/// A great circle of the sphere (d = 3): points p(s) = cos s a + sin s b, split by visibility.
+fn great_circle(view: &View, a: [f64; 3], b: [f64; 3]) -> (Vec<Polyline>, Vec<Polyline>) {
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    let mut cur: Vec<(f64, f64)> = Vec::new();
+    let mut cur_front = None;
+    for k in 0..=180 {
+        let s = 2.0 * PI * k as f64 / 180.0;
+        let p = [
+            s.cos() * a[0] + s.sin() * b[0],
+            s.cos() * a[1] + s.sin() * b[1],
+            s.cos() * a[2] + s.sin() * b[2],
+        ];
+        let (u, v, depth) = view.project(&p);
+        let is_front = depth >= 0.0;
+        if cur_front.is_some_and(|f| f != is_front) {
+            cur.push((u, v));
+            let piece = std::mem::take(&mut cur);
+            if cur_front == Some(true) {
+                front.push(piece);
+            } else {
+                back.push(piece);
+            }
+        }
+        cur_front = Some(is_front);
+        cur.push((u, v));
+    }
+    if !cur.is_empty() {
+        if cur_front == Some(true) {
+            front.push(cur);
+        } else {
+            back.push(cur);
+        }
+    }
+    (front, back)
+}
+
+/// Draws one view of one snapshot into a square area, with a caption above it.
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    view: &View,
+    tokens: &[f64],
+    d: usize,
+    colors: &[RGBColor],
+    caption: &str,
+    caption_color: RGBColor,
+) -> io::Result<()> {
+    let (w, h) = area.dim_in_pixel();
+    let cap = text_at(DESC_SIZE, caption_color, HPos::Center, VPos::Top);
+    area.draw_text(caption, &cap, (w as i32 / 2, 4)).io()?;
+    let top = (DESC_SIZE * 1.3) as u32;
+    let inner = area
+        .clone()
+        .shrink((0, top), (w, h.saturating_sub(top + 16)));
+    let (iw, ih) = inner.dim_in_pixel();
+    let pca = matches!(view, View::Pca { .. });
+    let (xl, yl) = if pca { (50u32, 70u32) } else { (0, 0) };
+    let margin = 8u32;
+    // A square plotting area, centred.
+    let side = (iw.saturating_sub(2 * margin + yl)).min(ih.saturating_sub(2 * margin + xl));
+    let cw = side + 2 * margin + yl;
+    let ch = side + 2 * margin + xl;
+    let x0 = (iw.saturating_sub(cw)) / 2;
+    let cell = inner.shrink((x0, 0), (cw, ch));
+    let lim = 1.18;
+    let mut chart = ChartBuilder::on(&cell)
+        .margin(margin)
+        .x_label_area_size(xl)
+        .y_label_area_size(yl)
+        .build_cartesian_2d(-lim..lim, -lim..lim)
+        .io()?;
+    let grey = RGBColor(150, 150, 150);
+    match view {
+        View::Pca { share, .. } => {
+            chart
+                .configure_mesh()
+                .bold_line_style(RGBColor(230, 230, 230))
+                .light_line_style(WHITE)
+                .max_light_lines(4)
+                .label_style(text(TICK_SIZE * 0.85))
+                .axis_desc_style(text(DESC_SIZE * 0.85))
+                .x_labels(5)
+                .y_labels(5)
+                .x_label_formatter(&tick)
+                .y_label_formatter(&tick)
+                .x_desc(format!("PC1 ({}%)", short(100.0 * share.0)))
+                .y_desc(format!("PC2 ({}%)", short(100.0 * share.1)))
+                .draw()
+                .io()?;
+        }
+        _ => {
+            // Light axes through the centre.
+            for (a, b) in [((-lim, 0.0), (lim, 0.0)), ((0.0, -lim), (0.0, lim))] {
+                if !matches!(view, View::Sphere { .. }) {
+                    chart
+                        .draw_series(std::iter::once(PathElement::new(
+                            vec![a, b],
+                            RGBColor(225, 225, 225).stroke_width(1),
+                        )))
+                        .io()?;
+                }
+            }
+        }
+    }
+    // Reference circle.
+    let circle: Vec<(f64, f64)> = (0..=240)
+        .map(|k| {
+            let s = 2.0 * PI * k as f64 / 240.0;
+            (s.cos(), s.sin())
+        })
+        .collect();
+    match view {
+        View::Pca { .. } => {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    circle.iter().copied(),
+                    6,
+                    5,
+                    grey.stroke_width(1),
+                ))
+                .io()?;
+        }
+        View::Line => {
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(-1.0, 0.0), (1.0, 0.0)],
+                    grey.stroke_width(2),
+                ))
+                .io()?;
+        }
+        _ => {
+            chart
+                .draw_series(LineSeries::new(
+                    circle.iter().copied(),
+                    grey.stroke_width(2),
+                ))
+                .io()?;
+        }
+    }
+    let label = text_at(
+        TICK_SIZE,
+        RGBColor(110, 110, 110),
+        HPos::Center,
+        VPos::Center,
+    );
+    if let View::Circle = view {
+        chart
+            .draw_series([
+                Text::new("x₁", (1.1, 0.06), label.clone()),
+                Text::new("x₂", (0.07, 1.1), label.clone()),
+            ])
+            .io()?;
+    }
+    if let View::Sphere { .. } = view {
+        let e = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+        // Equator and two meridians.
+        for (a, b) in [(e[0], e[1]), (e[0], e[2]), (e[1], e[2])] {
+            let (front, back) = great_circle(view, a, b);
+            for piece in back {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        piece,
+                        4,
+                        4,
+                        RGBColor(205, 205, 205).stroke_width(1),
+                    ))
+                    .io()?;
+            }
+            for piece in front {
+                chart
+                    .draw_series(LineSeries::new(
+                        piece,
+                        RGBColor(175, 175, 175).stroke_width(1),
+                    ))
+                    .io()?;
+            }
+        }
+        for (i, axis) in e.iter().enumerate() {
+            let (u, v, depth) = view.project(axis);
+            let c = if depth >= 0.0 {
+                RGBColor(120, 120, 120)
+            } else {
+                RGBColor(185, 185, 185)
+            };
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(0.0, 0.0), (u, v)],
+                    c.stroke_width(1),
+                )))
+                .io()?;
+            let name = ["x₁", "x₂", "x₃"][i];
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    name,
+                    (u * 1.1 + 0.02, v * 1.1 + 0.02),
+                    text_at(TICK_SIZE, c, HPos::Center, VPos::Center),
+                )))
+                .io()?;
+        }
+    }
+    // Tokens, back to front.
+    let count = tokens.len() / d.max(1);
+    let radius = if count <= 200 {
+        5
+    } else if count <= 1000 {
+        4
+    } else {
+        3
+    };
+    let mut pts: Vec<(f64, f64, f64, RGBColor)> = tokens
+        .chunks_exact(d.max(1))
+        .enumerate()
+        .filter_map(|(k, x)| {
+            let (u, v, depth) = view.project(x);
+            let c = colors.get(k).copied().unwrap_or(BLACK);
+            (u.is_finite() && v.is_finite()).then_some((u, v, depth, c))
+        })
+        .collect();
+    pts.sort_by(|a, b| a.2.partial_cmp(&b.2).unwrap_or(std::cmp::Ordering::Equal));
+    chart
+        .draw_series(pts.iter().map(|&(u, v, depth, c)| {
+            if depth >= 0.0 {
+                Circle::new((u, v), radius, c.mix(0.85).filled())
+            } else {
+                Circle::new((u, v), radius - 1, lighten(c, 0.6).filled())
+            }
+        }))
+        .io()?;
+    Ok(())
+}
+
+/// A small hue wheel with a caption, as the colour legend.
+fn draw_hue_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    (x, y): (i32, i32),
+    caption: &str,
+) -> io::Result<i32> {
+    let r = 14;
+    for k in 0..48 {
+        let a = 2.0 * PI * k as f64 / 48.0;
+        let c = hue_color((a + PI) / (2.0 * PI));
+        let p = (
+            x + r + (r as f64 * a.cos()).round() as i32,
+            y - (r as f64 * a.sin()).round() as i32,
+        );
+        area.draw(&Circle::new(p, 3, c.filled())).io()?;
+    }
+    let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Left, VPos::Center);
+    area.draw_text(caption, &style, (x + 2 * r + 14, y)).io()?;
+    Ok(2 * r + 14 + super::text_width(area, caption, TICK_SIZE) as i32)
+}
+
+struct TokensPicture<'a> {
+    snaps: &'a TokenSnapshots,
+    title: &'a str,
+    panels: Vec<usize>,
+    cols: usize,
+}
+
+const PANEL_W: u32 = 533;
+
+impl Picture for TokensPicture<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
+        let snaps = self.snaps;
+        let area = draw_title(root, self.title)?;
+        let (w, h) = area.dim_in_pixel();
+        if self.panels.is_empty() {
+            return draw_no_data(&area, "no token snapshots");
+        }
+        let d = snaps.d();
+        let view = View::of(snaps);
+        let colors = token_colors(&view, snaps.tokens(self.panels[0]), d);
+        let footer = 44u32;
+        let grid = area.clone().shrink((0, 0), (w, h.saturating_sub(footer)));
+        let rows = self.panels.len().div_ceil(self.cols);
+        let (gw, gh) = grid.dim_in_pixel();
+        let pw = gw / self.cols as u32;
+        let ph = gh / rows as u32;
+        let first_t = snaps.times().get(self.panels[0]).copied().unwrap_or(0.0);
+        for (k, &i) in self.panels.iter().enumerate() {
+            let (r, c) = (k / self.cols, k % self.cols);
+            let cell = grid
+                .clone()
+                .shrink((c as u32 * pw, r as u32 * ph), (pw, ph));
+            let t = snaps.times()[i];
+            draw_panel(
+                &cell,
+                &view,
+                snaps.tokens(i),
+                d,
+                &colors,
+                &format!("t = {}", short(t)),
+                BLACK,
+            )?;
+        }
+        // Footer: colour legend and view note.
+        let foot = area
+            .clone()
+            .shrink((0, h.saturating_sub(footer)), (w, footer));
+        let kept = snaps.tokens(self.panels[0]).len() / d.max(1);
+        let shown = if snaps.stride() > 1 {
+            format!("; {kept} of {} tokens shown", snaps.n())
+        } else {
+            String::new()
+        };
+        let caption = format!(
+            "colour: tokens ordered by angle at t = {}.   {}{shown}",
+            short(first_t),
+            view.note()
+        );
+        let x = 20;
+        draw_hue_legend(&foot, (x, footer as i32 / 2), &caption)?;
+        Ok(())
+    }
+}
+
+/// Writes `tokens.png` into `dir`: the tokens at up to six evenly spaced snapshots (the first
+/// and the last included), one panel each.
+pub fn tokens_plot(snaps: &TokenSnapshots, title: &str, dir: &Path) -> io::Result<()> {
+    let panels = pick(snaps.len(), MAX_PANELS);
+    let cols = match panels.len() {
+        0 | 1 => 1,
+        2 | 4 => 2,
+        _ => 3,
+    };
+    let rows = panels.len().div_ceil(cols).max(1) as u32;
+    let width = match cols {
+        1 => 1000,
+        2 => 1300,
+        _ => 1600,
+    };
+    let ph = (width / cols as u32).min(PANEL_W + 40);
+    let height = 120 + rows * (ph + 10) + 44;
+    let pic = TokensPicture {
+        snaps,
+        title,
+        panels,
+        cols,
+    };
+    super::render(&pic, dir, "tokens", (width, height), false).map(|_| ())
+}
+
+/// A multiply-shift hasher for packed RGB keys (the std SipHash dominates the frame time).
+#[derive(Default)]
+struct RgbHasher(u64);
+
+impl std::hash::Hasher for RgbHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (v as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(26);
+    }
+}
+
+type RgbMap<V> = std::collections::HashMap<u32, V, std::hash::BuildHasherDefault<RgbHasher>>;
+
+fn pack(p: &[u8]) -> u32 {
+    (p[0] as u32) << 16 | (p[1] as u32) << 8 | p[2] as u32
+}
+
+/// Reduces an RGB buffer to at most 256 colours: the 255 most frequent colours are kept
+/// exactly (white, greys, token colours), every other colour becomes the nearest kept one.
+/// With <= 256 colours the GIF encoder uses an exact palette instead of its slow NeuQuant.
+pub(crate) fn quantize_256(buf: &mut [u8]) {
+    const WHITE_KEY: u32 = 0xff_ffff;
+    let mut counts: RgbMap<u32> = RgbMap::default();
+    let mut whites = 0u32;
+    for p in buf.chunks_exact(3) {
+        let k = pack(p);
+        if k == WHITE_KEY {
+            whites += 1;
+        } else {
+            *counts.entry(k).or_insert(0) += 1;
+        }
+    }
+    if whites > 0 {
+        counts.insert(WHITE_KEY, whites);
+    }
+    if counts.len() <= 256 {
+        return;
+    }
+    let mut by_count: Vec<(u32, u32)> = counts.into_iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let keep: Vec<u32> = by_count.iter().take(255).map(|c| c.0).collect();
+    let split = |k: u32| {
+        [
+            (k >> 16) as i32,
+            ((k >> 8) & 0xff) as i32,
+            (k & 0xff) as i32,
+        ]
+    };
+    let mut map: RgbMap<u32> = RgbMap::default();
+    for (c, _) in &by_count[255..] {
+        let c3 = split(*c);
+        let best = keep
+            .iter()
+            .copied()
+            .min_by_key(|k| {
+                let k3 = split(*k);
+                let d: i32 = (0..3).map(|i| (c3[i] - k3[i]).pow(2)).sum();
+                (d, *k)
+            })
+            .unwrap_or(WHITE_KEY);
+        map.insert(*c, best);
+    }
+    for p in buf.chunks_exact_mut(3) {
+        let k = pack(p);
+        if k == WHITE_KEY {
+            continue;
+        }
+        if let Some(&q) = map.get(&k) {
+            p[0] = (q >> 16) as u8;
+            p[1] = (q >> 8) as u8;
+            p[2] = q as u8;
+        }
+    }
+}
+
+/// Draws one frame of the animation (`None`: the "no data" frame).
+#[allow(clippy::too_many_arguments)]
+fn draw_frame<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    snaps: &TokenSnapshots,
+    view: &View,
+    colors: &[RGBColor],
+    title: &str,
+    frame: Option<usize>,
+    (t0, t1): (f64, f64),
+) -> io::Result<()> {
+    root.fill(&WHITE).io()?;
+    let area = draw_title(root, title)?;
+    let (w, h) = area.dim_in_pixel();
+    let Some(i) = frame else {
+        return draw_no_data(&area, "no token snapshots");
+    };
+    let bar = 26u32;
+    let panel = area.clone().shrink((0, 0), (w, h.saturating_sub(bar)));
+    let t = snaps.times()[i];
+    draw_panel(
+        &panel,
+        view,
+        snaps.tokens(i),
+        snaps.d(),
+        colors,
+        &format!("t = {}", short(t)),
+        BLACK,
+    )?;
+    // Progress bar of time.
+    let f = if t1 > t0 {
+        ((t - t0) / (t1 - t0)).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    let (x0, x1, y) = (30, w as i32 - 30, h as i32 - bar as i32 / 2 - 4);
+    area.draw(&Rectangle::new(
+        [(x0, y - 4), (x1, y + 4)],
+        RGBColor(225, 225, 225).filled(),
+    ))
+    .io()?;
+    let xf = x0 + ((x1 - x0) as f64 * f).round() as i32;
+    area.draw(&Rectangle::new(
+        [(x0, y - 4), (xf, y + 4)],
+        RGBColor(90, 90, 90).filled(),
+    ))
+    .io()
+}
+
+/// Writes `tokens.gif` into `dir`: one frame per kept snapshot (at most [`MAX_FRAMES`], evenly
+/// spaced), about eight seconds in all, looping.
+pub fn tokens_gif(snaps: &TokenSnapshots, title: &str, dir: &Path) -> io::Result<()> {
+    register_fonts();
+    let path = dir.join("tokens.gif");
+    let wrap = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let frames = pick(snaps.len(), MAX_FRAMES);
+    let delay = if frames.is_empty() {
+        500
+    } else {
+        (8000 / frames.len() as u32).clamp(60, 500)
+    };
+    let backend = BitMapBackend::gif(&path, GIF_SIZE, delay)
+        .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
+    let gif_root = backend.into_drawing_area();
+    let first_line = title.lines().next().unwrap_or("");
+    let view = View::of(snaps);
+    let colors = frames
+        .first()
+        .map(|&i| token_colors(&view, snaps.tokens(i), snaps.d()))
+        .unwrap_or_default();
+    let span = (
+        frames.first().map(|&i| snaps.times()[i]).unwrap_or(0.0),
+        frames.last().map(|&i| snaps.times()[i]).unwrap_or(0.0),
+    );
+    let (w, h) = GIF_SIZE;
+    let mut buf = vec![0u8; (w * h * 3) as usize];
+    let list: Vec<Option<usize>> = if frames.is_empty() {
+        vec![None]
+    } else {
+        frames.iter().map(|&i| Some(i)).collect()
+    };
+    for frame in list {
+        {
+            let root = BitMapBackend::with_buffer(&mut buf, GIF_SIZE).into_drawing_area();
+            draw_frame(&root, snaps, &view, &colors, first_line, frame, span).map_err(wrap)?;
+            root.present().io().map_err(wrap)?;
+        }
+        quantize_256(&mut buf);
+        let image = BitMapElement::with_ref((0, 0), GIF_SIZE, &buf)
+            .ok_or_else(|| wrap(io::Error::other("frame buffer of the wrong size")))?;
+        gif_root.draw(&image).io().map_err(wrap)?;
+        gif_root.present().io().map_err(wrap)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn principal_axes_find_the_token_plane() {
+        // Tokens in the (x2, x4) plane of R^5, mostly along x4.
+        let d = 5;
+        let mut tokens = Vec::new();
+        for k in 0..40 {
+            // Pairs +-a, so the second moment is diagonal.
+            let a = 0.3 * (k as f64 * 0.7).sin() * if k % 2 == 0 { 1.0 } else { -1.0 };
+            for a in [a, -a] {
+                let mut x = vec![0.0; d];
+                x[1] = a.sin();
+                x[3] = a.cos();
+                tokens.extend(x);
+            }
+        }
+        let (e1, e2, share) = principal_axes(&tokens, d);
+        assert!((e1[3] - 1.0).abs() < 1e-9, "{e1:?}");
+        assert!((e2[1].abs() - 1.0).abs() < 1e-9, "{e2:?}");
+        assert!(share.0 > 0.9 && share.0 + share.1 > 1.0 - 1e-9);
+        let (e1, _, _) = principal_axes(&[], 4);
+        assert_eq!(e1, vec![1.0, 0.0, 0.0, 0.0]);
+        // High dimension: the Gram-matrix path finds the same plane.
+        let d = 600;
+        let mut tokens = Vec::new();
+        for k in 0..700 {
+            let a = 0.4 * (k as f64 * 0.37).sin();
+            let mut x = vec![0.0; d];
+            x[17] = a.sin();
+            x[400] = a.cos();
+            tokens.extend(x);
+        }
+        let (e1, e2, share) = principal_axes(&tokens, d);
+        assert!((e1[400] - 1.0).abs() < 1e-4, "{}", e1[400]);
+        assert!((e2[17].abs() - 1.0).abs() < 1e-2, "{}", e2[17]);
+        assert!(share.0 > 0.9 && share.1 > 0.0);
+        // One token in high dimension: two orthonormal axes.
+        let one: Vec<f64> = (0..d).map(|i| if i == 3 { 1.0 } else { 0.0 }).collect();
+        let (e1, e2, _) = principal_axes(&one, d);
+        assert!((e1[3] - 1.0).abs() < 1e-12);
+        assert!(dot(&e1, &e2).abs() < 1e-12 && (dot(&e2, &e2) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn sphere_view_is_orthonormal() {
+        let snaps = TokenSnapshots::from_snapshots(3, &[(0.0, vec![0.0, 0.0, 1.0])]);
+        let View::Sphere { right, up, toward } = View::of(&snaps) else {
+            panic!("d = 3 is the sphere view");
+        };
+        for (a, b) in [(right, up), (up, toward), (right, toward)] {
+            assert!(dot(&a, &b).abs() < 1e-12);
+        }
+        for a in [right, up, toward] {
+            assert!((dot(&a, &a) - 1.0).abs() < 1e-12);
+        }
+        // The north pole is up and in front.
+        let (u, v, depth) = View::of(&snaps).project(&[0.0, 0.0, 1.0]);
+        assert!(u.abs() < 1e-12 && v > 0.9 && depth > 0.0);
+    }
+
+    #[test]
+    fn quantization_keeps_frequent_colours_exactly() {
+        let mut buf = Vec::new();
+        for k in 0..1000u32 {
+            let c = if k < 500 {
+                [255, 255, 255]
+            } else {
+                [(k % 251) as u8, 7, (k / 4) as u8]
+            };
+            buf.extend(c);
+        }
+        quantize_256(&mut buf);
+        let distinct: std::collections::HashSet<&[u8]> = buf.chunks_exact(3).collect();
+        assert!(distinct.len() <= 256);
+        assert_eq!(&buf[..3], &[255, 255, 255]);
+        let mut small = vec![1, 2, 3, 4, 5, 6];
+        quantize_256(&mut small);
+        assert_eq!(small, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn picks_include_both_ends() {
+        assert_eq!(pick(10, 6), vec![0, 2, 4, 5, 7, 9]);
+        assert_eq!(pick(3, 6), vec![0, 1, 2]);
+        assert!(pick(0, 6).is_empty());
+    }
+}

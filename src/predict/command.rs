@@ -1,0 +1,187 @@
+//! `tokdyn predict`: the OA analysis of a scenario, printed as a table and written as
+//! `predict.json`, next to the simulated label when the scenario's run folder has one.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use num_complex::Complex64;
+use serde::Serialize;
+
+use super::{predict, Prediction};
+use crate::error::Error;
+use crate::observe::order_parameter_r2;
+use crate::run::RunOptions;
+use crate::scenario::{InitKind, ModelKind, Scenario};
+use crate::simulation;
+
+/// The horizon of the prediction: the scenario's t_end, and at least 200.
+pub fn horizon(scenario: &Scenario) -> f64 {
+    scenario.time.t_end.max(200.0)
+}
+
+/// R(0) of the OA model for a scenario: r0 e^{i phi0} for a Poisson start, else R2 of the tokens.
+pub fn oa_start(scenario: &Scenario) -> Result<Complex64, Error> {
+    Ok(if scenario.tokens.init == InitKind::Poisson {
+        Complex64::from_polar(scenario.tokens.r0, scenario.tokens.phi0)
+    } else {
+        order_parameter_r2(&scenario.initial_tokens()?, 2)
+    })
+}
+
+/// The prediction of a scenario (d = 2, lsa).
+pub fn prediction(scenario: &Scenario) -> Result<Prediction, Error> {
+    let sh = simulation::second_harmonic(scenario, ModelKind::Oa)?;
+    Ok(predict(&sh, oa_start(scenario)?, horizon(scenario)))
+}
+
+/// What `predict` writes.
+#[derive(Debug, Clone, Serialize)]
+pub struct PredictReport {
+    pub name: String,
+    #[serde(flatten)]
+    pub prediction: Prediction,
+    /// The label of the simulation in the run folder, if there is one.
+    pub simulated_label: Option<String>,
+    pub agrees: Option<bool>,
+    #[serde(skip)]
+    pub table: String,
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+/// Predicts, compares with a finished run of the same scenario, writes `predict.json`.
+pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<PredictReport, Error> {
+    let mut p = prediction(scenario)?;
+    p.limit_cycles = super::limit_cycles(
+        &simulation::second_harmonic(scenario, ModelKind::Oa)?,
+        horizon(scenario),
+    );
+    let dir = options.folder(scenario);
+    let simulated_label = std::fs::read_to_string(dir.join("summary.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|v| v.get("label").and_then(|l| l.as_str()).map(str::to_string));
+    let agrees = simulated_label.as_ref().map(|l| l == p.label.as_str());
+    let mut table = String::new();
+    let _ = writeln!(table, "fixed points of the OA ODE in the unit disk:");
+    let _ = writeln!(
+        table,
+        "  {:>10} {:>10} {:>8}  {:<28} stability",
+        "Re R2", "Im R2", "|R2|", "eigenvalues"
+    );
+    for f in &p.fixed_points {
+        let ev = format!(
+            "{:.4}{:+.4}i, {:.4}{:+.4}i",
+            f.eigenvalues[0].re, f.eigenvalues[0].im, f.eigenvalues[1].re, f.eigenvalues[1].im
+        );
+        let _ = writeln!(
+            table,
+            "  {:>10.6} {:>10.6} {:>8.6}  {:<28} {:?}{}",
+            f.r.re,
+            f.r.im,
+            f.r.norm(),
+            ev,
+            f.stability,
+            if f.on_boundary { " (boundary)" } else { "" }
+        );
+    }
+    if p.boundary_continuum {
+        let _ = writeln!(
+            table,
+            "boundary |R2| = 1: g(phi) = 0 everywhere, every antipodal pair of clusters is fixed"
+        );
+    } else if p.boundary_zeros.is_empty() {
+        let _ = writeln!(
+            table,
+            "boundary |R2| = 1: g(phi) has no zero, clusters there rotate forever"
+        );
+    } else {
+        let _ = writeln!(
+            table,
+            "boundary |R2| = 1: zeros of g(phi) (fixed cluster axes):"
+        );
+        for z in &p.boundary_zeros {
+            let _ = writeln!(
+                table,
+                "  phi = {:>9.6}  g'(phi) = {:>10.6}  {}",
+                z.phi,
+                z.slope,
+                if z.slope < 0.0 {
+                    "attracting along the circle"
+                } else {
+                    "repelling along the circle"
+                }
+            );
+        }
+    }
+    if p.limit_cycles.len() > 3 {
+        let lo = p
+            .limit_cycles
+            .iter()
+            .map(|c| c.r_abs_min)
+            .fold(f64::INFINITY, f64::min);
+        let hi = p
+            .limit_cycles
+            .iter()
+            .map(|c| c.r_abs_max)
+            .fold(0.0, f64::max);
+        let periods: Vec<f64> = p.limit_cycles.iter().filter_map(|c| c.period).collect();
+        let (pmin, pmax) = periods
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+        let _ = writeln!(
+            table,
+            "a family of {} periodic orbits from different starts (|R2| between {lo:.4} and {hi:.4}, periods {pmin:.4} to {pmax:.4}): closed orbits, as around a centre",
+            p.limit_cycles.len()
+        );
+    }
+    for c in p.limit_cycles.iter().filter(|_| p.limit_cycles.len() <= 3) {
+        let _ = writeln!(
+            table,
+            "limit cycle ({}) with |R2| in [{:.4}, {:.4}], period {}",
+            c.label,
+            c.r_abs_min,
+            c.r_abs_max,
+            c.period.map_or("-".to_string(), |v| format!("{v:.4}"))
+        );
+    }
+    let _ = writeln!(
+        table,
+        "from R2(0) = {:.4}{:+.4}i to t = {}: predicted {} ({})",
+        p.start.re, p.start.im, p.horizon, p.label, p.reason
+    );
+    match (&simulated_label, agrees) {
+        (Some(l), Some(true)) => {
+            let _ = writeln!(table, "simulation ({}): {l}, agrees", dir.display());
+        }
+        (Some(l), _) => {
+            let _ = writeln!(
+                table,
+                "simulation ({}): {l}, DISAGREES with the prediction{}",
+                dir.display(),
+                if l == "undetermined" {
+                    " (the simulation could not decide; run it longer)"
+                } else {
+                    ""
+                }
+            );
+        }
+        _ => {}
+    }
+    let mut report = PredictReport {
+        name: scenario.name.clone(),
+        prediction: p,
+        simulated_label,
+        agrees,
+        table,
+        path: dir.join("predict.json"),
+    };
+    std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+    let tmp = dir.join(".predict.json.tmp");
+    crate::output::write_json(&tmp, &report).map_err(Error::io(&tmp))?;
+    std::fs::rename(&tmp, &report.path).map_err(Error::io(&report.path))?;
+    report
+        .table
+        .push_str(&format!("-> {}\n", report.path.display()));
+    Ok(report)
+}

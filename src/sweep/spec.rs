@@ -1,0 +1,1065 @@
+//! The sweep file: parsing, validation and the grid.
+//!
+//! ```toml
+//! name = "case4-map"
+//! description = "..."                    # optional (our extension)
+//! scenario = "case4-oscillation.toml"    # relative to this file
+//! model = "oa"                           # optional: overrides run.model
+//! [axes]                                 # file order; the first is the slowest
+//! v11 = { from = 0.0, to = 1.0, steps = 41 }
+//! "model.beta" = { from = 0.5, to = 2.0, steps = 4 }
+//! [refine]                               # optional (our extension): boundary refinement
+//! tolerance = 1e-3                       # absolute, in axis units, for every refined axis
+//! # relative_tolerance = 1e-3            # or: a fraction of each axis' range (the default)
+//! # axes = ["v11"]                       # which axes to refine along (default: all with steps >= 2)
+//! [continuation]                         # optional (our extension): OA fixed-point branches
+//! parameter = "v11"                      # a [params] name or a dotted scenario key
+//! from = 0.0
+//! to = 1.0
+//! ```
+//!
+//! Everything is checked before the first point runs: keys and types of the sweep file, the
+//! axes against the base scenario, the base scenario itself, and the scenario at every corner
+//! of the grid (so `tokens.n` sweeping into 0 is caught up front). Every problem is one line
+//! `FILE: KEY: what is wrong`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use toml::Value;
+
+use crate::error::Error;
+use crate::run::check_memory;
+use crate::scenario::{parse_toml, set_value, ModelKind, Scenario, ScenarioError};
+use crate::simulation;
+
+use super::format::fmt_f64;
+
+/// The most grid points a sweep may have.
+pub const MAX_POINTS: usize = 100_000_000;
+
+/// Keys of the sweep file.
+const TOP_KEYS: [&str; 7] = [
+    "name",
+    "description",
+    "scenario",
+    "model",
+    "axes",
+    "refine",
+    "continuation",
+];
+/// Keys of one axis.
+const AXIS_KEYS: [&str; 3] = ["from", "to", "steps"];
+/// Keys of `[refine]`.
+const REFINE_KEYS: [&str; 3] = ["tolerance", "relative_tolerance", "axes"];
+/// Keys of `[continuation]`.
+const CONTINUATION_KEYS: [&str; 5] = ["parameter", "from", "to", "step", "max_points"];
+
+/// Scenario keys that hold integers: axis values are rounded to the nearest integer there.
+const INTEGER_KEYS: [&str; 4] = ["model.d", "tokens.n", "tokens.seed", "time.samples"];
+
+/// Default relative tolerance of boundary refinement (a fraction of the axis range).
+pub const DEFAULT_RELATIVE_TOLERANCE: f64 = 1e-3;
+
+/// One axis of the grid.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Axis {
+    /// The name as written in the sweep file (a params name or a dotted key); the CSV column.
+    pub name: String,
+    /// The dotted scenario key it sets (`params.v11`, `model.beta`).
+    pub key: String,
+    pub from: f64,
+    pub to: f64,
+    pub steps: usize,
+    /// Integer key (`tokens.n`, ...): values are rounded to the nearest integer.
+    pub integer: bool,
+}
+
+impl Axis {
+    /// Grid value `i`: `from + i (to - from) / (steps - 1)`, `from` when steps = 1, and exactly
+    /// `to` for the last one; rounded for integer keys.
+    pub fn value(&self, i: usize) -> f64 {
+        let x = if self.steps <= 1 || i == 0 {
+            self.from
+        } else if i + 1 == self.steps {
+            self.to
+        } else {
+            self.from + i as f64 * (self.to - self.from) / (self.steps - 1) as f64
+        };
+        self.snap(x)
+    }
+
+    /// `x` as this axis uses it (rounded to an integer for integer keys).
+    pub fn snap(&self, x: f64) -> f64 {
+        if self.integer {
+            x.round()
+        } else {
+            x
+        }
+    }
+
+    /// The TOML value set into the scenario table for `x`.
+    pub fn toml_value(&self, x: f64) -> Value {
+        if self.integer {
+            Value::Integer(x.round() as i64)
+        } else {
+            Value::Float(x)
+        }
+    }
+
+    /// The CSV cell of `x`: an integer for integer keys, else the shortest round-trip decimal.
+    pub fn cell(&self, x: f64) -> String {
+        if self.integer {
+            format!("{}", x.round() as i64)
+        } else {
+            fmt_f64(x)
+        }
+    }
+
+    /// |to - from|.
+    pub fn range(&self) -> f64 {
+        (self.to - self.from).abs()
+    }
+}
+
+/// `[refine]`: boundary refinement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RefineSpec {
+    /// Per axis (same order as the axes): the bracket to reach, or `None` if the axis is not
+    /// refined.
+    pub tolerance: Vec<Option<f64>>,
+}
+
+/// `[continuation]`: pseudo-arclength continuation of OA fixed points.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContinuationSpec {
+    /// The parameter as written.
+    pub parameter: String,
+    /// Its dotted scenario key.
+    pub key: String,
+    pub from: f64,
+    pub to: f64,
+    /// Arclength step.
+    pub step: f64,
+    /// Most points per branch.
+    pub max_points: usize,
+}
+
+/// A checked sweep file, ready to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The sweep file as given.
+    pub file: PathBuf,
+    pub name: String,
+    pub description: Option<String>,
+    /// The base scenario file (resolved against the sweep file's folder).
+    pub scenario_file: PathBuf,
+    /// Folder that the scenario's relative paths are resolved against.
+    pub scenario_dir: PathBuf,
+    /// `model` of the sweep file, if given.
+    pub model_override: Option<ModelKind>,
+    /// The model every point runs.
+    pub model: ModelKind,
+    pub axes: Vec<Axis>,
+    pub refine: Option<RefineSpec>,
+    pub continuation: Option<ContinuationSpec>,
+    /// The base scenario's raw table with `run.model` set from the sweep's `model`.
+    pub template: toml::Table,
+    /// The checked base scenario.
+    pub base: Scenario,
+}
+
+impl Plan {
+    /// Number of grid points.
+    pub fn points(&self) -> usize {
+        self.axes.iter().map(|a| a.steps).product()
+    }
+
+    /// Grid indices (one per axis, the first axis slowest) of point `index`.
+    pub fn grid_index(&self, mut index: usize) -> Vec<usize> {
+        let mut idx = vec![0; self.axes.len()];
+        for (k, axis) in self.axes.iter().enumerate().rev() {
+            idx[k] = index % axis.steps;
+            index /= axis.steps;
+        }
+        idx
+    }
+
+    /// Point index of grid indices.
+    pub fn point_index(&self, idx: &[usize]) -> usize {
+        self.axes
+            .iter()
+            .zip(idx)
+            .fold(0, |acc, (axis, &i)| acc * axis.steps + i)
+    }
+
+    /// Axis values of point `index`.
+    pub fn coords(&self, index: usize) -> Vec<f64> {
+        self.grid_index(index)
+            .iter()
+            .zip(&self.axes)
+            .map(|(&i, a)| a.value(i))
+            .collect()
+    }
+
+    /// The CSV cells of axis values.
+    pub fn coord_cells(&self, coords: &[f64]) -> Vec<String> {
+        self.axes
+            .iter()
+            .zip(coords)
+            .map(|(a, &x)| a.cell(x))
+            .collect()
+    }
+
+    /// The scenario table at given axis values.
+    pub fn table_at(&self, coords: &[f64]) -> Result<toml::Table, String> {
+        let mut table = self.template.clone();
+        for (axis, &x) in self.axes.iter().zip(coords) {
+            set_value(&mut table, &axis.key, axis.toml_value(x))?;
+        }
+        Ok(table)
+    }
+
+    /// The checked scenario at given axis values.
+    pub fn scenario_at(&self, coords: &[f64]) -> Result<Scenario, ScenarioError> {
+        let table = self.table_at(coords).map_err(|m| {
+            ScenarioError::at(&self.file, "axes", format!("cannot set an axis value: {m}"))
+        })?;
+        Scenario::from_table(table, &self.scenario_file, &self.scenario_dir)
+    }
+
+    /// The resolved sweep (for summary.json).
+    pub fn resolved(&self) -> serde_json::Value {
+        let refine = self.refine.as_ref().map(|r| {
+            serde_json::json!({
+                "tolerance": self.axes.iter().zip(&r.tolerance)
+                    .filter_map(|(a, t)| t.map(|t| (a.name.clone(), serde_json::json!(t))))
+                    .collect::<serde_json::Map<_, _>>(),
+            })
+        });
+        serde_json::json!({
+            "file": self.file.display().to_string(),
+            "name": self.name,
+            "description": self.description,
+            "scenario": self.scenario_file.display().to_string(),
+            "model": self.model.as_str(),
+            "axes": self.axes,
+            "refine": refine,
+            "continuation": self.continuation,
+        })
+    }
+}
+
+/// Shorthand for an error at a key of the sweep file.
+fn at(file: &Path, key: &str, message: impl Into<String>) -> Error {
+    Error::Scenario(ScenarioError::at(file, key, message))
+}
+
+/// A short description of a TOML value's type for messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "a string",
+        Value::Integer(_) => "an integer",
+        Value::Float(_) => "a number",
+        Value::Boolean(_) => "a boolean",
+        Value::Datetime(_) => "a date",
+        Value::Array(_) => "an array",
+        Value::Table(_) => "a table",
+    }
+}
+
+fn string<'a>(file: &Path, key: &str, value: &'a Value) -> Result<&'a str, Error> {
+    value.as_str().ok_or_else(|| {
+        at(
+            file,
+            key,
+            format!("expected a string, found {}", kind(value)),
+        )
+    })
+}
+
+fn number(file: &Path, key: &str, value: &Value) -> Result<f64, Error> {
+    let x = match value {
+        Value::Integer(i) => *i as f64,
+        Value::Float(f) => *f,
+        other => {
+            return Err(at(
+                file,
+                key,
+                format!("expected a number, found {}", kind(other)),
+            ))
+        }
+    };
+    if !x.is_finite() {
+        return Err(at(file, key, format!("{x} is not a finite number")));
+    }
+    Ok(x)
+}
+
+fn count(file: &Path, key: &str, value: &Value, min: i64) -> Result<usize, Error> {
+    match value {
+        Value::Integer(i) if *i >= min => {
+            usize::try_from(*i).map_err(|_| at(file, key, format!("{i} is too large")))
+        }
+        Value::Integer(i) => Err(at(
+            file,
+            key,
+            format!("must be an integer >= {min}, found {i}"),
+        )),
+        Value::Float(f) => Err(at(
+            file,
+            key,
+            format!("must be an integer >= {min}, found {f}"),
+        )),
+        other => Err(at(
+            file,
+            key,
+            format!("expected an integer >= {min}, found {}", kind(other)),
+        )),
+    }
+}
+
+fn check_keys(file: &Path, prefix: &str, table: &toml::Table, keys: &[&str]) -> Result<(), Error> {
+    for key in table.keys() {
+        if !keys.contains(&key.as_str()) {
+            let full = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
+            return Err(at(
+                file,
+                &full,
+                format!("unknown key (keys are: {})", keys.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn required<'a>(
+    file: &Path,
+    prefix: &str,
+    table: &'a toml::Table,
+    key: &str,
+) -> Result<&'a Value, Error> {
+    let full = if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    };
+    table
+        .get(key)
+        .ok_or_else(|| at(file, &full, "missing (required key)"))
+}
+
+/// Whether a dotted scenario key holds an integer.
+pub fn is_integer_key(key: &str) -> bool {
+    INTEGER_KEYS.contains(&key) || (key.starts_with("model.") && key.ends_with(".seed"))
+}
+
+/// Collects the axes of `[axes]` in file order; dotted TOML keys (`model.beta = {...}`) nest, so
+/// a table whose values are all tables is descended into.
+fn collect_axes(
+    file: &Path,
+    prefix: &str,
+    table: &toml::Table,
+    out: &mut Vec<(String, toml::Table)>,
+) -> Result<(), Error> {
+    for (key, value) in table {
+        let name = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            Value::Table(t) if !t.is_empty() && t.values().all(Value::is_table) => {
+                collect_axes(file, &name, t, out)?
+            }
+            Value::Table(t) => out.push((name, t.clone())),
+            other => {
+                return Err(at(
+                    file,
+                    &format!("axes.{name}"),
+                    format!(
+                        "expected a table {{ from = ..., to = ..., steps = ... }}, found {}",
+                        kind(other)
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Resolves an axis or parameter name to the dotted scenario key it sets, checking that the
+/// base scenario accepts it. `what` is the sweep-file key for messages.
+fn resolve_key(
+    file: &Path,
+    what: &str,
+    name: &str,
+    template: &toml::Table,
+    scenario_file: &Path,
+) -> Result<String, Error> {
+    let params: Vec<String> = template
+        .get("params")
+        .and_then(Value::as_table)
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default();
+    let param = name
+        .strip_prefix("params.")
+        .or((!name.contains('.')).then_some(name));
+    if let Some(p) = param {
+        if !params.iter().any(|q| q == p) {
+            let listing = if params.is_empty() {
+                "it has no [params]".to_string()
+            } else {
+                format!("params are: {}", params.join(", "))
+            };
+            return Err(at(
+                file,
+                what,
+                format!(
+                    "unknown axis `{name}`: {} has no [params] entry `{p}` ({listing}); a scenario key must be dotted, e.g. model.beta",
+                    scenario_file.display()
+                ),
+            ));
+        }
+        return Ok(format!("params.{p}"));
+    }
+    let mut probe = template.clone();
+    set_value(&mut probe, name, Value::Float(0.0))
+        .map_err(|m| at(file, what, format!("unknown axis `{name}`: {m}")))?;
+    Ok(name.to_string())
+}
+
+/// Reads and checks a sweep file.
+pub fn load(path: &Path) -> Result<Plan, Error> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError::file(path, format!("cannot read: {e}")))?;
+    let table = parse_toml(&text, path)?;
+    from_table(&table, path)
+}
+
+/// Checks a parsed sweep file.
+pub fn from_table(table: &toml::Table, file: &Path) -> Result<Plan, Error> {
+    check_keys(file, "", table, &TOP_KEYS)?;
+
+    let name = string(file, "name", required(file, "", table, "name")?)?.to_string();
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !name_ok {
+        return Err(at(
+            file,
+            "name",
+            format!(
+                "\"{}\" is not a valid name (use lowercase letters, digits, _ and -)",
+                name.escape_debug()
+            ),
+        ));
+    }
+    let description = match table.get("description") {
+        Some(v) => Some(string(file, "description", v)?.to_string()),
+        None => None,
+    };
+
+    // The base scenario.
+    let scenario_rel = string(file, "scenario", required(file, "", table, "scenario")?)?;
+    if scenario_rel.is_empty() {
+        return Err(at(
+            file,
+            "scenario",
+            "is empty (give the base scenario file)",
+        ));
+    }
+    let sweep_dir = file.parent().unwrap_or(Path::new(""));
+    let scenario_file = sweep_dir.join(scenario_rel);
+    let scenario_text = std::fs::read_to_string(&scenario_file).map_err(|e| {
+        at(
+            file,
+            "scenario",
+            format!("cannot read {}: {e}", scenario_file.display()),
+        )
+    })?;
+    let scenario_dir = scenario_file
+        .parent()
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
+    let mut template = parse_toml(&scenario_text, &scenario_file)?;
+
+    let model_override = match table.get("model") {
+        Some(v) => {
+            let word = string(file, "model", v)?;
+            let model: ModelKind = word
+                .parse()
+                .map_err(|e| at(file, "model", format!("{e}")))?;
+            set_value(&mut template, "run.model", Value::String(model.to_string()))
+                .map_err(|m| at(file, "model", m))?;
+            Some(model)
+        }
+        None => None,
+    };
+    let base = Scenario::from_table(template.clone(), &scenario_file, &scenario_dir)?;
+    let model = base.run.model;
+
+    // Axes.
+    let axes_table = match required(file, "", table, "axes")? {
+        Value::Table(t) => t,
+        other => {
+            return Err(at(
+                file,
+                "axes",
+                format!("expected a table, found {}", kind(other)),
+            ))
+        }
+    };
+    if axes_table.is_empty() {
+        return Err(at(file, "axes", "needs at least one axis"));
+    }
+    let mut raw_axes = Vec::new();
+    collect_axes(file, "", axes_table, &mut raw_axes)?;
+    let mut axes: Vec<Axis> = Vec::with_capacity(raw_axes.len());
+    for (name, spec) in &raw_axes {
+        let prefix = format!("axes.{name}");
+        let key = resolve_key(file, &prefix, name, &template, &scenario_file)?;
+        if let Some(other) = axes.iter().find(|a| a.key == key) {
+            return Err(at(
+                file,
+                &prefix,
+                format!("sets {key}, which axis `{}` sets already", other.name),
+            ));
+        }
+        check_keys(file, &prefix, spec, &AXIS_KEYS)?;
+        let from = number(
+            file,
+            &format!("{prefix}.from"),
+            required(file, &prefix, spec, "from")?,
+        )?;
+        let to = number(
+            file,
+            &format!("{prefix}.to"),
+            required(file, &prefix, spec, "to")?,
+        )?;
+        let steps = count(
+            file,
+            &format!("{prefix}.steps"),
+            required(file, &prefix, spec, "steps")?,
+            1,
+        )?;
+        let integer = is_integer_key(&key);
+        if integer && (from.abs() > 9.0e15 || to.abs() > 9.0e15) {
+            return Err(at(
+                file,
+                &prefix,
+                format!("{key} holds an integer; from and to must be below 9e15 in size"),
+            ));
+        }
+        axes.push(Axis {
+            name: name.clone(),
+            key,
+            from,
+            to,
+            steps,
+            integer,
+        });
+    }
+    let points = axes
+        .iter()
+        .try_fold(1usize, |acc, a| acc.checked_mul(a.steps))
+        .filter(|&p| p <= MAX_POINTS)
+        .ok_or_else(|| {
+            at(
+                file,
+                "axes",
+                format!("the grid has more than {MAX_POINTS} points"),
+            )
+        })?;
+    let _ = points;
+
+    // [refine]
+    let refine = match table.get("refine") {
+        None => None,
+        Some(Value::Table(t)) => Some(refine_spec(file, t, &axes)?),
+        Some(other) => {
+            return Err(at(
+                file,
+                "refine",
+                format!("expected a table, found {}", kind(other)),
+            ))
+        }
+    };
+
+    // [continuation]
+    let continuation = match table.get("continuation") {
+        None => None,
+        Some(Value::Table(t)) => Some(continuation_spec(
+            file,
+            t,
+            &template,
+            &scenario_file,
+            &base,
+        )?),
+        Some(other) => {
+            return Err(at(
+                file,
+                "continuation",
+                format!("expected a table, found {}", kind(other)),
+            ))
+        }
+    };
+
+    let plan = Plan {
+        file: file.to_path_buf(),
+        name,
+        description,
+        scenario_file,
+        scenario_dir,
+        model_override,
+        model,
+        axes,
+        refine,
+        continuation,
+        template,
+        base,
+    };
+    check_corners(&plan)?;
+    Ok(plan)
+}
+
+fn refine_spec(file: &Path, t: &toml::Table, axes: &[Axis]) -> Result<RefineSpec, Error> {
+    check_keys(file, "refine", t, &REFINE_KEYS)?;
+    let absolute = t
+        .get("tolerance")
+        .map(|v| number(file, "refine.tolerance", v))
+        .transpose()?;
+    let relative = t
+        .get("relative_tolerance")
+        .map(|v| number(file, "refine.relative_tolerance", v))
+        .transpose()?;
+    if absolute.is_some() && relative.is_some() {
+        return Err(at(
+            file,
+            "refine.relative_tolerance",
+            "give tolerance (absolute) or relative_tolerance, not both",
+        ));
+    }
+    for (key, v) in [
+        ("refine.tolerance", absolute),
+        ("refine.relative_tolerance", relative),
+    ] {
+        if let Some(v) = v {
+            if v <= 0.0 {
+                return Err(at(file, key, format!("must be > 0, found {v}")));
+            }
+        }
+    }
+    let selected: Option<Vec<String>> = match t.get("axes") {
+        None => None,
+        Some(Value::Array(items)) => {
+            let mut names = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let key = format!("refine.axes[{i}]");
+                let name = string(file, &key, item)?;
+                match axes.iter().find(|a| a.name == name) {
+                    None => {
+                        return Err(at(
+                            file,
+                            &key,
+                            format!(
+                                "`{name}` is not an axis (axes are: {})",
+                                axes.iter()
+                                    .map(|a| a.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        ))
+                    }
+                    Some(a) if a.steps < 2 => {
+                        return Err(at(
+                            file,
+                            &key,
+                            format!("axis `{name}` has steps = 1: nothing to refine"),
+                        ))
+                    }
+                    Some(_) => names.push(name.to_string()),
+                }
+            }
+            Some(names)
+        }
+        Some(other) => {
+            return Err(at(
+                file,
+                "refine.axes",
+                format!("expected an array of axis names, found {}", kind(other)),
+            ))
+        }
+    };
+    let tolerance = axes
+        .iter()
+        .map(|a| {
+            let chosen = match &selected {
+                Some(names) => names.contains(&a.name),
+                None => a.steps >= 2,
+            };
+            if !chosen || a.range() == 0.0 {
+                return None;
+            }
+            Some(
+                absolute
+                    .unwrap_or_else(|| relative.unwrap_or(DEFAULT_RELATIVE_TOLERANCE) * a.range()),
+            )
+        })
+        .collect();
+    Ok(RefineSpec { tolerance })
+}
+
+fn continuation_spec(
+    file: &Path,
+    t: &toml::Table,
+    template: &toml::Table,
+    scenario_file: &Path,
+    base: &Scenario,
+) -> Result<ContinuationSpec, Error> {
+    check_keys(file, "continuation", t, &CONTINUATION_KEYS)?;
+    let parameter = string(
+        file,
+        "continuation.parameter",
+        required(file, "continuation", t, "parameter")?,
+    )?
+    .to_string();
+    let key = resolve_key(
+        file,
+        "continuation.parameter",
+        &parameter,
+        template,
+        scenario_file,
+    )?;
+    if is_integer_key(&key) {
+        return Err(at(
+            file,
+            "continuation.parameter",
+            format!("{key} holds an integer; continuation needs a real parameter"),
+        ));
+    }
+    let from = number(
+        file,
+        "continuation.from",
+        required(file, "continuation", t, "from")?,
+    )?;
+    let to = number(
+        file,
+        "continuation.to",
+        required(file, "continuation", t, "to")?,
+    )?;
+    if from == to {
+        return Err(at(file, "continuation.to", "must differ from `from`"));
+    }
+    let step = match t.get("step") {
+        Some(v) => number(file, "continuation.step", v)?,
+        None => (to - from).abs() / 200.0,
+    };
+    if step <= 0.0 {
+        return Err(at(
+            file,
+            "continuation.step",
+            format!("must be > 0, found {step}"),
+        ));
+    }
+    let max_points = match t.get("max_points") {
+        Some(v) => count(file, "continuation.max_points", v, 2)?,
+        None => 10_000,
+    };
+    simulation::second_harmonic(base, ModelKind::Oa).map_err(|e| {
+        at(
+            file,
+            "continuation",
+            format!(
+                "continues Ott-Antonsen fixed points, which needs d = 2 and kernel = \"lsa\" ({})",
+                e.message()
+            ),
+        )
+    })?;
+    Ok(ContinuationSpec {
+        parameter,
+        key,
+        from,
+        to,
+        step,
+        max_points,
+    })
+}
+
+/// The grid corners to check: all 2^k corners for up to 12 axes, otherwise each axis's ends
+/// with the others at `from`.
+fn corners(plan: &Plan) -> Vec<Vec<f64>> {
+    let k = plan.axes.len();
+    let ends: Vec<[f64; 2]> = plan
+        .axes
+        .iter()
+        .map(|a| [a.value(0), a.value(a.steps - 1)])
+        .collect();
+    let mut out = Vec::new();
+    if k <= 12 {
+        for mask in 0..(1usize << k) {
+            let c: Vec<f64> = (0..k).map(|j| ends[j][(mask >> j) & 1]).collect();
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    } else {
+        let base: Vec<f64> = ends.iter().map(|e| e[0]).collect();
+        out.push(base.clone());
+        for j in 0..k {
+            let mut c = base.clone();
+            c[j] = ends[j][1];
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Checks the scenario (and that its simulation can be built and fits in memory) at every
+/// corner of the grid.
+fn check_corners(plan: &Plan) -> Result<(), Error> {
+    let concurrency = rayon::current_num_threads().min(plan.points()).max(1);
+    for corner in corners(plan) {
+        let described = plan
+            .axes
+            .iter()
+            .zip(&corner)
+            .map(|(a, &x)| format!("{} = {}", a.name, a.cell(x)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        // The axis to blame: the one whose key the scenario names, else the first not at `from`.
+        let blame = |key: Option<&str>| -> String {
+            let axis = key
+                .and_then(|k| plan.axes.iter().find(|a| a.key == k))
+                .or_else(|| {
+                    plan.axes
+                        .iter()
+                        .zip(&corner)
+                        .find(|(a, &x)| x != a.value(0))
+                        .map(|(a, _)| a)
+                })
+                .unwrap_or(&plan.axes[0]);
+            format!("axes.{}", axis.name)
+        };
+        let scenario = plan.scenario_at(&corner).map_err(|e| {
+            at(
+                &plan.file,
+                &blame(e.key()),
+                format!("at the grid corner ({described}) the scenario is invalid: {e}"),
+            )
+        })?;
+        check_memory_parallel(plan, &scenario, concurrency).map_err(|e| {
+            at(
+                &plan.file,
+                &blame(Some("tokens.n")),
+                format!("at the grid corner ({described}): {e}"),
+            )
+        })?;
+        simulation::build(&scenario, plan.model).map_err(|e| {
+            at(
+                &plan.file,
+                &blame(e.key()),
+                format!("at the grid corner ({described}) the scenario cannot run: {e}"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// `check_memory` for `concurrency` points at once.
+fn check_memory_parallel(
+    plan: &Plan,
+    scenario: &Scenario,
+    concurrency: usize,
+) -> Result<(), String> {
+    check_memory(scenario, plan.model).map_err(|e| e.to_string())?;
+    let need = simulation::memory_estimate(scenario, plan.model).saturating_mul(concurrency as u64);
+    if let Some(available) = simulation::memory_available() {
+        if need > available {
+            return Err(format!(
+                "{concurrency} points at once need about {:.1} GiB, more than the {:.1} GiB available; lower RAYON_NUM_THREADS",
+                need as f64 / (1u64 << 30) as f64,
+                available as f64 / (1u64 << 30) as f64
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+name = "base"
+[params]
+v11 = 0.2
+v12 = 1.0
+[model]
+kernel = "lsa"
+beta = 1.0
+d = 2
+A = "identity"
+V = [["v11", "v12"], ["-v12", "-v11"]]
+[tokens]
+n = 16
+init = "poisson"
+seed = 1
+r0 = 0.3
+[time]
+t_end = 5.0
+samples = 51
+"#;
+
+    fn plan(sweep: &str) -> Result<Plan, Error> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("base.toml"), BASE).unwrap();
+        let path = dir.path().join("s.toml");
+        std::fs::write(&path, sweep).unwrap();
+        load(&path)
+    }
+
+    fn message(sweep: &str) -> String {
+        plan(sweep).unwrap_err().to_string()
+    }
+
+    const HEAD: &str = "name = \"s\"\nscenario = \"base.toml\"\nmodel = \"oa\"\n";
+
+    #[test]
+    fn grid_values_and_indices() {
+        let p = plan(&format!(
+            "{HEAD}[axes]\nv11 = {{ from = 0.0, to = 1.0, steps = 5 }}\nmodel.beta = {{ from = 2, to = 2, steps = 1 }}\ntokens.n = {{ from = 10, to = 20, steps = 4 }}\n"
+        ))
+        .unwrap();
+        assert_eq!(p.axes.len(), 3);
+        assert_eq!(p.axes[0].key, "params.v11");
+        assert_eq!(p.axes[1].name, "model.beta");
+        assert!(p.axes[2].integer && !p.axes[0].integer);
+        assert_eq!(p.points(), 20);
+        assert_eq!(p.coords(0), vec![0.0, 2.0, 10.0]);
+        assert_eq!(p.coords(1), vec![0.0, 2.0, 13.0]);
+        assert_eq!(p.coords(2), vec![0.0, 2.0, 17.0]);
+        assert_eq!(p.coords(4), vec![0.25, 2.0, 10.0]);
+        assert_eq!(p.coords(19), vec![1.0, 2.0, 20.0]);
+        for i in 0..20 {
+            assert_eq!(p.point_index(&p.grid_index(i)), i);
+        }
+        assert_eq!(p.axes[2].cell(13.0), "13");
+        assert_eq!(p.axes[0].cell(0.25), "0.25");
+        assert_eq!(p.axes[0].cell(1.0), "1.0");
+        let s = p.scenario_at(&p.coords(6)).unwrap();
+        assert_eq!(s.tokens.n, 17);
+        assert_eq!(s.params[0], ("v11".to_string(), 0.25));
+        assert_eq!(s.run.model, ModelKind::Oa);
+    }
+
+    #[test]
+    fn formula_of_the_grid() {
+        let a = Axis {
+            name: "x".into(),
+            key: "params.x".into(),
+            from: 0.1,
+            to: 0.7,
+            steps: 7,
+            integer: false,
+        };
+        for i in 0..6 {
+            assert_eq!(a.value(i), 0.1 + i as f64 * (0.7 - 0.1) / 6.0);
+        }
+        assert_eq!(a.value(6), 0.7);
+        let one = Axis { steps: 1, ..a };
+        assert_eq!(one.value(0), 0.1);
+    }
+
+    #[test]
+    fn errors_name_file_and_key() {
+        let m = message(&format!(
+            "{HEAD}[axes]\nv13 = {{ from = 0, to = 1, steps = 3 }}\n"
+        ));
+        assert!(m.contains("s.toml: axes.v13: unknown axis"), "{m}");
+        let m = message(&format!(
+            "{HEAD}[axes]\nv11 = {{ from = 0, to = 1, steps = 0 }}\n"
+        ));
+        assert!(m.contains("axes.v11.steps: must be an integer >= 1"), "{m}");
+        let m = message(&format!(
+            "{HEAD}[axes]\nv11 = {{ from = 0, to = 1, steps = 2.5 }}\n"
+        ));
+        assert!(m.contains("axes.v11.steps"), "{m}");
+        let m = message(&format!(
+            "{HEAD}[axes]\nv11 = {{ from = 0, to = inf, steps = 2 }}\n"
+        ));
+        assert!(m.contains("axes.v11.to: inf is not a finite number"), "{m}");
+        let m = message(&format!("{HEAD}[axes]\nv11 = {{ from = 0, steps = 2 }}\n"));
+        assert!(m.contains("axes.v11.to: missing"), "{m}");
+        let m = message(&format!(
+            "{HEAD}[axes]\nv11 = {{ from = 0, to = 1, step = 2 }}\n"
+        ));
+        assert!(m.contains("axes.v11.step: unknown key"), "{m}");
+        let m = message(&format!(
+            "{HEAD}colour = 1\n[axes]\nv11 = {{ from = 0, to = 1, steps = 2 }}\n"
+        ));
+        assert!(m.contains("s.toml: colour: unknown key"), "{m}");
+        let m = message(&format!(
+            "{HEAD}[axes]\nmodel.betta = {{ from = 0, to = 1, steps = 2 }}\n"
+        ));
+        assert!(m.contains("axes.model.betta: unknown axis"), "{m}");
+        let m = message(&format!("{HEAD}[axes]\n"));
+        assert!(m.contains("s.toml: axes: needs at least one axis"), "{m}");
+        let m = message("name = \"s\"\nscenario = \"nope.toml\"\n[axes]\nv11 = { from = 0, to = 1, steps = 2 }\n");
+        assert!(m.contains("s.toml: scenario: cannot read"), "{m}");
+        let m = message(&format!("{HEAD}[axes]\nv11 = {{ from = 0, to = 1, steps = 2 }}\nparams.v11 = {{ from = 0, to = 1, steps = 2 }}\n"));
+        assert!(m.contains("axes.params.v11: sets params.v11"), "{m}");
+        let m = message("name = \"s\"\nscenario = \"base.toml\"\nmodel = \"kuramoto\"\n[axes]\nv11 = { from = 0, to = 1, steps = 2 }\n");
+        assert!(m.contains("s.toml: model: unknown model"), "{m}");
+    }
+
+    #[test]
+    fn corners_are_checked() {
+        let m = message(&format!(
+            "{HEAD}[axes]\ntokens.n = {{ from = 10, to = 0, steps = 3 }}\n"
+        ));
+        assert!(
+            m.contains("s.toml: axes.tokens.n: at the grid corner (tokens.n = 0)"),
+            "{m}"
+        );
+        assert!(
+            m.contains("base.toml: tokens.n: must be an integer >= 1"),
+            "{m}"
+        );
+        let m = message(&format!("{HEAD}[axes]\nv11 = {{ from = 0, to = 1, steps = 2 }}\nmodel.d = {{ from = 2, to = 3, steps = 2 }}\n"));
+        assert!(
+            m.contains("s.toml: axes.model.d: at the grid corner"),
+            "{m}"
+        );
+        let m = message(&format!(
+            "{HEAD}[axes]\ntokens.r0 = {{ from = 0, to = 1, steps = 3 }}\n"
+        ));
+        assert!(
+            m.contains("axes.tokens.r0: at the grid corner (tokens.r0 = 1.0)"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn refine_tolerances() {
+        let p = plan(&format!(
+            "{HEAD}[axes]\nv11 = {{ from = 0, to = 2, steps = 3 }}\nv12 = {{ from = 1, to = 1, steps = 1 }}\n[refine]\n"
+        ))
+        .unwrap();
+        assert_eq!(p.refine.unwrap().tolerance, vec![Some(2e-3), None]);
+        let p = plan(&format!(
+            "{HEAD}[axes]\nv11 = {{ from = 0, to = 2, steps = 3 }}\n[refine]\ntolerance = 0.01\n"
+        ))
+        .unwrap();
+        assert_eq!(p.refine.unwrap().tolerance, vec![Some(0.01)]);
+        let m = message(&format!(
+            "{HEAD}[axes]\nv11 = {{ from = 0, to = 2, steps = 3 }}\n[refine]\naxes = [\"v12\"]\n"
+        ));
+        assert!(m.contains("refine.axes[0]: `v12` is not an axis"), "{m}");
+    }
+}

@@ -1,0 +1,421 @@
+//! The files a sweep keeps in its folder besides its results: the manifest `sweep.json`, the
+//! progress file (for `--resume`) and the shard files.
+//!
+//! - `sweep.json` describes the grid (axis names, values as written in the CSV, the number of
+//!   points, the columns) and the base scenario table; it is written at the start of every sweep
+//!   or shard run, and is the same text for every shard of one sweep. Shards and progress files
+//!   belong to the sweep whose manifest is in the folder.
+//! - The progress file (`sweep.progress`, or `shard-K-of-N.progress`) starts with a line naming
+//!   a fingerprint of the manifest; then one line per finished point, appended and flushed as
+//!   the point completes: `g,INDEX,<result cells>` for a grid point, `r,<axis values>,<result
+//!   cells>` for a point of boundary refinement. A line without its line break (the process was
+//!   killed while writing it) or that does not parse is ignored.
+//! - `shard-K-of-N.csv`: the columns of `sweep.csv` after a leading `index` column, one row per
+//!   point i with i mod N = K - 1, in index order.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::format::{csv_line, parse_records};
+use super::point::{Outcome, RESULT_COLUMNS};
+use super::spec::Plan;
+
+/// The manifest's file name.
+pub const MANIFEST: &str = "sweep.json";
+/// The format tag of the manifest.
+const FORMAT: &str = "tokdyn-sweep-manifest-1";
+
+/// One axis in the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestAxis {
+    pub name: String,
+    pub key: String,
+    pub from: f64,
+    pub to: f64,
+    pub steps: usize,
+    pub integer: bool,
+    /// The grid values as written in the CSV.
+    pub values: Vec<String>,
+}
+
+/// `sweep.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub name: String,
+    pub version: String,
+    pub model: String,
+    pub points: usize,
+    /// The columns of `sweep.csv`.
+    pub columns: Vec<String>,
+    pub axes: Vec<ManifestAxis>,
+    /// The base scenario table (with `run.model` from the sweep file), as read.
+    pub scenario: serde_json::Value,
+}
+
+impl Manifest {
+    /// The manifest of a plan.
+    pub fn new(plan: &Plan) -> Self {
+        let axes = plan
+            .axes
+            .iter()
+            .map(|a| ManifestAxis {
+                name: a.name.clone(),
+                key: a.key.clone(),
+                from: a.from,
+                to: a.to,
+                steps: a.steps,
+                integer: a.integer,
+                values: (0..a.steps).map(|i| a.cell(a.value(i))).collect(),
+            })
+            .collect();
+        Manifest {
+            format: FORMAT.into(),
+            name: plan.name.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            model: plan.model.to_string(),
+            points: plan.points(),
+            columns: sweep_columns(&plan.axes.iter().map(|a| a.name.clone()).collect::<Vec<_>>()),
+            axes,
+            scenario: serde_json::to_value(&plan.template).unwrap_or(serde_json::Value::Null),
+        }
+    }
+
+    /// The manifest as written.
+    pub fn text(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// Reads `DIR/sweep.json`; `Ok(None)` when there is none.
+    pub fn read(dir: &Path) -> Result<Option<(Manifest, String)>, String> {
+        let path = dir.join(MANIFEST);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
+        };
+        let m: Manifest = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a sweep manifest: {e}", path.display()))?;
+        if m.format != FORMAT {
+            return Err(format!(
+                "{}: format: unknown manifest format `{}` (this tokdyn reads {FORMAT})",
+                path.display(),
+                m.format
+            ));
+        }
+        let points = m.axes.iter().map(|a| a.values.len()).product::<usize>();
+        if points != m.points || m.axes.iter().any(|a| a.values.len() != a.steps) {
+            return Err(format!(
+                "{}: points: the axes do not make {} points",
+                path.display(),
+                m.points
+            ));
+        }
+        Ok(Some((m, text)))
+    }
+
+    /// The axis cells of point `index`.
+    pub fn coord_cells(&self, mut index: usize) -> Vec<String> {
+        let mut cells = vec![String::new(); self.axes.len()];
+        for (k, axis) in self.axes.iter().enumerate().rev() {
+            cells[k] = axis.values[index % axis.steps].clone();
+            index /= axis.steps;
+        }
+        cells
+    }
+
+    /// A 64-bit FNV-1a fingerprint of the manifest text.
+    pub fn fingerprint(text: &str) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in text.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{h:016x}")
+    }
+}
+
+/// The header of `sweep.csv`.
+pub fn sweep_columns(axis_names: &[String]) -> Vec<String> {
+    axis_names
+        .iter()
+        .cloned()
+        .chain(RESULT_COLUMNS.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+/// The header of a shard file.
+pub fn shard_columns(axis_names: &[String]) -> Vec<String> {
+    std::iter::once("index".to_string())
+        .chain(sweep_columns(axis_names))
+        .collect()
+}
+
+/// `shard-K-of-N.csv`.
+pub fn shard_file(k: usize, n: usize) -> String {
+    format!("shard-{k}-of-{n}.csv")
+}
+
+/// Parses a shard file name into (K, N).
+pub fn parse_shard_file(name: &str) -> Option<(usize, usize)> {
+    let rest = name.strip_prefix("shard-")?.strip_suffix(".csv")?;
+    let (k, n) = rest.split_once("-of-")?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(k) || !digits(n) {
+        return None;
+    }
+    Some((k.parse().ok()?, n.parse().ok()?))
+}
+
+/// The shard files of a folder, sorted by (N, K).
+pub fn shard_files(dir: &Path) -> io::Result<Vec<(usize, usize, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some((k, n)) = parse_shard_file(&name) {
+            out.push((k, n, entry.path()));
+        }
+    }
+    out.sort_by_key(|(k, n, _)| (*n, *k));
+    Ok(out)
+}
+
+/// Reads a shard file: (index, result) pairs, checked against the manifest (header, index
+/// range, axis values).
+pub fn read_shard(path: &Path, manifest: &Manifest) -> Result<Vec<(usize, Outcome)>, String> {
+    let text =
+        fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let records = parse_records(&text).map_err(|e| format!("{}: not CSV: {e}", path.display()))?;
+    let names: Vec<String> = manifest.axes.iter().map(|a| a.name.clone()).collect();
+    let header = shard_columns(&names);
+    let mut it = records.into_iter();
+    match it.next() {
+        Some(h) if h == header => {}
+        Some(h) => {
+            return Err(format!(
+                "{}: header: `{}` does not match the sweep in sweep.json (`{}`)",
+                path.display(),
+                h.join(","),
+                header.join(",")
+            ))
+        }
+        None => return Err(format!("{}: empty file", path.display())),
+    }
+    let k = manifest.axes.len();
+    let mut rows = Vec::new();
+    for (line, rec) in it.enumerate() {
+        let line = line + 2;
+        let bad = |what: String| format!("{}: line {line}: {what}", path.display());
+        if rec.len() != header.len() {
+            return Err(bad(format!(
+                "{} cells, expected {}",
+                rec.len(),
+                header.len()
+            )));
+        }
+        let index: usize = rec[0]
+            .parse()
+            .ok()
+            .filter(|&i| i < manifest.points)
+            .ok_or_else(|| bad(format!("index `{}` is not a point of the grid", rec[0])))?;
+        if rec[1..=k] != manifest.coord_cells(index)[..] {
+            return Err(bad(format!(
+                "the axis values of point {index} differ from sweep.json (a shard of another sweep?)"
+            )));
+        }
+        let outcome =
+            Outcome::from_cells(&rec[k + 1..]).ok_or_else(|| bad("not a result row".into()))?;
+        rows.push((index, outcome));
+    }
+    Ok(rows)
+}
+
+/// What a progress file holds.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Finished grid points.
+    pub grid: HashMap<usize, Outcome>,
+    /// Finished refinement points, by their axis cells.
+    pub refine: HashMap<Vec<String>, Outcome>,
+    /// Length of the file up to its last complete line.
+    pub valid_len: u64,
+}
+
+fn header_line(fingerprint: &str) -> String {
+    format!("# tokdyn sweep progress, manifest {fingerprint}\n")
+}
+
+/// Reads a progress file written for the manifest with `fingerprint`; `None` if there is none
+/// or it belongs to another manifest.
+pub fn read_progress(
+    path: &Path,
+    fingerprint: &str,
+    plan_axes: usize,
+    points: usize,
+) -> io::Result<Option<Progress>> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let header = header_line(fingerprint);
+    if !bytes.starts_with(header.as_bytes()) {
+        return Ok(None);
+    }
+    // Everything up to the last line break; a torn last line is dropped.
+    let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let mut progress = Progress {
+        valid_len: end as u64,
+        ..Progress::default()
+    };
+    let text = String::from_utf8_lossy(&bytes[header.len()..end]);
+    for line in text.lines() {
+        let Ok(records) = parse_records(line) else {
+            continue;
+        };
+        let Some(rec) = records.into_iter().next() else {
+            continue;
+        };
+        match rec.first().map(String::as_str) {
+            Some("g") if rec.len() == 2 + RESULT_COLUMNS.len() => {
+                let (Ok(index), Some(outcome)) =
+                    (rec[1].parse::<usize>(), Outcome::from_cells(&rec[2..]))
+                else {
+                    continue;
+                };
+                if index < points {
+                    progress.grid.insert(index, outcome);
+                }
+            }
+            Some("r") if rec.len() == 1 + plan_axes + RESULT_COLUMNS.len() => {
+                if let Some(outcome) = Outcome::from_cells(&rec[1 + plan_axes..]) {
+                    progress.refine.insert(rec[1..=plan_axes].to_vec(), outcome);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(progress))
+}
+
+/// Appends finished points to a progress file, one `write` per line.
+pub struct ProgressWriter {
+    file: File,
+    path: PathBuf,
+}
+
+impl ProgressWriter {
+    /// Starts a new progress file (replacing any old one).
+    pub fn create(path: &Path, fingerprint: &str) -> io::Result<Self> {
+        let mut file = File::create(path)?;
+        file.write_all(header_line(fingerprint).as_bytes())?;
+        Ok(ProgressWriter {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Continues a progress file after its last complete line (dropping a torn one).
+    pub fn resume(path: &Path, valid_len: u64) -> io::Result<Self> {
+        {
+            let file = OpenOptions::new().write(true).open(path)?;
+            file.set_len(valid_len)?;
+        }
+        let file = OpenOptions::new().append(true).open(path)?;
+        Ok(ProgressWriter {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records a finished grid point.
+    pub fn grid(&mut self, index: usize, outcome: &Outcome) -> io::Result<()> {
+        let mut cells = vec!["g".to_string(), index.to_string()];
+        cells.extend(outcome.cells.iter().cloned());
+        self.file.write_all(csv_line(&cells).as_bytes())
+    }
+
+    /// Records a finished refinement point.
+    pub fn refine(&mut self, coords: &[String], outcome: &Outcome) -> io::Result<()> {
+        let mut cells = vec!["r".to_string()];
+        cells.extend(coords.iter().cloned());
+        cells.extend(outcome.cells.iter().cloned());
+        self.file.write_all(csv_line(&cells).as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(label: &str) -> Outcome {
+        let mut cells = vec![
+            label.to_string(),
+            "1.0".into(),
+            "0.5".into(),
+            "1.0".into(),
+            "0.0".into(),
+            String::new(),
+            String::new(),
+        ];
+        if label.is_empty() {
+            cells = vec![String::new(); 7];
+            cells[6] = "boom, \"quoted\"".into();
+        }
+        Outcome { cells }
+    }
+
+    #[test]
+    fn progress_round_trips_and_ignores_a_torn_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sweep.progress");
+        let mut w = ProgressWriter::create(&p, "abc").unwrap();
+        w.grid(3, &outcome("oscillation")).unwrap();
+        w.grid(1, &outcome("")).unwrap();
+        w.refine(&["0.5".into(), "2".into()], &outcome("converged-clusters"))
+            .unwrap();
+        drop(w);
+        let mut bytes = fs::read(&p).unwrap();
+        let full = bytes.len() as u64;
+        bytes.extend_from_slice(b"g,7,oscill");
+        fs::write(&p, &bytes).unwrap();
+        let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
+        assert_eq!(got.grid.len(), 2);
+        assert_eq!(got.grid[&3], outcome("oscillation"));
+        assert_eq!(got.grid[&1], outcome(""));
+        assert_eq!(
+            got.refine[&vec!["0.5".to_string(), "2".to_string()]],
+            outcome("converged-clusters")
+        );
+        assert_eq!(got.valid_len, full);
+        // Another manifest: not ours.
+        assert!(read_progress(&p, "abd", 2, 10).unwrap().is_none());
+        // Resuming drops the torn line and appends after the last complete one.
+        let mut w = ProgressWriter::resume(&p, got.valid_len).unwrap();
+        w.grid(7, &outcome("interior-point")).unwrap();
+        drop(w);
+        let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
+        assert_eq!(got.grid.len(), 3);
+        assert_eq!(got.grid[&7], outcome("interior-point"));
+    }
+
+    #[test]
+    fn shard_names() {
+        assert_eq!(parse_shard_file(&shard_file(2, 8)), Some((2, 8)));
+        assert_eq!(parse_shard_file("shard-2-of-8.csv.tmp"), None);
+        assert_eq!(parse_shard_file("shard--of-8.csv"), None);
+        assert_eq!(parse_shard_file("shard-a-of-8.csv"), None);
+    }
+}

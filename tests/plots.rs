@@ -1,0 +1,541 @@
+//! Pictures from small synthetic data: every file exists, PNGs decode to the expected size and
+//! are not blank (many colours, the label colours where expected), SVGs are SVG, the GIF has
+//! several frames, and degenerate inputs draw without panicking.
+
+use std::collections::HashSet;
+use std::f64::consts::PI;
+use std::fs::File;
+use std::path::Path;
+
+use nalgebra::DMatrix;
+use num_complex::Complex64;
+use tokdyn::classify::Label;
+use tokdyn::model::{Attention, Head, Kernel};
+use tokdyn::observe::{Observer, OrderParameters, OrderSeries, RunInfo, Sample};
+use tokdyn::plot::{
+    bifurcation_plot, compare_plot, label_color, order_plot, portrait_plot, regime_map, tokens_gif,
+    tokens_plot, TokenSnapshots, LABELS,
+};
+use tokdyn::reduced::SecondHarmonic;
+
+struct Image {
+    width: u32,
+    height: u32,
+    pixels: Vec<[u8; 3]>,
+}
+
+impl Image {
+    fn distinct(&self) -> usize {
+        self.pixels.iter().collect::<HashSet<_>>().len()
+    }
+    fn count(&self, rgb: (u8, u8, u8)) -> usize {
+        self.pixels
+            .iter()
+            .filter(|p| (p[0], p[1], p[2]) == rgb)
+            .count()
+    }
+    fn non_white(&self) -> usize {
+        self.pixels
+            .iter()
+            .filter(|p| **p != [255, 255, 255])
+            .count()
+    }
+}
+
+fn read_png(path: &Path) -> Image {
+    let decoder = png::Decoder::new(File::open(path).expect("png exists"));
+    let mut reader = decoder.read_info().expect("png header");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("png data");
+    let channels = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        other => panic!("unexpected colour type {other:?}"),
+    };
+    assert_eq!(info.bit_depth, png::BitDepth::Eight);
+    let pixels = buf[..info.buffer_size()]
+        .chunks_exact(channels)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    Image {
+        width: info.width,
+        height: info.height,
+        pixels,
+    }
+}
+
+fn gif_frames(path: &Path) -> (u16, u16, usize) {
+    let mut decoder = gif::DecodeOptions::new()
+        .read_info(File::open(path).expect("gif exists"))
+        .expect("gif header");
+    let (w, h) = (decoder.width(), decoder.height());
+    let mut frames = 0;
+    while decoder.read_next_frame().expect("gif frame").is_some() {
+        frames += 1;
+    }
+    (w, h, frames)
+}
+
+fn check_png(dir: &Path, stem: &str, width: u32) -> Image {
+    let img = read_png(&dir.join(format!("{stem}.png")));
+    assert_eq!(img.width, width, "{stem}.png width");
+    assert!(img.width >= 800 && img.height >= 600, "{stem}.png size");
+    assert!(
+        img.distinct() > 40,
+        "{stem}.png has {} colours",
+        img.distinct()
+    );
+    assert!(
+        img.non_white() > img.pixels.len() / 100,
+        "{stem}.png is nearly blank"
+    );
+    img
+}
+
+fn check_svg(dir: &Path, stem: &str) {
+    let text = std::fs::read_to_string(dir.join(format!("{stem}.svg"))).expect("svg exists");
+    assert!(text.contains("<svg"), "{stem}.svg");
+    assert!(text.contains("</svg>"), "{stem}.svg complete");
+    assert!(text.contains("<text"), "{stem}.svg has text");
+}
+
+/// A fresh folder for a test's pictures: under `$TOKDYN_PLOT_DIR/<name>` when that is set (to
+/// look at them), else a temporary folder.
+fn out_dir(name: &str) -> (Option<tempfile::TempDir>, std::path::PathBuf) {
+    match std::env::var_os("TOKDYN_PLOT_DIR") {
+        Some(root) => {
+            let p = Path::new(&root).join(name);
+            std::fs::create_dir_all(&p).unwrap();
+            (None, p)
+        }
+        None => {
+            let t = tempfile::tempdir().unwrap();
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    }
+}
+
+fn rgb(c: plotters::style::RGBColor) -> (u8, u8, u8) {
+    (c.0, c.1, c.2)
+}
+
+/// A spiral towards |R2| = 0.9 rotating at 0.3 rad per unit time.
+fn spiral(samples: usize, t_end: f64) -> OrderSeries {
+    let mut s = OrderSeries::new();
+    for i in 0..samples {
+        let t = t_end * i as f64 / (samples - 1).max(1) as f64;
+        let r = 0.9 - 0.7 * (-0.1 * t).exp();
+        s.push(
+            t,
+            &OrderParameters::from_r2(Complex64::from_polar(r, 0.3 * t)),
+        );
+    }
+    s
+}
+
+fn second_harmonic(v: [[f64; 2]; 2]) -> SecondHarmonic {
+    let a = DMatrix::identity(2, 2);
+    let v = DMatrix::from_row_slice(2, 2, &[v[0][0], v[0][1], v[1][0], v[1][1]]);
+    SecondHarmonic::new(&Attention::new(Kernel::Lsa, 1.0, vec![Head { a, v }])).unwrap()
+}
+
+/// RK4 of the OA equation: the "run" drawn on the portrait.
+fn oa_path(sh: &SecondHarmonic, r0: Complex64, t_end: f64, steps: usize) -> Vec<Complex64> {
+    let dt = t_end / steps as f64;
+    let mut r = r0;
+    let mut out = vec![r];
+    for _ in 0..steps {
+        let k1 = sh.ott_antonsen_rhs(r);
+        let k2 = sh.ott_antonsen_rhs(r + k1 * (dt / 2.0));
+        let k3 = sh.ott_antonsen_rhs(r + k2 * (dt / 2.0));
+        let k4 = sh.ott_antonsen_rhs(r + k3 * dt);
+        r += (k1 + k2 * 2.0 + k3 * 2.0 + k4) * (dt / 6.0);
+        out.push(r);
+    }
+    out
+}
+
+#[test]
+fn order_plot_draws_both_panels() {
+    let (_keep, dir) = out_dir("order");
+    let series = spiral(801, 80.0);
+    order_plot(
+        &series,
+        "spiral — rotating-interior\nrate 0.3 rad/unit time, decay 0.1",
+        &dir,
+    )
+    .unwrap();
+    let img = check_png(&dir, "order", 1100);
+    // The |R2| curve colour and the arg R2 colour are both there.
+    assert!(img.count((110, 165, 225)) > 500);
+    assert!(img.count((150, 40, 120)) > 500);
+    check_svg(&dir, "order");
+}
+
+/// Feeds tokens to the observer as the integrator would.
+fn observed_circle_snapshots(n: usize, samples: usize, count: usize) -> TokenSnapshots {
+    let mut snaps = TokenSnapshots::new(samples, n, 2, count);
+    let info = RunInfo {
+        samples,
+        t_end: 10.0,
+    };
+    snaps.start(&info).unwrap();
+    let order = OrderParameters::from_r2(Complex64::new(0.0, 0.0));
+    for index in 0..samples {
+        let f = index as f64 / (samples - 1) as f64;
+        // Uniform angles contracting to two antipodal clusters at 0 and pi.
+        let tokens: Vec<f64> = (0..n)
+            .flat_map(|k| {
+                let a0 = 2.0 * PI * k as f64 / n as f64;
+                let target = if !(PI / 2.0..3.0 * PI / 2.0).contains(&a0) {
+                    if a0 < PI {
+                        0.0
+                    } else {
+                        2.0 * PI
+                    }
+                } else {
+                    PI
+                };
+                let a = a0 + (target - a0) * f;
+                [a.cos(), a.sin()]
+            })
+            .collect();
+        let sample = Sample {
+            index,
+            t: 10.0 * f,
+            state: &[],
+            order: &order,
+            tokens: Some(&tokens),
+        };
+        assert!(snaps.wants_tokens());
+        snaps.sample(&sample).unwrap();
+    }
+    snaps.finish().unwrap();
+    snaps
+}
+
+#[test]
+fn tokens_plot_on_the_circle_and_animation() {
+    let (_keep, dir) = out_dir("tokens_circle");
+    let snaps = observed_circle_snapshots(64, 101, 8);
+    assert_eq!(snaps.len(), 8);
+    tokens_plot(&snaps, "circle — converged-clusters", &dir).unwrap();
+    let img = check_png(&dir, "tokens", 1600);
+    assert!(img.distinct() > 100);
+    tokens_gif(&snaps, "circle — converged-clusters", &dir).unwrap();
+    let (w, h, frames) = gif_frames(&dir.join("tokens.gif"));
+    assert!(w >= 600 && h >= 600);
+    assert_eq!(frames, 8);
+}
+
+fn sphere_snapshots(d: usize, n: usize, count: usize) -> Vec<(f64, Vec<f64>)> {
+    (0..count)
+        .map(|s| {
+            let f = s as f64 / (count - 1).max(1) as f64;
+            let tokens = (0..n)
+                .flat_map(|k| {
+                    // Spread points (a spiral on the sphere) drifting towards +-e_(d-1).
+                    let z0 = 1.0 - 2.0 * (k as f64 + 0.5) / n as f64;
+                    let phi = k as f64 * 2.399963;
+                    let mut x = vec![0.0; d];
+                    let rho = (1.0 - z0 * z0).max(0.0).sqrt() * (1.0 - 0.9 * f);
+                    x[0] = rho * phi.cos();
+                    x[1] = rho * phi.sin();
+                    x[d - 1] = z0.signum() * (1.0 - rho * rho).max(0.0).sqrt();
+                    if d > 3 {
+                        x[2] = 0.1 * (k as f64).sin() * (1.0 - f);
+                    }
+                    let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+                    x.into_iter().map(move |v| v / norm)
+                })
+                .collect();
+            (5.0 * s as f64, tokens)
+        })
+        .collect()
+}
+
+#[test]
+fn tokens_plot_on_the_sphere_and_on_principal_axes() {
+    for d in [3, 6, 1000] {
+        let (_keep, dir) = out_dir(&format!("tokens_d{d}"));
+        let snaps = TokenSnapshots::from_snapshots(d, &sphere_snapshots(d, 300, 4));
+        tokens_plot(&snaps, &format!("d = {d}"), &dir).unwrap();
+        let img = read_png(&dir.join("tokens.png"));
+        assert!(img.width >= 1000 && img.distinct() > 100, "d = {d}");
+        tokens_gif(&snaps, &format!("d = {d}"), &dir).unwrap();
+        assert_eq!(gif_frames(&dir.join("tokens.gif")).2, 4);
+    }
+}
+
+#[test]
+fn portrait_shows_field_nullclines_fixed_points_and_path() {
+    let (_keep, dir) = out_dir("portrait");
+    // Paper case 4: A = I, V = [[v11, v12], [-v12, -v11]] with v11 < v12: periodic orbits.
+    let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
+    let path = oa_path(&sh, Complex64::new(0.3, 0.0), 30.0, 3000);
+    let fixed = [
+        (Complex64::new(0.0, 0.0), false),
+        (Complex64::new(0.5, 0.5), true),
+    ];
+    portrait_plot(&sh, &fixed, &path, 15.0, "case4 — oscillation", &dir).unwrap();
+    let img = check_png(&dir, "portrait", 1400);
+    assert!(img.count((210, 20, 40)) > 300, "run path");
+    assert!(
+        img.count((0, 150, 136)) + img.count((230, 120, 0)) > 100,
+        "nullclines"
+    );
+    check_svg(&dir, "portrait");
+}
+
+#[test]
+fn compare_plot_draws_four_models() {
+    let (_keep, dir) = out_dir("compare");
+    let t: Vec<f64> = (0..401).map(|i| i as f64 * 0.1).collect();
+    let full: Vec<Complex64> = t
+        .iter()
+        .map(|t| Complex64::from_polar(0.9 - 0.6 * (-0.2 * t).exp(), 0.5 * t))
+        .collect();
+    let shifted = |e: f64| -> Vec<Complex64> { full.iter().map(|z| z * (1.0 + e)).collect() };
+    let (phase, ws, oa) = (shifted(1e-13), shifted(-1e-13), shifted(0.01));
+    compare_plot(
+        &t,
+        &[
+            ("full", &full[..]),
+            ("phase", &phase[..]),
+            ("ws", &ws[..]),
+            ("oa (max |ΔR₂| 9e-3)", &oa[..]),
+        ],
+        "compare",
+        &dir,
+    )
+    .unwrap();
+    let img = check_png(&dir, "compare", 1600);
+    assert!(img.count((160, 200, 240)) > 500, "full drawn wide");
+    check_svg(&dir, "compare");
+}
+
+#[test]
+fn regime_map_has_the_colour_of_each_label_present_and_no_other() {
+    let (_keep, dir) = out_dir("regime");
+    let xs: Vec<f64> = (0..12).map(|i| i as f64 / 11.0).collect();
+    let ys: Vec<f64> = (0..9).map(|j| j as f64 / 8.0).collect();
+    let mut labels = Vec::new();
+    for &x in &xs {
+        for &y in &ys {
+            labels.push(if x < y {
+                Some(Label::Oscillation)
+            } else if x < 0.8 {
+                Some(Label::ConvergedClusters)
+            } else {
+                Some(Label::RotatingClusters)
+            });
+        }
+    }
+    labels[0] = None;
+    let boundary: Vec<(f64, f64)> = (0..9).map(|j| (j as f64 / 8.0, j as f64 / 8.0)).collect();
+    regime_map(
+        "v11",
+        &xs,
+        "v12",
+        &ys,
+        &labels,
+        &boundary,
+        "case4-map",
+        &dir,
+    )
+    .unwrap();
+    let img = check_png(&dir, "regime_map", 1400);
+    for l in [
+        Some(Label::Oscillation),
+        Some(Label::ConvergedClusters),
+        Some(Label::RotatingClusters),
+        None,
+    ] {
+        assert!(img.count(rgb(label_color(l))) > 200, "{l:?}");
+    }
+    // (Undetermined is a grey that anti-aliased text may produce, so it is not checked.)
+    for l in [Some(Label::InteriorPoint), Some(Label::RotatingInterior)] {
+        assert_eq!(img.count(rgb(label_color(l))), 0, "{l:?} is absent");
+    }
+    check_svg(&dir, "regime_map");
+    assert_eq!(LABELS.len(), 7);
+}
+
+#[test]
+fn bifurcation_plot_colours_points_by_label() {
+    let (_keep, dir) = out_dir("bifurcation");
+    let points: Vec<(f64, f64, f64, Option<Label>)> = (0..41)
+        .map(|i| {
+            let p = i as f64 / 40.0;
+            if p < 0.5 {
+                (p, 0.5 - 0.4 * p, 0.5 + 0.4 * p, Some(Label::Oscillation))
+            } else if i == 30 {
+                (p, f64::NAN, f64::NAN, None)
+            } else {
+                (p, 1.0, 1.0, Some(Label::ConvergedClusters))
+            }
+        })
+        .collect();
+    let stable: Vec<(f64, f64)> = (20..=40).map(|i| (i as f64 / 40.0, 1.0)).collect();
+    let unstable: Vec<(f64, f64)> = (0..=20).map(|i| (i as f64 / 40.0, 0.5)).collect();
+    bifurcation_plot(
+        "v11",
+        &points,
+        &[(stable, true), (unstable, false)],
+        &[(0.5, 0.5, "LP".to_string()), (0.25, 0.5, "H".to_string())],
+        "case4 — one-axis sweep",
+        &dir,
+    )
+    .unwrap();
+    let img = check_png(&dir, "bifurcation", 1400);
+    for l in [Some(Label::Oscillation), Some(Label::ConvergedClusters)] {
+        assert!(img.count(rgb(label_color(l))) > 200, "{l:?}");
+    }
+    check_svg(&dir, "bifurcation");
+}
+
+#[test]
+fn degenerate_inputs_draw_without_panicking() {
+    let (_keep, dir) = out_dir("degenerate");
+    let p = &dir;
+    // Empty and one-sample series, constant |R2| = 1.
+    order_plot(&OrderSeries::new(), "", p).unwrap();
+    order_plot(&spiral(1, 0.0), "one sample", p).unwrap();
+    let mut constant = OrderSeries::new();
+    for i in 0..50 {
+        constant.push(
+            i as f64,
+            &OrderParameters::from_r2(Complex64::new(1.0, 0.0)),
+        );
+    }
+    order_plot(&constant, "constant", p).unwrap();
+    check_png(p, "order", 1100);
+    // No snapshots, one token, one snapshot, d = 1.
+    let empty = TokenSnapshots::new(10, 5, 2, 0);
+    tokens_plot(&empty, "none", p).unwrap();
+    tokens_gif(&empty, "none", p).unwrap();
+    let one = TokenSnapshots::from_snapshots(2, &[(0.0, vec![1.0, 0.0])]);
+    tokens_plot(&one, "n = 1", p).unwrap();
+    tokens_gif(&one, "n = 1", p).unwrap();
+    let line = TokenSnapshots::from_snapshots(1, &[(0.0, vec![1.0, -1.0]), (1.0, vec![1.0, 1.0])]);
+    tokens_plot(&line, "d = 1", p).unwrap();
+    let pca_one = TokenSnapshots::from_snapshots(5, &[(0.0, vec![0.0, 0.0, 1.0, 0.0, 0.0])]);
+    tokens_plot(&pca_one, "d = 5, n = 1", p).unwrap();
+    // A zero field, no path, no guides; a stiff field.
+    let zero = second_harmonic([[0.0, 0.0], [0.0, 0.0]]);
+    portrait_plot(&zero, &[], &[], 0.0, "zero", p).unwrap();
+    let stiff = second_harmonic([[300.0, 10.0], [-5.0, 200.0]]);
+    portrait_plot(&stiff, &[], &[Complex64::new(0.1, 0.0)], 1e6, "stiff", p).unwrap();
+    // Compare with nothing, with one sample, with short series.
+    compare_plot(&[], &[], "", p).unwrap();
+    let one = [Complex64::new(0.5, 0.5)];
+    compare_plot(&[0.0], &[("full", &one[..]), ("oa", &[][..])], "", p).unwrap();
+    // Sweeps: empty, a single point, missing labels, duplicate axis values.
+    regime_map("a", &[], "b", &[], &[], &[], "", p).unwrap();
+    regime_map(
+        "a",
+        &[0.5],
+        "b",
+        &[2.0],
+        &[Some(Label::Undetermined)],
+        &[],
+        "",
+        p,
+    )
+    .unwrap();
+    regime_map(
+        "a",
+        &[0.0, 0.0, 1.0],
+        "b",
+        &[1.0, 0.0],
+        &[None],
+        &[(0.5, 0.5)],
+        "",
+        p,
+    )
+    .unwrap();
+    bifurcation_plot("p", &[], &[], &[], "", p).unwrap();
+    bifurcation_plot(
+        "p",
+        &[(1.0, 0.3, 0.3, Some(Label::InteriorPoint))],
+        &[],
+        &[],
+        "",
+        p,
+    )
+    .unwrap();
+    bifurcation_plot("p", &[(1.0, 0.0, 0.0, None)], &[(vec![], true)], &[], "", p).unwrap();
+    check_png(p, "bifurcation", 1400);
+}
+
+#[test]
+#[ignore]
+fn gif_speed_and_a_frame_to_look_at() {
+    let (_keep, dir) = out_dir("gif_timing");
+    let snaps = observed_circle_snapshots(512, 2001, 100);
+    let t = std::time::Instant::now();
+    tokens_gif(&snaps, "timing", &dir).unwrap();
+    eprintln!("100 frames: {:?}", t.elapsed());
+    // Frame 50 as a PNG, to look at.
+    let mut opts = gif::DecodeOptions::new();
+    opts.set_color_output(gif::ColorOutput::RGBA);
+    let mut decoder = opts
+        .read_info(File::open(dir.join("tokens.gif")).unwrap())
+        .unwrap();
+    for k in 0..=50 {
+        let frame = decoder.read_next_frame().unwrap().unwrap();
+        if k == 50 {
+            let out = File::create(dir.join("frame50.png")).unwrap();
+            let mut enc = png::Encoder::new(out, frame.width as u32, frame.height as u32);
+            enc.set_color(png::ColorType::Rgba);
+            enc.set_depth(png::BitDepth::Eight);
+            enc.write_header()
+                .unwrap()
+                .write_image_data(&frame.buffer)
+                .unwrap();
+        }
+    }
+}
+
+#[test]
+fn pictures_are_deterministic() {
+    let (_a, one) = out_dir("determinism_1");
+    let (_b, two) = out_dir("determinism_2");
+    let series = spiral(300, 30.0);
+    let snaps = observed_circle_snapshots(40, 31, 3);
+    for dir in [&one, &two] {
+        order_plot(&series, "same", dir).unwrap();
+        tokens_plot(&snaps, "same", dir).unwrap();
+        tokens_gif(&snaps, "same", dir).unwrap();
+    }
+    for f in ["order.png", "order.svg", "tokens.png", "tokens.gif"] {
+        let a = std::fs::read(one.join(f)).unwrap();
+        let b = std::fs::read(two.join(f)).unwrap();
+        assert!(a == b, "{f} differs between two identical calls");
+    }
+}
+
+#[test]
+fn a_large_regime_map_stays_a_small_svg() {
+    let (_keep, dir) = out_dir("regime_large");
+    let xs: Vec<f64> = (0..200).map(|i| i as f64).collect();
+    let ys: Vec<f64> = (0..200).map(|j| j as f64 * 0.01).collect();
+    let labels: Vec<Option<Label>> = xs
+        .iter()
+        .flat_map(|&x| {
+            ys.iter().map(move |&y| {
+                if y * 100.0 < x {
+                    Some(Label::InteriorPoint)
+                } else {
+                    Some(Label::RotatingInterior)
+                }
+            })
+        })
+        .collect();
+    regime_map("a", &xs, "b", &ys, &labels, &[], "200 x 200", &dir).unwrap();
+    let img = check_png(&dir, "regime_map", 1400);
+    assert!(img.count(rgb(label_color(Some(Label::InteriorPoint)))) > 10_000);
+    let svg = std::fs::metadata(dir.join("regime_map.svg")).unwrap().len();
+    assert!(svg < 200_000, "regime_map.svg is {svg} bytes");
+}

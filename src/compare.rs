@@ -72,7 +72,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
 
     let full = simulation::build_with_tokens(scenario, ModelKind::Full, tokens.clone())?;
     let started = Instant::now();
-    let (solution, full_series) = solve_into(scenario, &full, staged.path(), options)?;
+    let (solution, full_series, snapshots) = solve_into(scenario, &full, staged.path(), options)?;
     let full_seconds = started.elapsed().as_secs_f64();
     let mut rows = vec![ModelRow {
         model: "full".into(),
@@ -139,6 +139,27 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         write_tokens_csv(&path, &tokens, scenario.model.d).map_err(Error::io(&path))?;
     }
     let classification = classify(&full_series);
+    crate::run::draw_run_pictures(
+        scenario,
+        ModelKind::Full,
+        &full_series,
+        &snapshots,
+        &classification,
+        staged.path(),
+    )?;
+    let oa_name = format!("oa (max |dR2| {:.1e})", rows[3].max_dr2);
+    crate::plot::compare_plot(
+        &full_series.t,
+        &[
+            ("full", &full_series.r2[..]),
+            ("phase", &reduced_series[0].r2[..]),
+            ("ws", &reduced_series[1].r2[..]),
+            (oa_name.as_str(), &reduced_series[2].r2[..]),
+        ],
+        &format!("{}: full model and its reductions", scenario.name),
+        staged.path(),
+    )
+    .map_err(Error::io(staged.path()))?;
     let mut summary = Summary::new(
         scenario,
         ModelKind::Full,

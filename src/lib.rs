@@ -17,7 +17,9 @@
 //! - [`observe`]: order parameters and observers (series, progress);
 //! - [`classify`]: labels of the long-term behaviour;
 //! - [`output`]: atomic output folders and file writers;
-//! - [`run`], [`compare`]: the commands, as library functions.
+//! - [`predict`]: OA fixed points, stability, limit cycles and the predicted label;
+//! - [`plot`]: the pictures; [`sweep`]: grids, shards, refinement and continuation;
+//! - [`run`], [`compare`], [`portrait`]: the commands, as library functions.
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -36,6 +38,7 @@ pub mod observe;
 pub mod output;
 pub mod parallel;
 pub mod plot;
+pub mod portrait;
 pub mod predict;
 pub mod reduced;
 pub mod run;

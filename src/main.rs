@@ -51,6 +51,14 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
     },
+    /// OA phase portrait with the run's R2 path (d = 2, lsa).
+    Portrait {
+        scenario: PathBuf,
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
     /// Sweep parameters of a scenario over a grid and label every point.
     Sweep {
         sweep: PathBuf,
@@ -158,6 +166,18 @@ fn execute(command: Command) -> Result<(), Error> {
             let scenario = Scenario::load(&scenario, &sets)?;
             let report = tokdyn::predict::command::predict_scenario(&scenario, &options(out))?;
             print!("{}", report.table);
+        }
+        Command::Portrait {
+            scenario,
+            out,
+            sets,
+        } => {
+            let scenario = Scenario::load(&scenario, &sets)?;
+            let (path, source) = tokdyn::portrait::portrait(&scenario, &options(out))?;
+            if source == tokdyn::portrait::PathSource::OttAntonsen {
+                println!("no run found in the output folder: drew the OA path from R2(0)");
+            }
+            println!("-> {}", path.display());
         }
         Command::Sweep {
             sweep,

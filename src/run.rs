@@ -2,7 +2,8 @@
 //!
 //! Files: `order.csv` (streamed, one row per sample), `summary.json` (label, features, counts,
 //! provenance), `tokens_final.csv` (when the model carries tokens) and `trajectory.npy` when the
-//! scenario's `[output] trajectory = true`.
+//! scenario's `[output] trajectory = true`; the pictures `order.png`, `tokens.png` (and
+//! `tokens.gif` with `[output] animation = true`) and, for d = 2 LSA, `portrait.png`.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use crate::error::Error;
 use crate::integrate::{solve, Solution};
 use crate::observe::{Observer, OrderSeries, Progress};
 use crate::output::{write_json, write_tokens_csv, OrderCsv, StagedDir, TrajectoryNpy};
+use crate::plot::{self, TokenSnapshots};
 use crate::scenario::{ModelKind, Scenario};
 use crate::simulation::{self, Simulation};
 
@@ -145,7 +147,7 @@ pub fn solve_into(
     sim: &Simulation,
     dir: &Path,
     options: &RunOptions,
-) -> Result<(Solution, OrderSeries), Error> {
+) -> Result<(Solution, OrderSeries, TokenSnapshots), Error> {
     let order_path = dir.join("order.csv");
     let mut order = OrderCsv::create(&order_path).map_err(Error::io(&order_path))?;
     let mut series = OrderSeries::new();
@@ -157,7 +159,17 @@ pub fn solve_into(
             scenario.model.d,
         )
     });
+    let frames = if scenario.output.animation {
+        ANIMATION_FRAMES
+    } else {
+        PICTURE_SNAPSHOTS
+    };
+    let mut snapshots =
+        TokenSnapshots::new(sim.samples, scenario.tokens.n, scenario.model.d, frames);
     let mut observers: Vec<&mut dyn Observer> = vec![&mut order, &mut series, &mut progress];
+    if sim.model != ModelKind::Oa {
+        observers.push(&mut snapshots);
+    }
     if let Some(t) = trajectory.as_mut() {
         observers.push(t);
     }
@@ -169,8 +181,65 @@ pub fn solve_into(
             status: solution.status,
         });
     }
-    Ok((solution, series))
+    Ok((solution, series, snapshots))
 }
+
+/// Token snapshots kept for `tokens.png`.
+const PICTURE_SNAPSHOTS: usize = 6;
+/// Frames of `tokens.gif` (when `[output] animation = true`).
+const ANIMATION_FRAMES: usize = 80;
+
+/// The title of a run's pictures: name, model, label, and the rates behind it.
+pub fn picture_title(scenario: &Scenario, model: ModelKind, c: &Classification) -> String {
+    let f = &c.features;
+    let mut rates = format!(
+        "|R2| final {:.4}, arg R2 rate {:.4}",
+        f.r2_abs_final, f.r2_arg_rate
+    );
+    if let Some(p) = f.period {
+        rates.push_str(&format!(", period {p:.3}"));
+    }
+    if let Some(r) = f.decay_rate {
+        rates.push_str(&format!(", decay rate {r:.3e}"));
+    }
+    format!(
+        "{} ({model}, {}, n = {}, d = {}): {}\n{rates}",
+        scenario.name, scenario.model.kernel, scenario.tokens.n, scenario.model.d, c.label
+    )
+}
+
+/// Draws the pictures of a run into `dir`: order, tokens (and the animation when asked for),
+/// and for d = 2 LSA the OA phase portrait with the run's R2 path.
+pub fn draw_run_pictures(
+    scenario: &Scenario,
+    model: ModelKind,
+    series: &OrderSeries,
+    snapshots: &TokenSnapshots,
+    c: &Classification,
+    dir: &Path,
+) -> Result<(), Error> {
+    let title = picture_title(scenario, model, c);
+    let io = |e| Error::io(dir)(e);
+    plot::order_plot(series, &title, dir).map_err(io)?;
+    if !snapshots.is_empty() {
+        plot::tokens_plot(snapshots, &title, dir).map_err(io)?;
+        if scenario.output.animation {
+            plot::tokens_gif(snapshots, &title, dir).map_err(io)?;
+        }
+    }
+    if let Ok(sh) = simulation::second_harmonic(scenario, ModelKind::Oa) {
+        let fixed: Vec<_> = crate::predict::fixed_points(&sh)
+            .iter()
+            .map(|p| (p.r, p.is_stable()))
+            .collect();
+        plot::portrait_plot(&sh, &fixed, &series.r2, PORTRAIT_GUIDE_TIME, &title, dir)
+            .map_err(io)?;
+    }
+    Ok(())
+}
+
+/// How long the portrait's guide trajectories run.
+pub const PORTRAIT_GUIDE_TIME: f64 = 30.0;
 
 /// Runs `scenario` with its `run.model` and writes the output folder.
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error> {
@@ -179,8 +248,16 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error
     let sim = simulation::build(scenario, model)?;
     let target = options.folder(scenario);
     let staged = StagedDir::new(&target).map_err(Error::io(&target))?;
-    let (solution, series) = solve_into(scenario, &sim, staged.path(), options)?;
+    let (solution, series, snapshots) = solve_into(scenario, &sim, staged.path(), options)?;
     let classification = classify(&series);
+    draw_run_pictures(
+        scenario,
+        model,
+        &series,
+        &snapshots,
+        &classification,
+        staged.path(),
+    )?;
     if let Some(tokens) = sim.dynamics.tokens(&solution.final_state) {
         let path = staged.path().join("tokens_final.csv");
         write_tokens_csv(&path, &tokens, scenario.model.d).map_err(Error::io(&path))?;

@@ -56,6 +56,8 @@ const LOCATE_STEPS: usize = 60;
 pub struct Report {
     /// `branches.csv`.
     pub csv: String,
+    /// The traced branches (for the bifurcation picture).
+    pub branches: Vec<Vec<BranchPoint>>,
     /// For summary.json.
     pub summary: serde_json::Value,
 }
@@ -468,6 +470,7 @@ pub fn run(plan: &Plan, spec: &ContinuationSpec) -> Result<Report, Error> {
     });
     Ok(Report {
         csv: csv_text(&columns, rows),
+        branches: branches.iter().map(|b| b.points.clone()).collect(),
         summary,
     })
 }

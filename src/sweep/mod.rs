@@ -29,6 +29,7 @@
 pub mod continuation;
 pub mod format;
 pub mod monitor;
+pub mod pictures;
 pub mod point;
 pub mod refine;
 pub mod spec;
@@ -455,6 +456,7 @@ pub fn sweep_with_env(
 
     // Boundary refinement.
     let boundaries_path = dir.join("boundaries.csv");
+    let mut boundary_points: Vec<Vec<f64>> = Vec::new();
     if plan.refine.is_some() {
         let outcomes: Vec<Outcome> = rows.iter().map(|(_, o)| o.clone()).collect();
         let segments = refine::segments(&plan, &outcomes);
@@ -489,6 +491,14 @@ pub fn sweep_with_env(
             guard.1.inc();
         };
         let boundaries = refine::refine_all(&plan, &segments, &compute, &done)?;
+        boundary_points = boundaries
+            .iter()
+            .map(|b| {
+                let mut c = b.coords.clone();
+                c[b.axis] = b.position();
+                c
+            })
+            .collect();
         book.lock().unwrap_or_else(|e| e.into_inner()).1.finish();
         let text = csv_text(
             &refine::columns(&plan),
@@ -524,13 +534,19 @@ pub fn sweep_with_env(
 
     // Continuation of OA fixed points.
     let branches_path = dir.join("branches.csv");
+    let mut traced = Vec::new();
     if let Some(c) = &plan.continuation {
         let report = continuation::run(&plan, c)?;
         write_atomic(&branches_path, report.csv.as_bytes()).map_err(Error::io(&branches_path))?;
         summary.continuation = Some(report.summary);
+        traced = report.branches;
     } else if branches_path.exists() {
         fs::remove_file(&branches_path).map_err(Error::io(&branches_path))?;
     }
+
+    let outcomes: Vec<(Vec<f64>, &Outcome)> =
+        rows.iter().map(|(i, o)| (plan.coords(*i), o)).collect();
+    pictures::draw(&plan, &outcomes, &boundary_points, &traced, &dir)?;
 
     summary.wall_seconds = started.elapsed().as_secs_f64();
     let json = dir.join("summary.json");

@@ -1,0 +1,115 @@
+//! `tokdyn portrait`: the Ott–Antonsen phase portrait of a d = 2 LSA scenario with the R2 path
+//! of its run.
+//!
+//! The path is read from the run's `order.csv` when the output folder has one (a picture never
+//! re-runs a simulation); otherwise the OA equation itself is integrated from R(0) and that path
+//! is drawn, which the command says.
+
+use std::fs;
+use std::path::PathBuf;
+
+use num_complex::Complex64;
+
+use crate::error::Error;
+use crate::integrate::solve;
+use crate::observe::{Observer, OrderSeries};
+use crate::plot;
+use crate::predict::fixed_points;
+use crate::run::{RunOptions, PORTRAIT_GUIDE_TIME};
+use crate::scenario::{ModelKind, Scenario};
+use crate::simulation;
+
+/// Where the drawn R2 path came from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PathSource {
+    /// The run's `order.csv` at this path.
+    Run(PathBuf),
+    /// The OA equation integrated from R(0) (no run was found).
+    OttAntonsen,
+}
+
+/// Reads (r2_re, r2_im) from an `order.csv`.
+pub fn read_r2_path(path: &std::path::Path) -> Result<Vec<Complex64>, Error> {
+    let bad = |m: String| Error::Input(format!("{}: {m}", path.display()));
+    let mut reader = csv::Reader::from_path(path).map_err(|e| bad(e.to_string()))?;
+    let headers = reader.headers().map_err(|e| bad(e.to_string()))?.clone();
+    let column = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| bad(format!("no column {name}")))
+    };
+    let (re, im) = (column("r2_re")?, column("r2_im")?);
+    let mut out = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| bad(e.to_string()))?;
+        let value = |i: usize| -> Result<f64, Error> {
+            record
+                .get(i)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| bad(format!("line {}: not a number", out.len() + 2)))
+        };
+        out.push(Complex64::new(value(re)?, value(im)?));
+    }
+    Ok(out)
+}
+
+/// Draws `portrait.png` / `portrait.svg` into the scenario's output folder.
+pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, PathSource), Error> {
+    let sh = simulation::second_harmonic(scenario, ModelKind::Oa)?;
+    let dir = options.folder(scenario);
+    let order = dir.join("order.csv");
+    let (path, source) = if order.exists() {
+        (read_r2_path(&order)?, PathSource::Run(order))
+    } else {
+        let sim = simulation::build(scenario, ModelKind::Oa)?;
+        let mut series = OrderSeries::new();
+        let sol = solve(
+            &sim.problem(),
+            sim.method,
+            &mut [&mut series as &mut dyn Observer],
+        )
+        .map_err(Error::io(&dir))?;
+        if !sol.status.is_success() {
+            return Err(Error::RunFailed {
+                name: scenario.name.clone(),
+                model: "oa".into(),
+                status: sol.status,
+            });
+        }
+        (series.r2, PathSource::OttAntonsen)
+    };
+    let fixed: Vec<_> = fixed_points(&sh)
+        .iter()
+        .map(|p| (p.r, p.is_stable()))
+        .collect();
+    fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".portrait.tmp-")
+        .tempdir_in(&dir)
+        .map_err(Error::io(&dir))?;
+    let title = format!(
+        "{}: Ott–Antonsen phase portrait, R2 path of {}",
+        scenario.name,
+        match &source {
+            PathSource::Run(_) => "the run",
+            PathSource::OttAntonsen => "the OA equation from R2(0)",
+        }
+    );
+    plot::portrait_plot(
+        &sh,
+        &fixed,
+        &path,
+        PORTRAIT_GUIDE_TIME,
+        &title,
+        staging.path(),
+    )
+    .map_err(Error::io(&dir))?;
+    for name in ["portrait.png", "portrait.svg"] {
+        let from = staging.path().join(name);
+        if from.exists() {
+            fs::rename(&from, dir.join(name)).map_err(Error::io(dir.join(name)))?;
+        }
+    }
+    Ok((dir.join("portrait.png"), source))
+}

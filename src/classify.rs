@@ -518,6 +518,19 @@ mod tests {
     }
 
     #[test]
+    fn a_departure_from_a_saddle_late_in_the_run_is_not_called_settled() {
+        // s sits at 0.5 (near a saddle) and leaves for 1 at t = 185, inside the tail.
+        let late =
+            series(|t| Complex64::from_polar(0.5 + 0.5 / (1.0 + (-(t - 185.0) / 3.0).exp()), 0.0));
+        let c = classify(&late);
+        assert_eq!(c.label, Label::Undetermined, "{}", c.reason);
+        // Left earlier, the same transient is over by the tail: clustering.
+        let early =
+            series(|t| Complex64::from_polar(0.5 + 0.5 / (1.0 + (-(t - 60.0) / 3.0).exp()), 0.0));
+        assert_eq!(classify(&early).label, Label::ConvergedClusters);
+    }
+
+    #[test]
     fn the_uniform_state_has_no_axis() {
         let u = series(|t| Complex64::from_polar(1e-4 * (-t).exp() + 1e-5, 0.7 * t));
         assert_eq!(classify(&u).label, Label::InteriorPoint);

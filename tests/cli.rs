@@ -114,6 +114,24 @@ fn run_writes_order_summary_and_tokens() {
     assert_eq!(summary["scenario"]["params"]["v11"].as_f64(), Some(0.2));
     let tokens = fs::read_to_string(out.join("tokens_final.csv")).unwrap();
     assert_eq!(tokens.lines().count(), 64);
+    // The run's pictures decode, are wide enough and not blank.
+    for picture in ["order.png", "tokens.png", "portrait.png"] {
+        let decoder = png::Decoder::new(std::io::BufReader::new(
+            fs::File::open(out.join(picture)).unwrap(),
+        ));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert!(info.width >= 800, "{picture}: {} px wide", info.width);
+        let pixels = &buf[..info.buffer_size()];
+        let step = info.color_type.samples();
+        let distinct: std::collections::HashSet<&[u8]> = pixels.chunks(step).collect();
+        assert!(
+            distinct.len() > 20,
+            "{picture}: only {} colours",
+            distinct.len()
+        );
+    }
 }
 
 #[test]

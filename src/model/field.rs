@@ -12,7 +12,8 @@
 //! Costs per evaluation:
 //! - `lsa`: (1/n) sum_j <x_k, A x_j> V x_j = V S A^T x_k with the moment matrix
 //!   S = (1/n) sum_j x_j x_j^T, so O(n d^2) work and O(d^2) extra memory.
-//! - `usa`, `sa`: O(n^2 d) work, token by token in parallel, never an n x n matrix:
+//! - `usa`, `sa`: O(n^2 d) work, never an n x n matrix (for d >= 8 in blocks of query tokens
+//!   with blocked matrix products, see `pairwise_blocks`; otherwise token by token):
 //!   q_k = beta A^T x_k and u_j = V x_j are formed once (O(n d) memory), then
 //!   f_k = (1/n) sum_j exp(<q_k, x_j>) u_j, or for `sa` the weights exp(<q_k, x_j> - m_k)
 //!   divided by their sum (m_k = max_j <q_k, x_j> keeps the exponentials finite).
@@ -33,6 +34,9 @@ use crate::parallel::{chunk_count, chunked_sum, for_each_chunk, TOKENS_PER_CHUNK
 
 /// From this dimension on, the linear field uses blocked matrix products.
 const GEMM_MIN_D: usize = 8;
+
+/// Entries of one block of pairwise weights (n x m) in the blocked pairwise kernels.
+const PAIRWISE_BLOCK_ENTRIES: usize = 1 << 16;
 
 /// Below this many pair terms (n^2 d) the pairwise kernels run on the calling thread.
 const PAIRWISE_SEQUENTIAL_WORK: usize = 1 << 17;
@@ -81,6 +85,8 @@ pub struct SphereField {
     attention: Attention,
     /// V^T for each head (so that V x is a run of column dot products).
     values_transposed: Vec<DMatrix<f64>>,
+    /// A^T for each head (the queries q_k = beta A^T x_k as one matrix product).
+    queries_transposed: Vec<DMatrix<f64>>,
     n: usize,
     d: usize,
     scratch: Mutex<Scratch>,
@@ -115,9 +121,11 @@ impl SphereField {
             head_field: vec![0.0; if several_heads { pairwise } else { 0 }],
         };
         let values_transposed = attention.heads.iter().map(|h| h.v.transpose()).collect();
+        let queries_transposed = attention.heads.iter().map(|h| h.a.transpose()).collect();
         SphereField {
             attention,
             values_transposed,
+            queries_transposed,
             n,
             d,
             scratch: Mutex::new(scratch),
@@ -259,24 +267,47 @@ impl SphereField {
         if several_heads {
             dx.fill(0.0);
         }
-        for (head, vt) in self.attention.heads.iter().zip(&self.values_transposed) {
-            let a = head.a.as_slice();
-            let vt = vt.as_slice();
-            // (A^T x)_c = column c of A (column-major) . x; (V x)_c = column c of V^T . x
-            for_each_chunk(&mut s.query, d, &s.unit, d, |q, x| {
-                for (q, x) in q.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-                    for (c, qc) in q.iter_mut().enumerate() {
-                        *qc = beta * dot(&a[c * d..(c + 1) * d], x);
+        let transposes = self.values_transposed.iter().zip(&self.queries_transposed);
+        for (head, (vt, at)) in self.attention.heads.iter().zip(transposes) {
+            if d >= GEMM_MIN_D {
+                // Q = beta A^T X and U = V X, chunk by chunk, with blocked products.
+                for_each_chunk(&mut s.query, d, &s.unit, d, |q, x| {
+                    let m = x.len() / d;
+                    DMatrixViewMut::from_slice(q, d, m).gemm(
+                        beta,
+                        at,
+                        &DMatrixView::from_slice(x, d, m),
+                        0.0,
+                    );
+                });
+                for_each_chunk(&mut s.value, d, &s.unit, d, |u, x| {
+                    let m = x.len() / d;
+                    DMatrixViewMut::from_slice(u, d, m).gemm(
+                        1.0,
+                        &head.v,
+                        &DMatrixView::from_slice(x, d, m),
+                        0.0,
+                    );
+                });
+            } else {
+                let a = head.a.as_slice();
+                let vt = vt.as_slice();
+                // (A^T x)_c = column c of A (column-major) . x; (V x)_c = column c of V^T . x
+                for_each_chunk(&mut s.query, d, &s.unit, d, |q, x| {
+                    for (q, x) in q.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                        for (c, qc) in q.iter_mut().enumerate() {
+                            *qc = beta * dot(&a[c * d..(c + 1) * d], x);
+                        }
                     }
-                }
-            });
-            for_each_chunk(&mut s.value, d, &s.unit, d, |u, x| {
-                for (u, x) in u.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-                    for (c, uc) in u.iter_mut().enumerate() {
-                        *uc = dot(&vt[c * d..(c + 1) * d], x);
+                });
+                for_each_chunk(&mut s.value, d, &s.unit, d, |u, x| {
+                    for (u, x) in u.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                        for (c, uc) in u.iter_mut().enumerate() {
+                            *uc = dot(&vt[c * d..(c + 1) * d], x);
+                        }
                     }
-                }
-            });
+                });
+            }
             let target: &mut [f64] = if several_heads { &mut s.head_field } else { dx };
             let (unit, query, value) = (&s.unit, &s.query, &s.value);
             let softmax = self.attention.kernel == Kernel::Sa;
@@ -289,7 +320,9 @@ impl SphereField {
                     f.iter_mut().for_each(|v| *v *= inv_n);
                 }
             };
-            if self.n * self.n * d < PAIRWISE_SEQUENTIAL_WORK {
+            if d >= GEMM_MIN_D {
+                pairwise_blocks(unit, query, value, target, d, softmax);
+            } else if self.n * self.n * d < PAIRWISE_SEQUENTIAL_WORK {
                 target
                     .chunks_mut(d)
                     .zip(query.chunks(d))
@@ -344,6 +377,50 @@ impl Dynamics for SphereField {
 
     fn tokens<'a>(&self, y: &'a [f64]) -> Option<Cow<'a, [f64]>> {
         Some(Cow::Borrowed(y))
+    }
+}
+
+/// The pairwise field for larger d with blocked matrix products, a block of m query tokens at a
+/// time: Z = X^T Q_b (n x m, never n x n), W = the kernel's weights of Z column by column
+/// (exp(z) / n, or exp(z - max) / sum for softmax), F_b = U W with U = V X. Blocks run in
+/// parallel; each is computed the same way on any thread, so the result does not depend on the
+/// thread count.
+fn pairwise_blocks(
+    unit: &[f64],
+    query: &[f64],
+    value: &[f64],
+    target: &mut [f64],
+    d: usize,
+    softmax: bool,
+) {
+    let n = unit.len() / d;
+    let m = (PAIRWISE_BLOCK_ENTRIES / n.max(1)).clamp(1, n.max(1));
+    let x_transposed = DMatrixView::from_slice_with_strides(unit, n, d, d, 1);
+    let u = DMatrixView::from_slice(value, d, n);
+    let inv_n = 1.0 / n as f64;
+    let block = |(f, q): (&mut [f64], &[f64])| {
+        let mb = q.len() / d;
+        let mut z = DMatrix::<f64>::zeros(n, mb);
+        z.gemm(1.0, &x_transposed, &DMatrixView::from_slice(q, d, mb), 0.0);
+        for mut column in z.column_iter_mut() {
+            if softmax {
+                let max = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                column.iter_mut().for_each(|v| *v = (*v - max).exp());
+                let total: f64 = column.iter().sum();
+                column.iter_mut().for_each(|v| *v /= total);
+            } else {
+                column.iter_mut().for_each(|v| *v = v.exp() * inv_n);
+            }
+        }
+        DMatrixViewMut::from_slice(f, d, mb).gemm(1.0, &u, &z, 0.0);
+    };
+    if target.len() <= m * d {
+        block((target, query));
+    } else {
+        target
+            .par_chunks_mut(m * d)
+            .zip(query.par_chunks(m * d))
+            .for_each(block);
     }
 }
 
@@ -509,6 +586,39 @@ mod tests {
                 for (a, b) in dx.iter().zip(&expected) {
                     assert!((a - b).abs() < 1e-12, "{kernel:?} d={d}: {a} vs {b}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn blocked_pairwise_kernels_match_the_formula_and_ignore_the_thread_count() {
+        // n = 300 > 2^16 / n, so the query tokens are split into several blocks.
+        let (n, d) = (300, 9);
+        for kernel in [Kernel::Usa, Kernel::Sa] {
+            let att = Attention::new(
+                kernel,
+                0.8,
+                vec![Head {
+                    a: random_matrix(d, 31),
+                    v: random_matrix(d, 32),
+                }],
+            );
+            let x = random_tokens(n, d, 33);
+            let expected = direct_field(&att, &x, d);
+            let field = SphereField::new(att, n);
+            let eval_with = |threads| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let mut dx = vec![0.0; n * d];
+                pool.install(|| field.eval(&x, &mut dx));
+                dx
+            };
+            let one = eval_with(1);
+            assert_eq!(one, eval_with(3));
+            for (a, b) in one.iter().zip(&expected) {
+                assert!((a - b).abs() < 1e-12, "{kernel:?}: {a} vs {b}");
             }
         }
     }

@@ -38,6 +38,9 @@ const GEMM_MIN_D: usize = 8;
 /// Entries of one block of pairwise weights (n x m) in the blocked pairwise kernels.
 const PAIRWISE_BLOCK_ENTRIES: usize = 1 << 16;
 
+/// Blocks of pairwise weights held at once (fixed, so results never depend on the threads).
+const PAIRWISE_WAVE: usize = 4;
+
 /// Below this many pair terms (n^2 d) the pairwise kernels run on the calling thread.
 const PAIRWISE_SEQUENTIAL_WORK: usize = 1 << 17;
 
@@ -65,6 +68,8 @@ struct Scratch {
     value: Vec<f64>,
     /// One head's field before projection, n x d, `usa`/`sa` with several heads only.
     head_field: Vec<f64>,
+    /// Weight blocks (n x m each, PAIRWISE_WAVE of them), `usa`/`sa` with d >= GEMM_MIN_D only.
+    weights: Vec<f64>,
 }
 
 /// The vector field of the full model for n tokens in d dimensions.
@@ -119,6 +124,14 @@ impl SphereField {
             query: vec![0.0; pairwise],
             value: vec![0.0; pairwise],
             head_field: vec![0.0; if several_heads { pairwise } else { 0 }],
+            weights: vec![
+                0.0;
+                if !lsa && d >= GEMM_MIN_D {
+                    PAIRWISE_WAVE * n * pairwise_block_tokens(n)
+                } else {
+                    0
+                }
+            ],
         };
         let values_transposed = attention.heads.iter().map(|h| h.v.transpose()).collect();
         let queries_transposed = attention.heads.iter().map(|h| h.a.transpose()).collect();
@@ -321,7 +334,7 @@ impl SphereField {
                 }
             };
             if d >= GEMM_MIN_D {
-                pairwise_blocks(unit, query, value, target, d, softmax);
+                pairwise_blocks(unit, query, value, target, &mut s.weights, d, softmax);
             } else if self.n * self.n * d < PAIRWISE_SEQUENTIAL_WORK {
                 target
                     .chunks_mut(d)
@@ -390,17 +403,18 @@ fn pairwise_blocks(
     query: &[f64],
     value: &[f64],
     target: &mut [f64],
+    weights: &mut [f64],
     d: usize,
     softmax: bool,
 ) {
     let n = unit.len() / d;
-    let m = (PAIRWISE_BLOCK_ENTRIES / n.max(1)).clamp(1, n.max(1));
+    let m = pairwise_block_tokens(n);
     let x_transposed = DMatrixView::from_slice_with_strides(unit, n, d, d, 1);
     let u = DMatrixView::from_slice(value, d, n);
     let inv_n = 1.0 / n as f64;
-    let block = |(f, q): (&mut [f64], &[f64])| {
+    let block = |((f, q), w): ((&mut [f64], &[f64]), &mut [f64])| {
         let mb = q.len() / d;
-        let mut z = DMatrix::<f64>::zeros(n, mb);
+        let mut z = DMatrixViewMut::from_slice(&mut w[..n * mb], n, mb);
         z.gemm(1.0, &x_transposed, &DMatrixView::from_slice(q, d, mb), 0.0);
         for mut column in z.column_iter_mut() {
             if softmax {
@@ -414,14 +428,24 @@ fn pairwise_blocks(
         }
         DMatrixViewMut::from_slice(f, d, mb).gemm(1.0, &u, &z, 0.0);
     };
-    if target.len() <= m * d {
-        block((target, query));
-    } else {
-        target
-            .par_chunks_mut(m * d)
-            .zip(query.par_chunks(m * d))
-            .for_each(block);
+    // Waves of PAIRWISE_WAVE blocks share the preallocated weight buffers; every block is
+    // computed the same way whichever buffer or thread it gets.
+    let wave = PAIRWISE_WAVE * m * d;
+    for (f, q) in target.chunks_mut(wave).zip(query.chunks(wave)) {
+        if f.len() <= m * d {
+            block(((f, q), &mut weights[..]));
+        } else {
+            f.par_chunks_mut(m * d)
+                .zip(q.par_chunks(m * d))
+                .zip(weights.par_chunks_mut(n * m))
+                .for_each(block);
+        }
     }
+}
+
+/// Query tokens per block of the blocked pairwise kernels (n m <= PAIRWISE_BLOCK_ENTRIES).
+fn pairwise_block_tokens(n: usize) -> usize {
+    (PAIRWISE_BLOCK_ENTRIES / n.max(1)).clamp(1, n.max(1))
 }
 
 /// f = sum_j exp(<q, x_j>) u_j.

@@ -13,8 +13,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, square_chart_width,
-    text, thin, tick, Entry, Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
+    disk_chart, draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded,
+    square_chart_width, text, thin, tick, Entry, Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
 };
 
 /// Width and height of `compare.png`.
@@ -137,26 +137,7 @@ impl Picture for ComparePicture<'_> {
         let (left, right) = area.split_horizontally(cw);
 
         // Left: paths in the disk.
-        let lim = 1.08;
-        let mut chart = ChartBuilder::on(&left)
-            .margin(margin)
-            .x_label_area_size(xl)
-            .y_label_area_size(yl)
-            .build_cartesian_2d(-lim..lim, -lim..lim)
-            .io()?;
-        chart
-            .configure_mesh()
-            .bold_line_style(RGBColor(232, 232, 232))
-            .light_line_style(WHITE)
-            .max_light_lines(4)
-            .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(DESC_SIZE))
-            .x_label_formatter(&tick)
-            .y_label_formatter(&tick)
-            .x_desc("Re R₂")
-            .y_desc("Im R₂")
-            .draw()
-            .io()?;
+        let mut chart = disk_chart(&left, margin, xl, yl)?;
         let circle: Vec<(f64, f64)> = (0..=360)
             .map(|k| {
                 let s = 2.0 * PI * k as f64 / 360.0;

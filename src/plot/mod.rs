@@ -519,6 +519,42 @@ pub(crate) fn thin<T: Copy>(points: &[T], max: usize) -> Vec<T> {
 
 /// The width of a chart area whose plotting area is square, given its height, margin and
 /// label areas (bottom `x_label`, left `y_label`).
+/// A square chart of the closed unit disk with axes Re R2 and Im R2 (compare and portrait).
+pub(crate) fn disk_chart<'a, DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    margin: u32,
+    x_label: u32,
+    y_label: u32,
+) -> io::Result<
+    ChartContext<
+        'a,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+> {
+    let lim = 1.08;
+    let mut chart = ChartBuilder::on(area)
+        .margin(margin)
+        .x_label_area_size(x_label)
+        .y_label_area_size(y_label)
+        .build_cartesian_2d(-lim..lim, -lim..lim)
+        .io()?;
+    chart
+        .configure_mesh()
+        .bold_line_style(RGBColor(232, 232, 232))
+        .light_line_style(WHITE)
+        .max_light_lines(4)
+        .label_style(text(TICK_SIZE))
+        .axis_desc_style(text(DESC_SIZE))
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .x_desc("Re R₂")
+        .y_desc("Im R₂")
+        .draw()
+        .io()?;
+    Ok(chart)
+}
+
 pub(crate) fn square_chart_width(height: u32, margin: u32, x_label: u32, y_label: u32) -> u32 {
     let side = height.saturating_sub(2 * margin + x_label);
     side + 2 * margin + y_label

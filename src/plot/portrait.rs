@@ -17,8 +17,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    draw_legend, draw_title, square_chart_width, text, thin, tick, Entry, Mark, OrIo, Picture,
-    DESC_SIZE, TICK_SIZE,
+    disk_chart, draw_legend, draw_title, square_chart_width, thin, Entry, Mark, OrIo, Picture,
 };
 use crate::reduced::SecondHarmonic;
 
@@ -216,26 +215,7 @@ impl Picture for PortraitPicture<'_> {
         let (margin, xl, yl) = (15u32, 60u32, 85u32);
         let cw = square_chart_width(h, margin, xl, yl).min(w.saturating_sub(300));
         let (left, right) = area.split_horizontally(cw);
-        let lim = 1.08;
-        let mut chart = ChartBuilder::on(&left)
-            .margin(margin)
-            .x_label_area_size(xl)
-            .y_label_area_size(yl)
-            .build_cartesian_2d(-lim..lim, -lim..lim)
-            .io()?;
-        chart
-            .configure_mesh()
-            .bold_line_style(RGBColor(232, 232, 232))
-            .light_line_style(WHITE)
-            .max_light_lines(4)
-            .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(DESC_SIZE))
-            .x_label_formatter(&tick)
-            .y_label_formatter(&tick)
-            .x_desc("Re R₂")
-            .y_desc("Im R₂")
-            .draw()
-            .io()?;
+        let mut chart = disk_chart(&left, margin, xl, yl)?;
 
         // Field on the nullcline grid.
         let m = NULL_GRID;

@@ -262,7 +262,7 @@ samples = 101
 "#;
     let (series, sol) = series_of(&scenario(text), ModelKind::Full);
     assert!(sol.norm_drift_max <= 1e-12, "{}", sol.norm_drift_max);
-    // Between projections (at most 8 steps) the integrator itself stays close too.
+    // Within a step (the state is projected after every step) the integrator stays close too.
     assert!(sol.step_drift_max <= 1e-11, "{}", sol.step_drift_max);
     for x in sol.final_state.chunks(2) {
         assert!(((x[0] * x[0] + x[1] * x[1]).sqrt() - 1.0).abs() <= 1e-12);
@@ -307,16 +307,22 @@ samples = 11
             .unwrap();
             series
         };
-        for tol in [1e-6, 1e-8] {
-            let (coarse, fine) = (run(tol), run(tol / 2.0));
-            let diff = coarse
+        // Against a run at tolerance 1e-13: the error is of the order of the tolerance and
+        // shrinks with it (DOP853's global error follows the local tolerance, up to a modest
+        // factor from the growth of errors along the flow).
+        let reference = run(1e-13);
+        let error = |tol: f64| {
+            run(tol)
                 .r2
                 .iter()
-                .zip(&fine.r2)
+                .zip(&reference.r2)
                 .map(|(x, y)| (x - y).norm())
-                .fold(0.0, f64::max);
-            assert!(diff < tol, "{kernel} tol {tol}: {diff}");
-        }
+                .fold(0.0, f64::max)
+        };
+        let (loose, tight) = (error(1e-6), error(1e-9));
+        assert!(loose < 30.0 * 1e-6, "{kernel} tol 1e-6: {loose}");
+        assert!(tight < 30.0 * 1e-9, "{kernel} tol 1e-9: {tight}");
+        assert!(tight < loose / 100.0, "{kernel}: {loose} -> {tight}");
     }
 }
 

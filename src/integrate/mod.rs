@@ -12,6 +12,8 @@
 //! the solver is restarted every few steps so that its list of steps never holds more than a
 //! bounded number of states; memory is O(state) whatever the number of samples or steps.
 
+mod dop853;
+mod dop853_tableau;
 mod stepper;
 
 use std::borrow::Cow;
@@ -170,8 +172,7 @@ pub fn solve(
     let dynamics = problem.dynamics;
     let want_tokens = observers.iter().any(|o| o.wants_tokens());
     let mut y = problem.initial_state.clone();
-    let mut stepper = stepper::Stepper::new(dynamics, method);
-    stepper.projected(&mut y);
+    let mut stepper = stepper::Stepper::new(dynamics, method, &y, problem.t_end);
     let mut drift_max: f64 = 0.0;
     let info = RunInfo {
         samples: problem.samples,
@@ -186,7 +187,7 @@ pub fn solve(
     for i in 0..problem.samples {
         let t = problem.sample_time(i);
         if i > 0 {
-            if let Err(failure) = stepper.advance(&mut y, t_last, t) {
+            if let Err(failure) = stepper.advance_to(t, &mut y) {
                 status = failure;
                 break;
             }
@@ -194,7 +195,11 @@ pub fn solve(
                 status = Status::NonFinite { t };
                 break;
             }
-            stepper.projected(&mut y);
+            // Pull the output onto the manifold (the dense output of dop853 is off it by the
+            // interpolation error).
+            dynamics.project(&mut y);
+        } else {
+            dynamics.project(&mut y);
         }
         // Distance from the manifold of the state as observed (after projection).
         drift_max = drift_max.max(dynamics.project(&mut y));

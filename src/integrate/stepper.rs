@@ -1,16 +1,20 @@
-//! Advancing a state over one output interval with `ode_solvers`.
+//! Advancing a state from one output time to the next.
 //!
-//! Adaptive methods run with sparse output (no dense-output evaluations) and at most
-//! `max_steps` steps per solver object, so the solver's list of accepted states stays bounded;
-//! when it is full (at most every 8 steps) the state is projected onto the manifold and the run
-//! restarts from there with the last step size. RK4 splits an
-//! interval of length L into m = ceil(L / dt) equal steps, so that it lands on the sample time.
+//! `dop853` (the default) runs on [`super::dop853::Dop853`]: it steps freely, projects every
+//! accepted step onto the manifold and writes output times from its dense output, so output
+//! times never shorten a step. `dopri5` and `rk4` run on `ode_solvers` one output interval at
+//! a time: the adaptive method with sparse output and at most `max_steps` steps per solver
+//! object, so the solver's list of accepted states stays bounded; when it is full (at most
+//! every 8 steps) the state is projected onto the manifold and the run restarts from there with
+//! the last step size. RK4 splits an interval of length L into m = ceil(L / dt) equal steps, so
+//! that it lands on the output time.
 
 use std::cell::Cell;
 
 use ode_solvers::dop_shared::IntegrationError;
-use ode_solvers::{DVector, Dop853, Dopri5, OutputType, Rk4, System};
+use ode_solvers::{DVector, Dopri5, OutputType, Rk4, System};
 
+use super::dop853::Dop853;
 use super::{Dynamics, Method, Status};
 
 /// Bytes of solver output (accepted states) allowed per solver object.
@@ -42,9 +46,103 @@ impl System<f64, DVector<f64>> for Rhs<'_> {
     }
 }
 
-pub struct Stepper<'a> {
+/// The state of a run between output times, whatever the method.
+pub enum Stepper<'a> {
+    /// `dop853`: in-place steps and dense output.
+    Dense {
+        dynamics: &'a dyn Dynamics,
+        solver: Box<Dop853>,
+    },
+    /// `dopri5`, `rk4`: `ode_solvers`, restarted at each output time.
+    Restarting(Restarting<'a>),
+}
+
+impl<'a> Stepper<'a> {
+    /// Starts a run from `y0` (projected onto the manifold) that ends at `t_end`.
+    pub fn new(dynamics: &'a dyn Dynamics, method: Method, y0: &[f64], t_end: f64) -> Self {
+        match method {
+            Method::Dop853 { rtol, atol } => Stepper::Dense {
+                dynamics,
+                solver: Box::new(Dop853::new(dynamics, y0, t_end, rtol, atol)),
+            },
+            Method::Dopri5 { rtol, atol } => Stepper::Restarting(Restarting::new(
+                dynamics,
+                RestartMethod::Dopri5 { rtol, atol },
+                y0,
+            )),
+            Method::Rk4 { dt } => {
+                Stepper::Restarting(Restarting::new(dynamics, RestartMethod::Rk4 { dt }, y0))
+            }
+        }
+    }
+
+    /// Writes the state at time `t` (not before the last output time) into `out`.
+    pub fn advance_to(&mut self, t: f64, out: &mut [f64]) -> Result<(), Status> {
+        match self {
+            Stepper::Dense { dynamics, solver } => {
+                while solver.t() < t {
+                    if let Err(status) = solver.step(*dynamics) {
+                        return Err(failure(*dynamics, solver.y(), status));
+                    }
+                }
+                solver.interpolate(*dynamics, t, out);
+                Ok(())
+            }
+            Stepper::Restarting(r) => r.advance_to(t, out),
+        }
+    }
+
+    /// Evaluation and step counts so far.
+    pub fn counts(&self) -> Counts {
+        match self {
+            Stepper::Dense { solver, .. } => Counts {
+                rhs_evals: solver.evals,
+                accepted: solver.accepted,
+                rejected: solver.rejected,
+            },
+            Stepper::Restarting(r) => r.counts(),
+        }
+    }
+
+    /// Largest distance from the manifold found before a projection.
+    pub fn step_drift_max(&self) -> f64 {
+        match self {
+            Stepper::Dense { solver, .. } => solver.step_drift_max,
+            Stepper::Restarting(r) => r.step_drift_max,
+        }
+    }
+}
+
+/// A step that cannot be taken: overflow if the state or the field is not finite, else
+/// underflow (at the time the solver reported).
+fn failure(dynamics: &dyn Dynamics, y: &[f64], status: Status) -> Status {
+    let t = match status {
+        Status::NonFinite { t } | Status::StepSizeUnderflow { t } => t,
+        Status::Success => return status,
+    };
+    let mut dy = vec![0.0; y.len()];
+    dynamics.rhs(y, &mut dy);
+    if y.iter().chain(&dy).all(|v| v.is_finite()) {
+        Status::StepSizeUnderflow { t }
+    } else {
+        Status::NonFinite { t }
+    }
+}
+
+/// The methods that run on `ode_solvers`.
+#[derive(Debug, Clone, Copy)]
+pub enum RestartMethod {
+    Dopri5 { rtol: f64, atol: f64 },
+    Rk4 { dt: f64 },
+}
+
+/// `ode_solvers` over one output interval at a time.
+pub struct Restarting<'a> {
     dynamics: &'a dyn Dynamics,
-    method: Method,
+    method: RestartMethod,
+    /// State at `t`.
+    y: Vec<f64>,
+    t: f64,
     /// Step size handed from one interval to the next (0: let the solver choose).
     h: f64,
     max_steps: u32,
@@ -53,23 +151,42 @@ pub struct Stepper<'a> {
     step_drift_max: f64,
 }
 
-impl<'a> Stepper<'a> {
-    pub fn new(dynamics: &'a dyn Dynamics, method: Method) -> Self {
+impl<'a> Restarting<'a> {
+    fn new(dynamics: &'a dyn Dynamics, method: RestartMethod, y0: &[f64]) -> Self {
         let state_bytes = dynamics.dimension().max(1) * 8;
         let max_steps =
             (OUTPUT_BUDGET_BYTES / state_bytes).clamp(2, MAX_STEPS_BETWEEN_PROJECTIONS) as u32;
-        Stepper {
+        let mut r = Restarting {
             dynamics,
             method,
+            y: y0.to_vec(),
+            t: 0.0,
             h: 0.0,
             max_steps,
             counts: Counts::default(),
             evals: Cell::new(0),
             step_drift_max: 0.0,
-        }
+        };
+        let mut y = std::mem::take(&mut r.y);
+        r.projected(&mut y);
+        r.y = y;
+        r
     }
 
-    pub fn counts(&self) -> Counts {
+    /// Advances the state to `t` and writes it into `out`.
+    fn advance_to(&mut self, t: f64, out: &mut [f64]) -> Result<(), Status> {
+        let mut y = std::mem::take(&mut self.y);
+        let result = self.advance(&mut y, self.t, t);
+        if result.is_ok() {
+            self.projected(&mut y);
+            self.t = t;
+        }
+        out.copy_from_slice(&y);
+        self.y = y;
+        result
+    }
+
+    fn counts(&self) -> Counts {
         Counts {
             rhs_evals: self.evals.get(),
             ..self.counts
@@ -84,11 +201,10 @@ impl<'a> Stepper<'a> {
     }
 
     /// Advances `y` from `t0` to `t1`.
-    pub fn advance(&mut self, y: &mut [f64], t0: f64, t1: f64) -> Result<(), Status> {
+    fn advance(&mut self, y: &mut [f64], t0: f64, t1: f64) -> Result<(), Status> {
         match self.method {
-            Method::Dop853 { rtol, atol } => self.adaptive(y, t0, t1, rtol, atol, true),
-            Method::Dopri5 { rtol, atol } => self.adaptive(y, t0, t1, rtol, atol, false),
-            Method::Rk4 { dt } => {
+            RestartMethod::Dopri5 { rtol, atol } => self.adaptive(y, t0, t1, rtol, atol),
+            RestartMethod::Rk4 { dt } => {
                 self.rk4(y, t1 - t0, dt);
                 Ok(())
             }
@@ -102,59 +218,32 @@ impl<'a> Stepper<'a> {
         t1: f64,
         rtol: f64,
         atol: f64,
-        eighth_order: bool,
     ) -> Result<(), Status> {
         let mut t = t0;
         let mut stalls = 0;
         loop {
-            let start = DVector::from_column_slice(y);
-            let (result, xs, last) = if eighth_order {
-                let mut solver = Dop853::from_param(
-                    self.rhs(),
-                    t,
-                    t1,
-                    t1 - t,
-                    start,
-                    rtol,
-                    atol,
-                    0.9,
-                    0.0,
-                    0.333,
-                    6.0,
-                    t1 - t,
-                    self.h,
-                    self.max_steps,
-                    u32::MAX,
-                    OutputType::Sparse,
-                );
-                let result = solver.integrate();
-                let xs = solver.x_out().clone();
-                let last = solver.y_out().last().cloned();
-                (result, xs, last)
-            } else {
-                let mut solver = Dopri5::from_param(
-                    self.rhs(),
-                    t,
-                    t1,
-                    t1 - t,
-                    start,
-                    rtol,
-                    atol,
-                    0.9,
-                    0.04,
-                    0.2,
-                    10.0,
-                    t1 - t,
-                    self.h,
-                    self.max_steps,
-                    u32::MAX,
-                    OutputType::Sparse,
-                );
-                let result = solver.integrate();
-                let xs = solver.x_out().clone();
-                let last = solver.y_out().last().cloned();
-                (result, xs, last)
-            };
+            let mut solver = Dopri5::from_param(
+                self.rhs(),
+                t,
+                t1,
+                t1 - t,
+                DVector::from_column_slice(y),
+                rtol,
+                atol,
+                0.9,
+                0.04,
+                0.2,
+                10.0,
+                t1 - t,
+                self.h,
+                self.max_steps,
+                u32::MAX,
+                OutputType::Sparse,
+            );
+            let result = solver.integrate();
+            let xs = solver.x_out().clone();
+            let last = solver.y_out().last().cloned();
+            drop(solver);
             // Sparse output holds the start and every accepted step.
             let accepted = xs.len().saturating_sub(1) as u64;
             self.counts.accepted += accepted;
@@ -201,11 +290,6 @@ impl<'a> Stepper<'a> {
     pub fn projected(&mut self, y: &mut [f64]) {
         let drift = self.dynamics.project(y);
         self.step_drift_max = self.step_drift_max.max(drift);
-    }
-
-    /// Largest distance from the manifold found before a projection.
-    pub fn step_drift_max(&self) -> f64 {
-        self.step_drift_max
     }
 
     /// A step that cannot be taken: overflow if the field is not finite, else underflow.

@@ -27,6 +27,8 @@ use std::sync::Mutex;
 use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut};
 use rayon::prelude::*;
 
+use super::exp::exp_in_place;
+use super::pairwise::{pairwise_sum, Columns};
 use super::{Attention, Kernel};
 use crate::integrate::Dynamics;
 use crate::observe::{order_parameters, OrderParameters};
@@ -37,6 +39,9 @@ const GEMM_MIN_D: usize = 8;
 
 /// Entries of one block of pairwise weights (n x m) in the blocked pairwise kernels.
 const PAIRWISE_BLOCK_ENTRIES: usize = 1 << 16;
+
+/// Most query tokens in one block: m <= min(n, PAIRWISE_BLOCK_ENTRIES / n) <= 2^8.
+const PAIRWISE_MAX_BLOCK_TOKENS: usize = 1 << 8;
 
 /// Blocks of pairwise weights held at once (fixed, so results never depend on the threads).
 const PAIRWISE_WAVE: usize = 4;
@@ -66,6 +71,9 @@ struct Scratch {
     query: Vec<f64>,
     /// u_j = V x_j, n x d, `usa`/`sa` only.
     value: Vec<f64>,
+    /// The tokens and values coordinate by coordinate (d x n), `usa`/`sa` with d < GEMM_MIN_D.
+    unit_columns: Vec<f64>,
+    value_columns: Vec<f64>,
     /// One head's field before projection, n x d, `usa`/`sa` with several heads only.
     head_field: Vec<f64>,
     /// Weight blocks (n x m each, PAIRWISE_WAVE of them), `usa`/`sa` with d >= GEMM_MIN_D only.
@@ -123,6 +131,8 @@ impl SphereField {
             m: DMatrix::zeros(small, small),
             query: vec![0.0; pairwise],
             value: vec![0.0; pairwise],
+            unit_columns: vec![0.0; if d < GEMM_MIN_D { pairwise } else { 0 }],
+            value_columns: vec![0.0; if d < GEMM_MIN_D { pairwise } else { 0 }],
             head_field: vec![0.0; if several_heads { pairwise } else { 0 }],
             weights: vec![
                 0.0;
@@ -322,30 +332,54 @@ impl SphereField {
                 });
             }
             let target: &mut [f64] = if several_heads { &mut s.head_field } else { dx };
-            let (unit, query, value) = (&s.unit, &s.query, &s.value);
             let softmax = self.attention.kernel == Kernel::Sa;
-            let inv_n = 1.0 / self.n as f64;
-            let one_token = |(f, q): (&mut [f64], &[f64])| {
-                if softmax {
-                    softmax_mean(q, unit, value, f);
-                } else {
-                    exp_weighted_sum(q, unit, value, f);
-                    f.iter_mut().for_each(|v| *v *= inv_n);
-                }
-            };
             if d >= GEMM_MIN_D {
-                pairwise_blocks(unit, query, value, target, &mut s.weights, d, softmax);
-            } else if self.n * self.n * d < PAIRWISE_SEQUENTIAL_WORK {
-                target
-                    .chunks_mut(d)
-                    .zip(query.chunks(d))
-                    .for_each(one_token);
+                pairwise_blocks(
+                    &s.unit,
+                    &s.query,
+                    &s.value,
+                    target,
+                    &mut s.weights,
+                    d,
+                    softmax,
+                );
             } else {
-                target
-                    .par_chunks_mut(d)
-                    .zip(query.par_chunks(d))
-                    .with_min_len(16)
-                    .for_each(one_token);
+                let n = self.n;
+                for (j, (x, u)) in s
+                    .unit
+                    .chunks_exact(d)
+                    .zip(s.value.chunks_exact(d))
+                    .enumerate()
+                {
+                    for c in 0..d {
+                        s.unit_columns[c * n + j] = x[c];
+                        s.value_columns[c * n + j] = u[c];
+                    }
+                }
+                let columns = Columns {
+                    tokens: &s.unit_columns,
+                    values: &s.value_columns,
+                    n,
+                };
+                let inv_n = 1.0 / n as f64;
+                let one_token = |(f, q): (&mut [f64], &[f64])| {
+                    pairwise_sum(q, columns, softmax, f);
+                    if !softmax {
+                        f.iter_mut().for_each(|v| *v *= inv_n);
+                    }
+                };
+                if n * n * d < PAIRWISE_SEQUENTIAL_WORK {
+                    target
+                        .chunks_mut(d)
+                        .zip(s.query.chunks(d))
+                        .for_each(one_token);
+                } else {
+                    target
+                        .par_chunks_mut(d)
+                        .zip(s.query.par_chunks(d))
+                        .with_min_len(16)
+                        .for_each(one_token);
+                }
             }
             if several_heads {
                 dx.iter_mut().zip(&s.head_field).for_each(|(o, h)| *o += h);
@@ -414,19 +448,27 @@ fn pairwise_blocks(
     let inv_n = 1.0 / n as f64;
     let block = |((f, q), w): ((&mut [f64], &[f64]), &mut [f64])| {
         let mb = q.len() / d;
-        let mut z = DMatrixViewMut::from_slice(&mut w[..n * mb], n, mb);
+        let w = &mut w[..n * mb];
+        let mut z = DMatrixViewMut::from_slice(w, n, mb);
         z.gemm(1.0, &x_transposed, &DMatrixView::from_slice(q, d, mb), 0.0);
-        for mut column in z.column_iter_mut() {
-            if softmax {
+        let mut f = DMatrixViewMut::from_slice(f, d, mb);
+        if softmax {
+            let mut totals = [0.0; PAIRWISE_MAX_BLOCK_TOKENS];
+            for (column, total) in w.chunks_exact_mut(n).zip(totals.iter_mut()) {
                 let max = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                column.iter_mut().for_each(|v| *v = (*v - max).exp());
-                let total: f64 = column.iter().sum();
-                column.iter_mut().for_each(|v| *v /= total);
-            } else {
-                column.iter_mut().for_each(|v| *v = v.exp() * inv_n);
+                column.iter_mut().for_each(|v| *v -= max);
+                exp_in_place(column);
+                *total = column.iter().sum();
             }
+            let weights = DMatrixView::from_slice(w, n, mb);
+            f.gemm(1.0, &u, &weights, 0.0);
+            for (mut column, total) in f.column_iter_mut().zip(&totals) {
+                column /= *total;
+            }
+        } else {
+            exp_in_place(w);
+            f.gemm(inv_n, &u, &DMatrixView::from_slice(w, n, mb), 0.0);
         }
-        DMatrixViewMut::from_slice(f, d, mb).gemm(1.0, &u, &z, 0.0);
     };
     // Waves of PAIRWISE_WAVE blocks share the preallocated weight buffers; every block is
     // computed the same way whichever buffer or thread it gets.
@@ -445,46 +487,7 @@ fn pairwise_blocks(
 
 /// Query tokens per block of the blocked pairwise kernels (n m <= PAIRWISE_BLOCK_ENTRIES).
 fn pairwise_block_tokens(n: usize) -> usize {
-    (PAIRWISE_BLOCK_ENTRIES / n.max(1)).clamp(1, n.max(1))
-}
-
-/// f = sum_j exp(<q, x_j>) u_j.
-fn exp_weighted_sum(q: &[f64], unit: &[f64], value: &[f64], f: &mut [f64]) {
-    f.fill(0.0);
-    if q.len() == 2 {
-        let (q0, q1) = (q[0], q[1]);
-        let (mut f0, mut f1) = (0.0, 0.0);
-        for (x, u) in unit.chunks_exact(2).zip(value.chunks_exact(2)) {
-            let w = (q0 * x[0] + q1 * x[1]).exp();
-            f0 += w * u[0];
-            f1 += w * u[1];
-        }
-        f[0] = f0;
-        f[1] = f1;
-        return;
-    }
-    let d = q.len();
-    for (x, u) in unit.chunks_exact(d).zip(value.chunks_exact(d)) {
-        let w = dot(q, x).exp();
-        f.iter_mut().zip(u).for_each(|(fa, ua)| *fa += w * ua);
-    }
-}
-
-/// f = sum_j softmax_j(<q, x_j>) u_j, with the maximum subtracted before exponentiating.
-fn softmax_mean(q: &[f64], unit: &[f64], value: &[f64], f: &mut [f64]) {
-    let d = q.len();
-    let m = unit
-        .chunks_exact(d)
-        .map(|x| dot(q, x))
-        .fold(f64::NEG_INFINITY, f64::max);
-    f.fill(0.0);
-    let mut total = 0.0;
-    for (x, u) in unit.chunks_exact(d).zip(value.chunks_exact(d)) {
-        let w = (dot(q, x) - m).exp();
-        total += w;
-        f.iter_mut().zip(u).for_each(|(fa, ua)| *fa += w * ua);
-    }
-    f.iter_mut().for_each(|v| *v /= total);
+    (PAIRWISE_BLOCK_ENTRIES / n.max(1)).clamp(1, n.clamp(1, PAIRWISE_MAX_BLOCK_TOKENS))
 }
 
 /// Number of entries in the upper triangle of a d x d matrix.

@@ -9,12 +9,16 @@
 //! with h(y) = y (linear self-attention, [`Kernel::Lsa`]), h(y) = exp(y) (unnormalised softmax,
 //! [`Kernel::Usa`]), or the normalised softmax weights exp(beta <x_k, A x_j>) / sum_l exp(beta
 //! <x_k, A x_l>) without the 1/n ([`Kernel::Sa`]). [`attention`] holds the weights,
-//! [`field`] evaluates the vector field.
+//! [`field`] evaluates the vector field, [`pairwise`] and [`exp`] are its inner loops for the
+//! exponential kernels.
 
 pub mod attention;
+pub mod exp;
 pub mod field;
+pub mod pairwise;
 
 pub use attention::{Attention, Head};
+pub use exp::exp_in_place;
 pub use field::SphereField;
 
 /// The attention kernel h.

@@ -43,6 +43,7 @@ pub mod predict;
 pub mod reduced;
 pub mod run;
 pub mod scenario;
+pub mod simd;
 pub mod simulation;
 pub mod sweep;
 

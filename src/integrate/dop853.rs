@@ -35,9 +35,14 @@ use rayon::prelude::*;
 
 use super::dop853_tableau as coefficients;
 use super::{Dynamics, Status};
+use crate::simd::vectorized;
 
 /// Components per block of the vector operations.
 const BLOCK: usize = 4096;
+/// Components per piece of a block whose partial sums stay in L1.
+const PIECE: usize = 256;
+/// Partial sums kept side by side in reductions (two 4-wide vectors).
+const LANES: usize = 8;
 /// From this many components on, the vector operations run in parallel.
 const PARALLEL_MIN: usize = 4 * BLOCK;
 
@@ -46,7 +51,10 @@ const SAFETY: f64 = 0.9;
 const FAC_MIN: f64 = 0.333;
 const FAC_MAX: f64 = 6.0;
 
-/// Stages of the step (k_1..k_12) that enter y_new, the error estimates and the dense output.
+/// Stages that enter the dense output's rows r5..r8.
+const DENSE_STAGES: [usize; 12] = [1, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+
+/// Stages of the step (k_1..k_12) that enter y_new and the error estimates.
 const MAIN_STAGES: [usize; 8] = [1, 6, 7, 8, 9, 10, 11, 12];
 
 /// The DOP853 coefficients, 1-based as in Hairer's code (index 0 unused).
@@ -296,28 +304,51 @@ impl Dop853 {
         let y = &self.y;
         let m = y.len();
         let blocks = |(block, (out, sums)): (usize, (&mut [f64], &mut [f64]))| {
-            let start = block * BLOCK;
-            let (mut e5, mut e3) = (0.0, 0.0);
-            for (offset, y_new) in out.iter_mut().enumerate() {
-                let i = start + offset;
-                let stage = |s: usize| k[slot(s)][i];
-                let mut increment = 0.0;
-                let mut estimate = 0.0;
-                for s in MAIN_STAGES {
-                    increment += stage(s) * tab.b[s];
-                    estimate += stage(s) * tab.e[s];
-                }
-                *y_new = y[i] + increment * h;
-                let sc = atol + y[i].abs().max(y_new.abs()) * rtol;
-                let bhh = increment
-                    - stage(1) * tab.bhh[1]
-                    - stage(9) * tab.bhh[2]
-                    - stage(12) * tab.bhh[3];
-                e5 += (estimate / sc) * (estimate / sc);
-                e3 += (bhh / sc) * (bhh / sc);
-            }
-            sums[0] = e5;
-            sums[1] = e3;
+            vectorized(
+                #[inline(always)]
+                || {
+                    let start = block * BLOCK;
+                    let mut e5 = [0.0; LANES];
+                    let mut e3 = [0.0; LANES];
+                    for (piece, out) in out.chunks_mut(PIECE).enumerate() {
+                        let from = start + piece * PIECE;
+                        let range = from..from + out.len();
+                        let len = out.len();
+                        // sum_j b_j k_j and sum_j e_j k_j, stage by stage.
+                        let mut increment = [0.0; PIECE];
+                        let mut estimate = [0.0; PIECE];
+                        for s in MAIN_STAGES {
+                            let (b, e) = (tab.b[s], tab.e[s]);
+                            let stage = &k[slot(s)][range.clone()];
+                            let pairs = increment[..len].iter_mut().zip(&mut estimate[..len]);
+                            for ((inc, est), &v) in pairs.zip(stage) {
+                                *inc += v * b;
+                                *est += v * e;
+                            }
+                        }
+                        let k1 = &k[slot(1)][range.clone()];
+                        let k9 = &k[slot(9)][range.clone()];
+                        let k12 = &k[slot(12)][range.clone()];
+                        let y = &y[range];
+                        // The squared scaled errors replace the sums they come from.
+                        for i in 0..len {
+                            let y_new = y[i] + increment[i] * h;
+                            out[i] = y_new;
+                            let sc = atol + y[i].abs().max(y_new.abs()) * rtol;
+                            let bhh = increment[i]
+                                - k1[i] * tab.bhh[1]
+                                - k9[i] * tab.bhh[2]
+                                - k12[i] * tab.bhh[3];
+                            estimate[i] = (estimate[i] / sc) * (estimate[i] / sc);
+                            increment[i] = (bhh / sc) * (bhh / sc);
+                        }
+                        add_in_lanes(&mut e5, &estimate[..len]);
+                        add_in_lanes(&mut e3, &increment[..len]);
+                    }
+                    sums[0] = e5.iter().sum();
+                    sums[1] = e3.iter().sum();
+                },
+            )
         };
         let partials = &mut self.partials[..2 * m.div_ceil(BLOCK).max(1)];
         if m >= PARALLEL_MIN {
@@ -356,29 +387,19 @@ impl Dop853 {
         }
         let h = self.h_old;
         let theta = (t - self.t_old) / h;
-        let theta1 = 1.0 - theta;
-        let tab = &self.tab;
-        let (k, y_old, y_new) = (&self.k, &self.y_old, &self.y);
-        let dense_stages = [1, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+        let dense = DenseStep {
+            tab: &self.tab,
+            k: &self.k,
+            y_old: &self.y_old,
+            y_new: &self.y,
+            h,
+            theta,
+        };
         let fill = |(block, out): (usize, &mut [f64])| {
-            let start = block * BLOCK;
-            for (offset, o) in out.iter_mut().enumerate() {
-                let i = start + offset;
-                let r1 = y_old[i];
-                let r2 = y_new[i] - r1;
-                let r3 = h * k[slot(1)][i] - r2;
-                let r4 = r2 - h * k[slot(13)][i] - r3;
-                let mut r = [0.0; 8];
-                for (row, value) in r.iter_mut().enumerate().skip(4) {
-                    let mut sum = 0.0;
-                    for s in dense_stages {
-                        sum += k[slot(s)][i] * tab.d[row][s];
-                    }
-                    *value = h * sum;
-                }
-                let inner = r[4] + theta * (r[5] + theta1 * (r[6] + theta * r[7]));
-                *o = r1 + theta * (r2 + theta1 * (r3 + theta * (r4 + theta1 * inner)));
-            }
+            vectorized(
+                #[inline(always)]
+                || dense.fill(block * BLOCK, out),
+            )
         };
         if out.len() >= PARALLEL_MIN {
             out.par_chunks_mut(BLOCK).enumerate().for_each(fill);
@@ -425,19 +446,99 @@ impl StageTerms {
     }
 }
 
+/// The continuous extension of the last accepted step at one theta.
+struct DenseStep<'a> {
+    tab: &'a Tableau,
+    k: &'a [Vec<f64>],
+    y_old: &'a [f64],
+    y_new: &'a [f64],
+    h: f64,
+    theta: f64,
+}
+
+impl DenseStep<'_> {
+    /// Writes components start.. of y(t_old + theta h) into `out`, LANES components at a time
+    /// with the rows r5..r8 held in registers.
+    #[inline(always)]
+    fn fill(&self, start: usize, out: &mut [f64]) {
+        let full = out.len() - out.len() % LANES;
+        for (group, out) in out[..full].chunks_exact_mut(LANES).enumerate() {
+            let from = start + group * LANES;
+            let mut rows = [[0.0; LANES]; 4];
+            for s in DENSE_STAGES {
+                let stage: &[f64; LANES] = self.k[slot(s)][from..from + LANES]
+                    .try_into()
+                    .expect("LANES components");
+                for (row, r) in rows.iter_mut().enumerate() {
+                    let coefficient = self.tab.d[row + 4][s];
+                    for l in 0..LANES {
+                        r[l] += stage[l] * coefficient;
+                    }
+                }
+            }
+            for (l, o) in out.iter_mut().enumerate() {
+                *o = self.formula(from + l, [rows[0][l], rows[1][l], rows[2][l], rows[3][l]]);
+            }
+        }
+        for (offset, o) in out[full..].iter_mut().enumerate() {
+            let i = start + full + offset;
+            let mut rows = [0.0; 4];
+            for s in DENSE_STAGES {
+                for (row, r) in rows.iter_mut().enumerate() {
+                    *r += self.k[slot(s)][i] * self.tab.d[row + 4][s];
+                }
+            }
+            *o = self.formula(i, rows);
+        }
+    }
+
+    /// y_i(theta) from the sums sum_j d_rj k_j of rows r5..r8.
+    #[inline(always)]
+    fn formula(&self, i: usize, rows: [f64; 4]) -> f64 {
+        let (h, theta) = (self.h, self.theta);
+        let theta1 = 1.0 - theta;
+        let r1 = self.y_old[i];
+        let r2 = self.y_new[i] - r1;
+        let r3 = h * self.k[slot(1)][i] - r2;
+        let r4 = r2 - h * self.k[slot(13)][i] - r3;
+        let [r5, r6, r7, r8] = rows.map(|r| h * r);
+        let inner = r5 + theta * (r6 + theta1 * (r7 + theta * r8));
+        r1 + theta * (r2 + theta1 * (r3 + theta * (r4 + theta1 * inner)))
+    }
+}
+
+/// acc[l] += values[i] for i = l mod LANES (a sum in a fixed order that vectorizes).
+#[inline(always)]
+fn add_in_lanes(acc: &mut [f64; LANES], values: &[f64]) {
+    let mut chunks = values.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for l in 0..LANES {
+            acc[l] += chunk[l];
+        }
+    }
+    for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
+        *a += v;
+    }
+}
+
 /// out = base + sum_t h a_t k_t, term by term in order, block by block.
 fn combine(out: &mut [f64], base: &[f64], terms: &StageTerms, k: &[Vec<f64>]) {
     let coefficients = &terms.coefficients[..terms.len];
     let slots = &terms.slots[..terms.len];
     let fill = |(block, out): (usize, &mut [f64])| {
-        let start = block * BLOCK;
-        let range = start..start + out.len();
-        out.copy_from_slice(&base[range.clone()]);
-        for (&c, &s) in coefficients.iter().zip(slots) {
-            for (o, &v) in out.iter_mut().zip(&k[s][range.clone()]) {
-                *o += v * c;
-            }
-        }
+        vectorized(
+            #[inline(always)]
+            || {
+                let start = block * BLOCK;
+                let range = start..start + out.len();
+                out.copy_from_slice(&base[range.clone()]);
+                for (&c, &s) in coefficients.iter().zip(slots) {
+                    for (o, &v) in out.iter_mut().zip(&k[s][range.clone()]) {
+                        *o += v * c;
+                    }
+                }
+            },
+        )
     };
     if out.len() >= PARALLEL_MIN {
         out.par_chunks_mut(BLOCK).enumerate().for_each(fill);

@@ -84,16 +84,6 @@ fn exp_in_place_avx2(values: &mut [f64]) {
     exp_in_place_lanes::<true>(values)
 }
 
-/// Whether the vector code with AVX2 and FMA can run here (checked once).
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn has_avx2_fma() -> bool {
-    use std::sync::OnceLock;
-    static DETECTED: OnceLock<bool> = OnceLock::new();
-    *DETECTED.get_or_init(|| {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    })
-}
-
 /// Replaces every value v by exp(v).
 ///
 /// ```
@@ -105,7 +95,7 @@ pub(crate) fn has_avx2_fma() -> bool {
 /// ```
 pub fn exp_in_place(values: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
+    if crate::simd::has_avx2_fma() {
         // SAFETY: the CPU supports the features this function is compiled for.
         unsafe { exp_in_place_avx2(values) };
         return;

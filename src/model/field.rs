@@ -24,15 +24,17 @@
 use std::borrow::Cow;
 use std::sync::Mutex;
 
-use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut};
+use nalgebra::DMatrix;
 use rayon::prelude::*;
 
 use super::exp::exp_in_place;
+use super::gemm::{gemm, MatMut, MatRef};
 use super::pairwise::{pairwise_sum, Columns};
 use super::{Attention, Kernel};
 use crate::integrate::Dynamics;
 use crate::observe::{order_parameters, OrderParameters};
 use crate::parallel::{chunk_count, chunked_sum, for_each_chunk, TOKENS_PER_CHUNK};
+use crate::simd::vectorized;
 
 /// From this dimension on, the linear field uses blocked matrix products.
 const GEMM_MIN_D: usize = 8;
@@ -51,12 +53,10 @@ const PAIRWISE_SEQUENTIAL_WORK: usize = 1 << 17;
 
 /// Buffers reused from one evaluation to the next (the field is the hot path: no allocation).
 struct Scratch {
-    /// x_k / |x_k|, n x d row-major.
+    /// x_k / |x_k|, n x d row-major (not for `lsa` with d < GEMM_MIN_D).
     unit: Vec<f64>,
-    /// Per-chunk partial moment sums (upper triangle of S), `lsa` only.
+    /// Per-chunk partial moment sums (d x d each), `lsa` only.
     partials: Vec<f64>,
-    /// Upper triangle of n S, `lsa` only.
-    upper: Vec<f64>,
     /// The moment matrix S (d x d), `lsa` only.
     moment: DMatrix<f64>,
     /// A S (d x d), `lsa` only.
@@ -83,7 +83,7 @@ struct Scratch {
 /// The vector field of the full model for n tokens in d dimensions.
 ///
 /// ```
-/// use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut};
+/// use nalgebra::DMatrix;
 /// use tokdyn::model::{Attention, Head, Kernel, SphereField};
 /// let head = Head { a: DMatrix::identity(2, 2), v: DMatrix::identity(2, 2) };
 /// let field = SphereField::new(Attention::new(Kernel::Lsa, 1.0, vec![head]), 2);
@@ -114,16 +114,8 @@ impl SphereField {
         let several_heads = attention.heads.len() > 1;
         let small = if lsa { d } else { 0 };
         let scratch = Scratch {
-            unit: vec![0.0; n * d],
-            partials: vec![
-                0.0;
-                if lsa {
-                    upper_len(d) * chunk_count(n)
-                } else {
-                    0
-                }
-            ],
-            upper: vec![0.0; if lsa { upper_len(d) } else { 0 }],
+            unit: vec![0.0; if lsa && d < GEMM_MIN_D { 0 } else { n * d }],
+            partials: vec![0.0; if lsa { d * d * chunk_count(n) } else { 0 }],
             moment: DMatrix::zeros(small, small),
             a_s: DMatrix::zeros(small, small),
             m_transposed: DMatrix::zeros(small, small),
@@ -173,6 +165,7 @@ impl SphereField {
     /// Bytes of scratch memory held beside the state.
     pub fn scratch_bytes(n: usize, d: usize, kernel: Kernel, heads: usize) -> usize {
         let per_token = match kernel {
+            Kernel::Lsa if d < GEMM_MIN_D => 0,
             Kernel::Lsa => d,
             _ => d * (3 + usize::from(heads > 1)),
         };
@@ -184,58 +177,56 @@ impl SphereField {
         let d = self.d;
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let scratch = &mut *guard;
+        if self.attention.kernel == Kernel::Lsa && d < GEMM_MIN_D {
+            // Fused passes with the dimension known at compile time.
+            return match d {
+                1 => self.linear_field_small::<1>(scratch, x, dx),
+                2 => self.linear_field_small::<2>(scratch, x, dx),
+                3 => self.linear_field_small::<3>(scratch, x, dx),
+                4 => self.linear_field_small::<4>(scratch, x, dx),
+                5 => self.linear_field_small::<5>(scratch, x, dx),
+                6 => self.linear_field_small::<6>(scratch, x, dx),
+                _ => self.linear_field_small::<7>(scratch, x, dx),
+            };
+        }
         normalise_rows(x, &mut scratch.unit, d);
         match self.attention.kernel {
-            Kernel::Lsa => self.linear_field(scratch, dx),
+            Kernel::Lsa => self.linear_field_gemm(scratch, dx),
             Kernel::Usa | Kernel::Sa => self.pairwise_field(scratch, dx),
         }
         project_rows(&scratch.unit, dx, d);
     }
 
-    /// f_k = M x_k with M = beta sum_heads V S A^T.
-    fn linear_field(&self, s: &mut Scratch, dx: &mut [f64]) {
-        let d = self.d;
+    /// The linear field for d = D < GEMM_MIN_D in two passes over the tokens: the moment matrix
+    /// S = (1/n) sum_j u_j u_j^T of the unit tokens u_j = x_j / |x_j| (as x_j x_j^T / |x_j|^2,
+    /// no square root), then x_k' = P_k M u_k with M = beta sum_heads V S A^T.
+    fn linear_field_small<const D: usize>(&self, s: &mut Scratch, x: &[f64], dx: &mut [f64]) {
+        let mut sums = [0.0; GEMM_MIN_D * GEMM_MIN_D];
+        chunked_sum(x, D, D * D, &mut s.partials, &mut sums, |rows, acc| {
+            vectorized(
+                #[inline(always)]
+                || moment_sums::<D>(rows, acc),
+            )
+        });
         let inv_n = 1.0 / self.n as f64;
-        if d >= GEMM_MIN_D {
-            return self.linear_field_gemm(s, dx);
-        }
-        let width = upper_len(d);
-        chunked_sum(
-            &s.unit,
-            d,
-            width,
-            &mut s.partials,
-            &mut s.upper,
-            |rows, acc| {
-                for x in rows.chunks_exact(d) {
-                    let mut idx = 0;
-                    for a in 0..d {
-                        let xa = x[a];
-                        for xb in &x[a..] {
-                            acc[idx] += xa * xb;
-                            idx += 1;
-                        }
-                    }
-                }
-            },
-        );
-        let mut idx = 0;
-        for a in 0..d {
-            for b in a..d {
-                let v = s.upper[idx] * inv_n;
-                s.moment[(a, b)] = v;
-                s.moment[(b, a)] = v;
-                idx += 1;
+        for a in 0..D {
+            for b in a..D {
+                s.moment[(a, b)] = sums[a * D + b] * inv_n;
+                s.moment[(b, a)] = sums[a * D + b] * inv_n;
             }
         }
         self.form_m_transposed(s);
-        let m_rows = s.m_transposed.as_slice();
-        for_each_chunk(dx, d, &s.unit, d, |out, unit| {
-            for (f, x) in out.chunks_exact_mut(d).zip(unit.chunks_exact(d)) {
-                for (a, fa) in f.iter_mut().enumerate() {
-                    *fa = dot(&m_rows[a * d..(a + 1) * d], x);
-                }
+        let mut m = [[0.0; D]; D];
+        for (a, row) in m.iter_mut().enumerate() {
+            for (b, mab) in row.iter_mut().enumerate() {
+                *mab = s.m_transposed[(b, a)];
             }
+        }
+        for_each_chunk(dx, D, x, D, |out, rows| {
+            vectorized(
+                #[inline(always)]
+                || projected_linear_map::<D>(&m, rows, out),
+            )
         });
     }
 
@@ -262,23 +253,30 @@ impl SphereField {
             s.moment.as_mut_slice(),
             |rows, acc| {
                 let m = rows.len() / d;
-                // Row-major tokens are X (d x m, column k = token k); the same numbers read with
-                // strides (d, 1) are X^T (m x d). `gemm` runs on matrixmultiply's blocked kernels.
-                let x = DMatrixView::from_slice(rows, d, m);
-                let xt = DMatrixView::from_slice_with_strides(rows, m, d, d, 1);
-                let mut out = DMatrixViewMut::from_slice(acc, d, d);
-                out.gemm(1.0, &x, &xt, 0.0);
+                // Row-major tokens are X (d x m, column k = token k); the same numbers read
+                // row-major are X^T (m x d).
+                gemm(
+                    1.0,
+                    MatRef::columns(rows, d, m),
+                    MatRef::rows(rows, m, d),
+                    0.0,
+                    MatMut::columns(acc, d, d),
+                );
             },
         );
         s.moment.scale_mut(1.0 / self.n as f64);
         self.form_m_transposed(s);
         s.m.tr_copy_from(&s.m_transposed);
-        let m_matrix = &s.m;
+        let m_matrix = s.m.as_slice();
         for_each_chunk(dx, d, &s.unit, d, |out, unit| {
             let m = unit.len() / d;
-            let x = DMatrixView::from_slice(unit, d, m);
-            let mut f = DMatrixViewMut::from_slice(out, d, m);
-            f.gemm(1.0, m_matrix, &x, 0.0);
+            gemm(
+                1.0,
+                MatRef::columns(m_matrix, d, d),
+                MatRef::columns(unit, d, m),
+                0.0,
+                MatMut::columns(out, d, m),
+            );
         });
     }
 
@@ -294,22 +292,25 @@ impl SphereField {
         for (head, (vt, at)) in self.attention.heads.iter().zip(transposes) {
             if d >= GEMM_MIN_D {
                 // Q = beta A^T X and U = V X, chunk by chunk, with blocked products.
+                let (at, v) = (at.as_slice(), head.v.as_slice());
                 for_each_chunk(&mut s.query, d, &s.unit, d, |q, x| {
                     let m = x.len() / d;
-                    DMatrixViewMut::from_slice(q, d, m).gemm(
+                    gemm(
                         beta,
-                        at,
-                        &DMatrixView::from_slice(x, d, m),
+                        MatRef::columns(at, d, d),
+                        MatRef::columns(x, d, m),
                         0.0,
+                        MatMut::columns(q, d, m),
                     );
                 });
                 for_each_chunk(&mut s.value, d, &s.unit, d, |u, x| {
                     let m = x.len() / d;
-                    DMatrixViewMut::from_slice(u, d, m).gemm(
+                    gemm(
                         1.0,
-                        &head.v,
-                        &DMatrixView::from_slice(x, d, m),
+                        MatRef::columns(v, d, d),
+                        MatRef::columns(x, d, m),
                         0.0,
+                        MatMut::columns(u, d, m),
                     );
                 });
             } else {
@@ -443,15 +444,14 @@ fn pairwise_blocks(
 ) {
     let n = unit.len() / d;
     let m = pairwise_block_tokens(n);
-    let x_transposed = DMatrixView::from_slice_with_strides(unit, n, d, d, 1);
-    let u = DMatrixView::from_slice(value, d, n);
+    let x_transposed = MatRef::rows(unit, n, d);
+    let u = MatRef::columns(value, d, n);
     let inv_n = 1.0 / n as f64;
     let block = |((f, q), w): ((&mut [f64], &[f64]), &mut [f64])| {
         let mb = q.len() / d;
         let w = &mut w[..n * mb];
-        let mut z = DMatrixViewMut::from_slice(w, n, mb);
-        z.gemm(1.0, &x_transposed, &DMatrixView::from_slice(q, d, mb), 0.0);
-        let mut f = DMatrixViewMut::from_slice(f, d, mb);
+        let queries = MatRef::columns(q, d, mb);
+        gemm(1.0, x_transposed, queries, 0.0, MatMut::columns(w, n, mb));
         if softmax {
             let mut totals = [0.0; PAIRWISE_MAX_BLOCK_TOKENS];
             for (column, total) in w.chunks_exact_mut(n).zip(totals.iter_mut()) {
@@ -460,14 +460,25 @@ fn pairwise_blocks(
                 exp_in_place(column);
                 *total = column.iter().sum();
             }
-            let weights = DMatrixView::from_slice(w, n, mb);
-            f.gemm(1.0, &u, &weights, 0.0);
-            for (mut column, total) in f.column_iter_mut().zip(&totals) {
-                column /= *total;
+            gemm(
+                1.0,
+                u,
+                MatRef::columns(w, n, mb),
+                0.0,
+                MatMut::columns(f, d, mb),
+            );
+            for (column, total) in f.chunks_exact_mut(d).zip(&totals) {
+                column.iter_mut().for_each(|v| *v /= *total);
             }
         } else {
             exp_in_place(w);
-            f.gemm(inv_n, &u, &DMatrixView::from_slice(w, n, mb), 0.0);
+            gemm(
+                inv_n,
+                u,
+                MatRef::columns(w, n, mb),
+                0.0,
+                MatMut::columns(f, d, mb),
+            );
         }
     };
     // Waves of PAIRWISE_WAVE blocks share the preallocated weight buffers; every block is
@@ -490,9 +501,49 @@ fn pairwise_block_tokens(n: usize) -> usize {
     (PAIRWISE_BLOCK_ENTRIES / n.max(1)).clamp(1, n.clamp(1, PAIRWISE_MAX_BLOCK_TOKENS))
 }
 
-/// Number of entries in the upper triangle of a d x d matrix.
-fn upper_len(d: usize) -> usize {
-    d * (d + 1) / 2
+/// acc[a D + b] += sum_k x_ka x_kb / |x_k|^2 (b >= a) over the rows x_k.
+#[inline(always)]
+fn moment_sums<const D: usize>(rows: &[f64], acc: &mut [f64]) {
+    let mut sums = [[0.0; D]; D];
+    for row in rows.chunks_exact(D) {
+        let x: &[f64; D] = row.try_into().expect("rows of D numbers");
+        let inv = 1.0 / dot_n(x, x);
+        for a in 0..D {
+            let xa = x[a] * inv;
+            for b in a..D {
+                sums[a][b] += xa * x[b];
+            }
+        }
+    }
+    for a in 0..D {
+        for b in a..D {
+            acc[a * D + b] += sums[a][b];
+        }
+    }
+}
+
+/// f_k = P_k M u_k with u_k = x_k / |x_k|, for the rows x_k.
+#[inline(always)]
+fn projected_linear_map<const D: usize>(m: &[[f64; D]; D], rows: &[f64], out: &mut [f64]) {
+    for (f, row) in out.chunks_exact_mut(D).zip(rows.chunks_exact(D)) {
+        let x: &[f64; D] = row.try_into().expect("rows of D numbers");
+        let inv = 1.0 / dot_n(x, x).sqrt();
+        let u: [f64; D] = std::array::from_fn(|a| x[a] * inv);
+        let mu: [f64; D] = std::array::from_fn(|a| dot_n(&m[a], &u));
+        let radial = dot_n(&u, &mu);
+        for a in 0..D {
+            f[a] = mu[a] - radial * u[a];
+        }
+    }
+}
+
+#[inline(always)]
+fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
+    let mut sum = a[0] * b[0];
+    for c in 1..D {
+        sum += a[c] * b[c];
+    }
+    sum
 }
 
 #[inline]
@@ -646,6 +697,31 @@ mod tests {
             assert_eq!(one, eval_with(3));
             for (a, b) in one.iter().zip(&expected) {
                 assert!((a - b).abs() < 1e-12, "{kernel:?}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn last_blocks_of_one_to_five_tokens_are_right() {
+        // n = 257: blocks of 255 query tokens leave 2; n = 2049: chunks of 2048 tokens leave 1.
+        // (These shapes once sent the products through a loop that wrote past its buffer.)
+        for (kernel, n) in [(Kernel::Usa, 257), (Kernel::Sa, 257), (Kernel::Lsa, 2049)] {
+            let d = 9;
+            let att = Attention::new(
+                kernel,
+                0.6,
+                vec![Head {
+                    a: random_matrix(d, 41),
+                    v: random_matrix(d, 42),
+                }],
+            );
+            let x = random_tokens(n, d, 43);
+            let field = SphereField::new(att.clone(), n);
+            let mut dx = vec![0.0; n * d];
+            field.eval(&x, &mut dx);
+            let expected = direct_field(&att, &x, d);
+            for (a, b) in dx.iter().zip(&expected) {
+                assert!((a - b).abs() < 1e-12, "{kernel:?} n={n}: {a} vs {b}");
             }
         }
     }

@@ -15,6 +15,7 @@
 pub mod attention;
 pub mod exp;
 pub mod field;
+pub mod gemm;
 pub mod pairwise;
 
 pub use attention::{Attention, Head};

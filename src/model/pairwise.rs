@@ -6,9 +6,9 @@
 //! ```
 //!
 //! The tokens x_j and values u_j = V x_j come as columns (coordinate c of every token
-//! contiguous), so that eight consecutive j fill two 4-wide vectors: the scores, their
-//! exponentials ([`super::exp`]) and the weighted sums run on vectors with eight partial sums per
-//! coordinate, added in a fixed order at the end. The grouping does not depend on threads, so
+//! contiguous). For a chunk of 256 tokens the scores z_j, then their exponentials
+//! ([`super::exp`]), then the weighted sums are formed in simple loops over j that run on 4-wide
+//! vectors; the sums keep eight partial sums per coordinate, added in a fixed order at the end. The grouping does not depend on threads, so
 //! the result is the same for any number of them. On x86-64 with AVX2 and FMA (checked at run
 //! time) the kernel is compiled for those instructions.
 
@@ -16,8 +16,10 @@ use super::exp::exp_lane;
 
 /// Largest dimension this kernel serves (larger d goes through blocked matrix products).
 pub const MAX_D: usize = 8;
-/// Token pairs processed together.
+/// Partial sums kept side by side (two 4-wide vectors).
 const LANES: usize = 8;
+/// Tokens whose scores and weights are formed together (in L1).
+const CHUNK: usize = 256;
 
 /// The tokens and values of all n tokens, coordinate by coordinate.
 #[derive(Clone, Copy)]
@@ -41,7 +43,7 @@ pub struct Columns<'a> {
 /// ```
 pub fn pairwise_sum(q: &[f64], columns: Columns<'_>, softmax: bool, f: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
-    if super::exp::has_avx2_fma() {
+    if crate::simd::has_avx2_fma() {
         // SAFETY: the CPU supports the features this function is compiled for.
         unsafe { pairwise_sum_avx2(q, columns, softmax, f) };
         return;
@@ -55,27 +57,37 @@ fn pairwise_sum_avx2(q: &[f64], columns: Columns<'_>, softmax: bool, f: &mut [f6
     pairwise_sum_lanes::<true>(q, columns, softmax, f)
 }
 
-/// z_j = <q, x_j> for the LANES tokens from `start`.
+/// z_j = <q, x_j> for the tokens of `range`, into `z`.
 #[inline(always)]
-fn scores(q: &[f64], tokens: &[f64], n: usize, start: usize) -> [f64; LANES] {
-    let mut z = [0.0; LANES];
+fn scores(q: &[f64], tokens: &[f64], n: usize, range: std::ops::Range<usize>, z: &mut [f64]) {
+    let z = &mut z[..range.len()];
     for (c, &qc) in q.iter().enumerate() {
-        let x = &tokens[c * n + start..c * n + start + LANES];
-        for l in 0..LANES {
-            z[l] += qc * x[l];
+        let x = &tokens[c * n + range.start..c * n + range.end];
+        if c == 0 {
+            for (zj, &xj) in z.iter_mut().zip(x) {
+                *zj = qc * xj;
+            }
+        } else {
+            for (zj, &xj) in z.iter_mut().zip(x) {
+                *zj += qc * xj;
+            }
         }
     }
-    z
 }
 
-/// z_j = <q, x_j> for one token.
+/// acc[l] += sum of w_j v_j over j = l mod LANES.
 #[inline(always)]
-fn score(q: &[f64], tokens: &[f64], n: usize, j: usize) -> f64 {
-    let mut z = 0.0;
-    for (c, &qc) in q.iter().enumerate() {
-        z += qc * tokens[c * n + j];
+fn dot_in_lanes(acc: &mut [f64; LANES], w: &[f64], v: &[f64]) {
+    let mut pairs = w.chunks_exact(LANES).zip(v.chunks_exact(LANES));
+    for (w, v) in &mut pairs {
+        for l in 0..LANES {
+            acc[l] += w[l] * v[l];
+        }
     }
-    z
+    let tail = w.len() - w.len() % LANES;
+    for (l, (wj, vj)) in w[tail..].iter().zip(&v[tail..]).enumerate() {
+        acc[l] += wj * vj;
+    }
 }
 
 #[inline(always)]
@@ -87,53 +99,48 @@ fn pairwise_sum_lanes<const FUSED: bool>(
 ) {
     let d = q.len();
     let Columns { tokens, values, n } = columns;
-    let full = n - n % LANES;
+    let mut z = [0.0; CHUNK];
     let shift = if softmax {
         let mut m = [f64::NEG_INFINITY; LANES];
-        for start in (0..full).step_by(LANES) {
-            let z = scores(q, tokens, n, start);
-            for l in 0..LANES {
-                m[l] = if z[l] > m[l] { z[l] } else { m[l] };
+        for start in (0..n).step_by(CHUNK) {
+            let range = start..(start + CHUNK).min(n);
+            let len = range.len();
+            scores(q, tokens, n, range, &mut z);
+            for (i, &zj) in z[..len].iter().enumerate() {
+                let l = i % LANES;
+                m[l] = if zj > m[l] { zj } else { m[l] };
             }
         }
-        let tail = (full..n).map(|j| score(q, tokens, n, j));
-        m.into_iter().chain(tail).fold(f64::NEG_INFINITY, f64::max)
+        m.into_iter().fold(f64::NEG_INFINITY, f64::max)
     } else {
         0.0
     };
     let mut sums = [[0.0; LANES]; MAX_D];
     let mut total = [0.0; LANES];
-    for start in (0..full).step_by(LANES) {
-        let mut w = scores(q, tokens, n, start);
-        for wl in w.iter_mut() {
-            *wl = exp_lane::<FUSED>(*wl - shift);
+    for start in (0..n).step_by(CHUNK) {
+        let range = start..(start + CHUNK).min(n);
+        let len = range.len();
+        scores(q, tokens, n, range.clone(), &mut z);
+        let w = &mut z[..len];
+        for wj in w.iter_mut() {
+            *wj = exp_lane::<FUSED>(*wj - shift);
         }
         for (c, sum) in sums.iter_mut().enumerate().take(d) {
-            let u = &values[c * n + start..c * n + start + LANES];
-            for l in 0..LANES {
-                sum[l] += w[l] * u[l];
+            dot_in_lanes(sum, w, &values[c * n + range.start..c * n + range.end]);
+        }
+        if softmax {
+            for (i, wj) in w.iter().enumerate() {
+                total[i % LANES] += wj;
             }
-        }
-        for l in 0..LANES {
-            total[l] += w[l];
-        }
-    }
-    let mut tail_total = 0.0;
-    let mut tail_sums = [0.0; MAX_D];
-    for j in full..n {
-        let w = exp_lane::<FUSED>(score(q, tokens, n, j) - shift);
-        tail_total += w;
-        for (c, sum) in tail_sums.iter_mut().enumerate().take(d) {
-            *sum += w * values[c * n + j];
         }
     }
     let scale = if softmax {
-        1.0 / (total.iter().sum::<f64>() + tail_total)
+        1.0 / total.iter().sum::<f64>()
     } else {
         1.0
     };
     for (c, fc) in f.iter_mut().enumerate() {
-        *fc = (sums[c].iter().sum::<f64>() + tail_sums[c]) * scale;
+        *fc = sums[c].iter().sum::<f64>() * scale;
     }
 }
 

@@ -13,6 +13,7 @@
 //! | [`compare_plot`] | `compare.png`, `compare.svg` |
 //! | [`regime_map`] | `regime_map.png`, `regime_map.svg` |
 //! | [`bifurcation_plot`] | `bifurcation.png`, `bifurcation.svg` |
+//! | [`scaling_plot`] | `scaling.png`, `scaling.svg` |
 //!
 //! Shared style lives here: the font (DejaVu Sans from the `dejavu` crate, registered once with
 //! plotters under the family name [`FONT`], so no system font is needed), the fixed colour of
@@ -37,6 +38,7 @@ pub mod compare;
 pub mod order;
 pub mod portrait;
 pub mod regime;
+pub mod scaling;
 pub mod snapshots;
 pub mod tokens;
 
@@ -45,6 +47,7 @@ pub use compare::compare_plot;
 pub use order::order_plot;
 pub use portrait::portrait_plot;
 pub use regime::regime_map;
+pub use scaling::{loglog_slope, scaling_plot, ScalingSeries};
 pub use snapshots::TokenSnapshots;
 pub use tokens::{tokens_gif, tokens_plot};
 

@@ -529,12 +529,15 @@ fn combine(out: &mut [f64], base: &[f64], terms: &StageTerms, k: &[Vec<f64>]) {
         vectorized(
             #[inline(always)]
             || {
-                let start = block * BLOCK;
-                let range = start..start + out.len();
-                out.copy_from_slice(&base[range.clone()]);
-                for (&c, &s) in coefficients.iter().zip(slots) {
-                    for (o, &v) in out.iter_mut().zip(&k[s][range.clone()]) {
-                        *o += v * c;
+                // Piece by piece, so that the piece being summed stays in L1.
+                for (piece, out) in out.chunks_mut(PIECE).enumerate() {
+                    let start = block * BLOCK + piece * PIECE;
+                    let range = start..start + out.len();
+                    out.copy_from_slice(&base[range.clone()]);
+                    for (&c, &s) in coefficients.iter().zip(slots) {
+                        for (o, &v) in out.iter_mut().zip(&k[s][range.clone()]) {
+                            *o += v * c;
+                        }
                     }
                 }
             },

@@ -40,10 +40,10 @@ use crate::simd::vectorized;
 const GEMM_MIN_D: usize = 8;
 
 /// Entries of one block of pairwise weights (n x m) in the blocked pairwise kernels.
-const PAIRWISE_BLOCK_ENTRIES: usize = 1 << 16;
+const PAIRWISE_BLOCK_ENTRIES: usize = 1 << 20;
 
-/// Most query tokens in one block: m <= min(n, PAIRWISE_BLOCK_ENTRIES / n) <= 2^8.
-const PAIRWISE_MAX_BLOCK_TOKENS: usize = 1 << 8;
+/// Most query tokens in one block: m <= min(n, PAIRWISE_BLOCK_ENTRIES / n) <= 2^10.
+const PAIRWISE_MAX_BLOCK_TOKENS: usize = 1 << 10;
 
 /// Blocks of pairwise weights held at once (fixed, so results never depend on the threads).
 const PAIRWISE_WAVE: usize = 4;
@@ -129,7 +129,7 @@ impl SphereField {
             weights: vec![
                 0.0;
                 if !lsa && d >= GEMM_MIN_D {
-                    PAIRWISE_WAVE * n * pairwise_block_tokens(n)
+                    PAIRWISE_WAVE * n * pairwise_block_tokens(n, PAIRWISE_BLOCK_ENTRIES)
                 } else {
                     0
                 }
@@ -145,6 +145,19 @@ impl SphereField {
             d,
             scratch: Mutex::new(scratch),
         }
+    }
+
+    /// The field with blocks of at most `entries` pairwise weights (tests use small blocks).
+    #[cfg(test)]
+    fn with_block_entries(attention: Attention, n: usize, entries: usize) -> Self {
+        let field = SphereField::new(attention, n);
+        {
+            let mut scratch = field.scratch.lock().unwrap();
+            if !scratch.weights.is_empty() {
+                scratch.weights = vec![0.0; PAIRWISE_WAVE * n * pairwise_block_tokens(n, entries)];
+            }
+        }
+        field
     }
 
     /// Number of tokens.
@@ -167,9 +180,17 @@ impl SphereField {
         let per_token = match kernel {
             Kernel::Lsa if d < GEMM_MIN_D => 0,
             Kernel::Lsa => d,
-            _ => d * (3 + usize::from(heads > 1)),
+            // u, q, the unit tokens (twice for d < GEMM_MIN_D), one head's field.
+            _ => d * (4 + usize::from(heads > 1)),
         };
-        n.saturating_mul(per_token).saturating_mul(8)
+        let weights = if kernel != Kernel::Lsa && d >= GEMM_MIN_D {
+            PAIRWISE_WAVE * n * pairwise_block_tokens(n, PAIRWISE_BLOCK_ENTRIES)
+        } else {
+            0
+        };
+        n.saturating_mul(per_token)
+            .saturating_add(weights)
+            .saturating_mul(8)
     }
 
     /// Writes x' into `dx` for the tokens `x` (n x d row-major; rows need not be exactly unit).
@@ -443,7 +464,8 @@ fn pairwise_blocks(
     softmax: bool,
 ) {
     let n = unit.len() / d;
-    let m = pairwise_block_tokens(n);
+    // The block size is the one the weight buffers were made for.
+    let m = weights.len() / (PAIRWISE_WAVE * n);
     let x_transposed = MatRef::rows(unit, n, d);
     let u = MatRef::columns(value, d, n);
     let inv_n = 1.0 / n as f64;
@@ -496,9 +518,9 @@ fn pairwise_blocks(
     }
 }
 
-/// Query tokens per block of the blocked pairwise kernels (n m <= PAIRWISE_BLOCK_ENTRIES).
-fn pairwise_block_tokens(n: usize) -> usize {
-    (PAIRWISE_BLOCK_ENTRIES / n.max(1)).clamp(1, n.clamp(1, PAIRWISE_MAX_BLOCK_TOKENS))
+/// Query tokens per block of the blocked pairwise kernels (n m <= entries).
+fn pairwise_block_tokens(n: usize, entries: usize) -> usize {
+    (entries / n.max(1)).clamp(1, n.clamp(1, PAIRWISE_MAX_BLOCK_TOKENS))
 }
 
 /// acc[a D + b] += sum_k x_ka x_kb / |x_k|^2 (b >= a) over the rows x_k.
@@ -670,7 +692,7 @@ mod tests {
 
     #[test]
     fn blocked_pairwise_kernels_match_the_formula_and_ignore_the_thread_count() {
-        // n = 300 > 2^16 / n, so the query tokens are split into several blocks.
+        // n = 300 > 2^16 / n: with blocks of 2^16 weights the query tokens fill several blocks.
         let (n, d) = (300, 9);
         for kernel in [Kernel::Usa, Kernel::Sa] {
             let att = Attention::new(
@@ -683,7 +705,7 @@ mod tests {
             );
             let x = random_tokens(n, d, 33);
             let expected = direct_field(&att, &x, d);
-            let field = SphereField::new(att, n);
+            let field = SphereField::with_block_entries(att, n, 1 << 16);
             let eval_with = |threads| {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
@@ -703,7 +725,8 @@ mod tests {
 
     #[test]
     fn last_blocks_of_one_to_five_tokens_are_right() {
-        // n = 257: blocks of 255 query tokens leave 2; n = 2049: chunks of 2048 tokens leave 1.
+        // n = 257 with blocks of 2^16 / 257 = 255 query tokens leaves 2; n = 2049: chunks of 2048
+        // tokens leave 1.
         // (These shapes once sent the products through a loop that wrote past its buffer.)
         for (kernel, n) in [(Kernel::Usa, 257), (Kernel::Sa, 257), (Kernel::Lsa, 2049)] {
             let d = 9;
@@ -716,7 +739,7 @@ mod tests {
                 }],
             );
             let x = random_tokens(n, d, 43);
-            let field = SphereField::new(att.clone(), n);
+            let field = SphereField::with_block_entries(att.clone(), n, 1 << 16);
             let mut dx = vec![0.0; n * d];
             field.eval(&x, &mut dx);
             let expected = direct_field(&att, &x, d);

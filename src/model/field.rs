@@ -30,6 +30,7 @@ use rayon::prelude::*;
 use super::exp::exp_in_place;
 use super::gemm::{gemm, MatMut, MatRef};
 use super::pairwise::{pairwise_sum, Columns};
+use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
 use super::{Attention, Kernel};
 use crate::integrate::Dynamics;
 use crate::observe::{order_parameters, OrderParameters};
@@ -47,6 +48,9 @@ const PAIRWISE_MAX_BLOCK_TOKENS: usize = 1 << 10;
 
 /// Blocks of pairwise weights held at once (fixed, so results never depend on the threads).
 const PAIRWISE_WAVE: usize = 4;
+
+/// Largest |q_k| for which `sa` uses the unshifted exponentials of the symmetric kernel.
+const SYMMETRIC_SOFTMAX_MAX_SCORE: f64 = 300.0;
 
 /// Below this many pair terms (n^2 d) the pairwise kernels run on the calling thread.
 const PAIRWISE_SEQUENTIAL_WORK: usize = 1 << 17;
@@ -74,6 +78,9 @@ struct Scratch {
     /// The tokens and values coordinate by coordinate (d x n), `usa`/`sa` with d < GEMM_MIN_D.
     unit_columns: Vec<f64>,
     value_columns: Vec<f64>,
+    /// Mirror buffers and per-token sums of the symmetric kernel, and its totals.
+    symmetric: Vec<f64>,
+    totals: Vec<f64>,
     /// One head's field before projection, n x d, `usa`/`sa` with several heads only.
     head_field: Vec<f64>,
     /// Weight blocks (n x m each, PAIRWISE_WAVE of them), `usa`/`sa` with d >= GEMM_MIN_D only.
@@ -113,6 +120,8 @@ impl SphereField {
         let pairwise = if lsa { 0 } else { n * d };
         let several_heads = attention.heads.len() > 1;
         let small = if lsa { d } else { 0 };
+        let symmetric =
+            !lsa && d < GEMM_MIN_D && attention.heads.iter().any(|h| is_symmetric(&h.a));
         let scratch = Scratch {
             unit: vec![0.0; if lsa && d < GEMM_MIN_D { 0 } else { n * d }],
             partials: vec![0.0; if lsa { d * d * chunk_count(n) } else { 0 }],
@@ -125,6 +134,15 @@ impl SphereField {
             value: vec![0.0; pairwise],
             unit_columns: vec![0.0; if d < GEMM_MIN_D { pairwise } else { 0 }],
             value_columns: vec![0.0; if d < GEMM_MIN_D { pairwise } else { 0 }],
+            symmetric: vec![
+                0.0;
+                if symmetric {
+                    symmetric_scratch_len(n, d)
+                } else {
+                    0
+                }
+            ],
+            totals: vec![0.0; if symmetric { n } else { 0 }],
             head_field: vec![0.0; if several_heads { pairwise } else { 0 }],
             weights: vec![
                 0.0;
@@ -183,10 +201,13 @@ impl SphereField {
             // u, q, the unit tokens (twice for d < GEMM_MIN_D), one head's field.
             _ => d * (4 + usize::from(heads > 1)),
         };
-        let weights = if kernel != Kernel::Lsa && d >= GEMM_MIN_D {
+        let weights = if kernel == Kernel::Lsa {
+            0
+        } else if d >= GEMM_MIN_D {
             PAIRWISE_WAVE * n * pairwise_block_tokens(n, PAIRWISE_BLOCK_ENTRIES)
         } else {
-            0
+            // The symmetric kernel's buffers (when A is symmetric).
+            symmetric_scratch_len(n, d) + n
         };
         n.saturating_mul(per_token)
             .saturating_add(weights)
@@ -384,6 +405,23 @@ impl SphereField {
                     n,
                 };
                 let inv_n = 1.0 / n as f64;
+                // A symmetric form gives w_kj = w_jk: one exponential per pair (for softmax
+                // only while the unshifted exponentials stay far from overflow: |z| <= |q_k|).
+                let symmetric_form = is_symmetric(&head.a)
+                    && (!softmax || max_row_norm(&s.query, d) <= SYMMETRIC_SOFTMAX_MAX_SCORE)
+                    && n * n * d >= PAIRWISE_SEQUENTIAL_WORK;
+                if symmetric_form {
+                    let totals = softmax.then_some(&mut s.totals[..]);
+                    symmetric_sums(&s.query, columns, target, totals, &mut s.symmetric);
+                    for (k, f) in target.chunks_exact_mut(d).enumerate() {
+                        let scale = if softmax { 1.0 / s.totals[k] } else { inv_n };
+                        f.iter_mut().for_each(|v| *v *= scale);
+                    }
+                    if several_heads {
+                        dx.iter_mut().zip(&s.head_field).for_each(|(o, h)| *o += h);
+                    }
+                    continue;
+                }
                 let one_token = |(f, q): (&mut [f64], &[f64])| {
                     pairwise_sum(q, columns, softmax, f);
                     if !softmax {
@@ -559,6 +597,19 @@ fn projected_linear_map<const D: usize>(m: &[[f64; D]; D], rows: &[f64], out: &m
     }
 }
 
+/// Whether A = A^T exactly.
+fn is_symmetric(a: &DMatrix<f64>) -> bool {
+    a.is_square() && (0..a.nrows()).all(|i| (0..i).all(|j| a[(i, j)] == a[(j, i)]))
+}
+
+/// max_k |q_k| over the rows of `q`.
+fn max_row_norm(q: &[f64], d: usize) -> f64 {
+    q.chunks_exact(d)
+        .map(|r| dot(r, r))
+        .fold(0.0, f64::max)
+        .sqrt()
+}
+
 #[inline(always)]
 fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
     let mut sum = a[0] * b[0];
@@ -718,6 +769,32 @@ mod tests {
             let one = eval_with(1);
             assert_eq!(one, eval_with(3));
             for (a, b) in one.iter().zip(&expected) {
+                assert!((a - b).abs() < 1e-12, "{kernel:?}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn symmetric_forms_take_one_exponential_per_pair_and_match_the_formula() {
+        let (n, d) = (300, 3);
+        for kernel in [Kernel::Usa, Kernel::Sa] {
+            let r = random_matrix(d, 51);
+            let a = &r + r.transpose();
+            assert!(is_symmetric(&a));
+            let att = Attention::new(
+                kernel,
+                0.9,
+                vec![Head {
+                    a,
+                    v: random_matrix(d, 52),
+                }],
+            );
+            let x = random_tokens(n, d, 53);
+            let expected = direct_field(&att, &x, d);
+            let field = SphereField::new(att, n);
+            let mut dx = vec![0.0; n * d];
+            field.eval(&x, &mut dx);
+            for (a, b) in dx.iter().zip(&expected) {
                 assert!((a - b).abs() < 1e-12, "{kernel:?}: {a} vs {b}");
             }
         }

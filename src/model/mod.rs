@@ -17,6 +17,7 @@ pub mod exp;
 pub mod field;
 pub mod gemm;
 pub mod pairwise;
+pub mod symmetric;
 
 pub use attention::{Attention, Head};
 pub use exp::exp_in_place;

@@ -17,9 +17,9 @@ use super::exp::exp_lane;
 /// Largest dimension this kernel serves (larger d goes through blocked matrix products).
 pub const MAX_D: usize = 8;
 /// Partial sums kept side by side (two 4-wide vectors).
-const LANES: usize = 8;
+pub(crate) const LANES: usize = 8;
 /// Tokens whose scores and weights are formed together (in L1).
-const CHUNK: usize = 256;
+pub(crate) const CHUNK: usize = 256;
 
 /// The tokens and values of all n tokens, coordinate by coordinate.
 #[derive(Clone, Copy)]
@@ -59,7 +59,13 @@ fn pairwise_sum_avx2(q: &[f64], columns: Columns<'_>, softmax: bool, f: &mut [f6
 
 /// z_j = <q, x_j> for the tokens of `range`, into `z`.
 #[inline(always)]
-fn scores(q: &[f64], tokens: &[f64], n: usize, range: std::ops::Range<usize>, z: &mut [f64]) {
+pub(crate) fn scores(
+    q: &[f64],
+    tokens: &[f64],
+    n: usize,
+    range: std::ops::Range<usize>,
+    z: &mut [f64],
+) {
     let z = &mut z[..range.len()];
     for (c, &qc) in q.iter().enumerate() {
         let x = &tokens[c * n + range.start..c * n + range.end];
@@ -77,7 +83,7 @@ fn scores(q: &[f64], tokens: &[f64], n: usize, range: std::ops::Range<usize>, z:
 
 /// acc[l] += sum of w_j v_j over j = l mod LANES.
 #[inline(always)]
-fn dot_in_lanes(acc: &mut [f64; LANES], w: &[f64], v: &[f64]) {
+pub(crate) fn dot_in_lanes(acc: &mut [f64; LANES], w: &[f64], v: &[f64]) {
     let mut pairs = w.chunks_exact(LANES).zip(v.chunks_exact(LANES));
     for (w, v) in &mut pairs {
         for l in 0..LANES {

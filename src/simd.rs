@@ -45,3 +45,26 @@ pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
 fn avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
+
+/// Partial sums kept side by side in the vectorised reductions (two 4-wide vectors).
+pub const LANES: usize = 8;
+
+/// acc[l] += values[i] for every i = l mod LANES: a sum in a fixed order that vectorises.
+///
+/// ```
+/// let mut acc = [0.0; tokdyn::simd::LANES];
+/// tokdyn::simd::add_in_lanes(&mut acc, &[1.0; 20]);
+/// assert_eq!(acc.iter().sum::<f64>(), 20.0);
+/// ```
+#[inline(always)]
+pub fn add_in_lanes(acc: &mut [f64; LANES], values: &[f64]) {
+    let mut chunks = values.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for l in 0..LANES {
+            acc[l] += chunk[l];
+        }
+    }
+    for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
+        *a += v;
+    }
+}

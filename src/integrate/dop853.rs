@@ -35,14 +35,12 @@ use rayon::prelude::*;
 
 use super::dop853_tableau as coefficients;
 use super::{Dynamics, Status};
-use crate::simd::vectorized;
+use crate::simd::{add_in_lanes, vectorized, LANES};
 
 /// Components per block of the vector operations.
 const BLOCK: usize = 4096;
 /// Components per piece of a block whose partial sums stay in L1.
 const PIECE: usize = 256;
-/// Partial sums kept side by side in reductions (two 4-wide vectors).
-const LANES: usize = 8;
 /// From this many components on, the vector operations run in parallel.
 const PARALLEL_MIN: usize = 4 * BLOCK;
 
@@ -504,20 +502,6 @@ impl DenseStep<'_> {
         let [r5, r6, r7, r8] = rows.map(|r| h * r);
         let inner = r5 + theta * (r6 + theta1 * (r7 + theta * r8));
         r1 + theta * (r2 + theta1 * (r3 + theta * (r4 + theta1 * inner)))
-    }
-}
-
-/// acc[l] += values[i] for i = l mod LANES (a sum in a fixed order that vectorizes).
-#[inline(always)]
-fn add_in_lanes(acc: &mut [f64; LANES], values: &[f64]) {
-    let mut chunks = values.chunks_exact(LANES);
-    for chunk in &mut chunks {
-        for l in 0..LANES {
-            acc[l] += chunk[l];
-        }
-    }
-    for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
-        *a += v;
     }
 }
 

@@ -17,7 +17,7 @@ use super::exp::exp_lane;
 /// Largest dimension this kernel serves (larger d goes through blocked matrix products).
 pub const MAX_D: usize = 8;
 /// Partial sums kept side by side (two 4-wide vectors).
-pub(crate) const LANES: usize = 8;
+pub(crate) use crate::simd::LANES;
 /// Tokens whose scores and weights are formed together (in L1).
 pub(crate) const CHUNK: usize = 256;
 

@@ -19,6 +19,7 @@ use rayon::prelude::*;
 
 use super::exp::exp_lane;
 use super::pairwise::{dot_in_lanes, scores, Columns, CHUNK, LANES, MAX_D};
+use crate::simd::add_in_lanes;
 
 /// Most blocks of tokens (bounds the mirror buffers to MAX_BLOCKS (d + 1) n numbers).
 pub const MAX_BLOCKS: usize = 16;
@@ -127,20 +128,6 @@ fn block_row_avx2(
     with_totals: bool,
 ) {
     block_row::<true>(queries, columns, rows, mirror, own, with_totals)
-}
-
-/// acc[l] += sum of values[i] over i = l mod LANES.
-#[inline(always)]
-fn add_in_lanes(acc: &mut [f64; LANES], values: &[f64]) {
-    let mut chunks = values.chunks_exact(LANES);
-    for chunk in &mut chunks {
-        for l in 0..LANES {
-            acc[l] += chunk[l];
-        }
-    }
-    for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
-        *a += v;
-    }
 }
 
 /// The sums of the tokens `rows` (one block) over their own block and all later tokens, and

@@ -34,7 +34,7 @@ use ode_solvers::controller::Controller;
 use rayon::prelude::*;
 
 use super::dop853_tableau as coefficients;
-use super::{Dynamics, Status};
+use super::Dynamics;
 use crate::simd::{add_in_lanes, vectorized, LANES};
 
 /// Components per block of the vector operations.
@@ -242,15 +242,15 @@ impl Dop853 {
         (100.0 * h0).min(h1.min(h_max))
     }
 
-    /// Takes steps until one is accepted (or the step size underflows).
-    pub(crate) fn step(&mut self, dynamics: &dyn Dynamics) -> Result<(), Status> {
+    /// Takes steps until one is accepted; Err(t) when the step size underflows at time t.
+    pub(crate) fn step(&mut self, dynamics: &dyn Dynamics) -> Result<(), f64> {
         if self.fsal_pending {
             self.k.swap(slot(1), slot(13));
             self.fsal_pending = false;
         }
         loop {
             if 0.1 * self.h.abs() <= f64::EPSILON * self.t.abs() || self.h <= 0.0 {
-                return Err(Status::StepSizeUnderflow { t: self.t });
+                return Err(self.t);
             }
             let mut h = self.h;
             let last = self.t + 1.01 * h - self.t_end > 0.0;

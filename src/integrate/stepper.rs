@@ -81,8 +81,8 @@ impl<'a> Stepper<'a> {
         match self {
             Stepper::Dense { dynamics, solver } => {
                 while solver.t() < t {
-                    if let Err(status) = solver.step(*dynamics) {
-                        return Err(failure(*dynamics, solver.y(), status));
+                    if let Err(t) = solver.step(*dynamics) {
+                        return Err(failure_at(*dynamics, solver.y(), t));
                     }
                 }
                 solver.interpolate(*dynamics, t, out);
@@ -113,20 +113,21 @@ impl<'a> Stepper<'a> {
     }
 }
 
-/// A step that cannot be taken: overflow if the state or the field is not finite, else
-/// underflow (at the time the solver reported).
-fn failure(dynamics: &dyn Dynamics, y: &[f64], status: Status) -> Status {
-    let t = match status {
-        Status::NonFinite { t } | Status::StepSizeUnderflow { t } => t,
-        Status::Success => return status,
-    };
-    let mut dy = vec![0.0; y.len()];
-    dynamics.rhs(y, &mut dy);
-    if y.iter().chain(&dy).all(|v| v.is_finite()) {
+/// A step that cannot be taken at time `t`: overflow if the state or its field is not
+/// finite, else step-size underflow.
+fn failure_at(dynamics: &dyn Dynamics, y: &[f64], t: f64) -> Status {
+    if field_is_finite(dynamics, y) {
         Status::StepSizeUnderflow { t }
     } else {
         Status::NonFinite { t }
     }
+}
+
+/// Whether y and F(y) are finite (one evaluation of the field).
+fn field_is_finite(dynamics: &dyn Dynamics, y: &[f64]) -> bool {
+    let mut dy = vec![0.0; y.len()];
+    dynamics.rhs(y, &mut dy);
+    y.iter().chain(&dy).all(|v| v.is_finite())
 }
 
 /// The methods that run on `ode_solvers`.
@@ -294,18 +295,13 @@ impl<'a> Restarting<'a> {
 
     /// A step that cannot be taken: overflow if the field is not finite, else underflow.
     fn failure(&mut self, y: &[f64], t: f64) -> Status {
-        if self.field_is_finite(y) {
-            Status::StepSizeUnderflow { t }
-        } else {
-            Status::NonFinite { t }
-        }
+        self.evals.set(self.evals.get() + 1);
+        failure_at(self.dynamics, y, t)
     }
 
     fn field_is_finite(&mut self, y: &[f64]) -> bool {
-        let mut dy = vec![0.0; y.len()];
-        self.dynamics.rhs(y, &mut dy);
         self.evals.set(self.evals.get() + 1);
-        y.iter().chain(&dy).all(|v| v.is_finite())
+        field_is_finite(self.dynamics, y)
     }
 
     fn rk4(&mut self, y: &mut [f64], length: f64, dt: f64) {

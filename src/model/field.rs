@@ -109,6 +109,8 @@ pub struct SphereField {
     queries_transposed: Vec<DMatrix<f64>>,
     n: usize,
     d: usize,
+    /// Whether each head's A equals its transpose (one exponential per pair, see `symmetric`).
+    symmetric_heads: Vec<bool>,
     scratch: Mutex<Scratch>,
 }
 
@@ -120,8 +122,9 @@ impl SphereField {
         let pairwise = if lsa { 0 } else { n * d };
         let several_heads = attention.heads.len() > 1;
         let small = if lsa { d } else { 0 };
-        let symmetric =
-            !lsa && d < GEMM_MIN_D && attention.heads.iter().any(|h| is_symmetric(&h.a));
+        let symmetric_heads: Vec<bool> =
+            attention.heads.iter().map(|h| is_symmetric(&h.a)).collect();
+        let symmetric = !lsa && d < GEMM_MIN_D && symmetric_heads.contains(&true);
         let scratch = Scratch {
             unit: vec![0.0; if lsa && d < GEMM_MIN_D { 0 } else { n * d }],
             partials: vec![0.0; if lsa { d * d * chunk_count(n) } else { 0 }],
@@ -161,6 +164,7 @@ impl SphereField {
             queries_transposed,
             n,
             d,
+            symmetric_heads,
             scratch: Mutex::new(scratch),
         }
     }
@@ -331,7 +335,7 @@ impl SphereField {
             dx.fill(0.0);
         }
         let transposes = self.values_transposed.iter().zip(&self.queries_transposed);
-        for (head, (vt, at)) in self.attention.heads.iter().zip(transposes) {
+        for (h, (head, (vt, at))) in self.attention.heads.iter().zip(transposes).enumerate() {
             if d >= GEMM_MIN_D {
                 // Q = beta A^T X and U = V X, chunk by chunk, with blocked products.
                 let (at, v) = (at.as_slice(), head.v.as_slice());
@@ -407,7 +411,7 @@ impl SphereField {
                 let inv_n = 1.0 / n as f64;
                 // A symmetric form gives w_kj = w_jk: one exponential per pair (for softmax
                 // only while the unshifted exponentials stay far from overflow: |z| <= |q_k|).
-                let symmetric_form = is_symmetric(&head.a)
+                let symmetric_form = self.symmetric_heads[h]
                     && (!softmax || max_row_norm(&s.query, d) <= SYMMETRIC_SOFTMAX_MAX_SCORE)
                     && n * n * d >= PAIRWISE_SEQUENTIAL_WORK;
                 if symmetric_form {

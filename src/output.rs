@@ -132,11 +132,13 @@ impl Observer for OrderCsv {
     }
 }
 
-/// Writes tokens (n x d row-major) as CSV, one token a row, no header.
+/// Writes tokens (n x d row-major) as CSV with the header `x1,...,xd`, one token a row.
 pub fn write_tokens_csv(path: &Path, tokens: &[f64], d: usize) -> io::Result<()> {
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(BufWriter::new(File::create(path)?));
+    w.write_record((1..=d).map(|i| format!("x{i}")))
+        .map_err(io::Error::other)?;
     for row in tokens.chunks_exact(d) {
         w.serialize(row).map_err(io::Error::other)?;
     }

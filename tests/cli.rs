@@ -113,7 +113,8 @@ fn run_writes_order_summary_and_tokens() {
     assert!(summary["norm_drift_max"].as_f64().unwrap() <= 1e-12);
     assert_eq!(summary["scenario"]["params"]["v11"].as_f64(), Some(0.2));
     let tokens = fs::read_to_string(out.join("tokens_final.csv")).unwrap();
-    assert_eq!(tokens.lines().count(), 64);
+    assert_eq!(tokens.lines().next(), Some("x1,x2"));
+    assert_eq!(tokens.lines().count(), 65);
     // The run's pictures decode, are wide enough and not blank.
     for picture in ["order.png", "tokens.png", "portrait.png"] {
         let decoder = png::Decoder::new(std::io::BufReader::new(
@@ -233,7 +234,7 @@ fn trajectory_npy_has_every_sample() {
     let final_csv = fs::read_to_string(out.join("tokens_final.csv")).unwrap();
     let first: Vec<f64> = final_csv
         .lines()
-        .next()
+        .nth(1)
         .unwrap()
         .split(',')
         .map(|v| v.parse().unwrap())

@@ -50,7 +50,14 @@ fn read_csv(path: &Path, rows: usize, cols: usize) -> Result<Vec<f64>, String> {
         .from_reader(bytes.as_slice());
     let mut data = Vec::new();
     let mut found_rows = 0usize;
-    for (r, record) in reader.records().enumerate() {
+    let mut records = reader.records().peekable();
+    // An optional header `x1,...,xd` (as tokdyn writes tokens_final.csv) is skipped.
+    if let Some(Ok(first)) = records.peek() {
+        if is_token_header(first) {
+            records.next();
+        }
+    }
+    for (r, record) in records.enumerate() {
         let record = record.map_err(|e| format!("malformed CSV: {e}"))?;
         if r >= rows {
             return Err(format!(
@@ -84,6 +91,15 @@ fn read_csv(path: &Path, rows: usize, cols: usize) -> Result<Vec<f64>, String> {
     }
     check_finite(&data, cols)?;
     Ok(data)
+}
+
+/// Whether a CSV record is the header `x1,x2,...` that tokdyn writes above tokens.
+fn is_token_header(record: &csv::StringRecord) -> bool {
+    !record.is_empty()
+        && record
+            .iter()
+            .enumerate()
+            .all(|(i, field)| field == format!("x{}", i + 1))
 }
 
 fn read_npy(path: &Path, rows: usize, cols: usize) -> Result<Vec<f64>, String> {
@@ -276,6 +292,11 @@ pub(crate) mod tests {
         let err = read_table(&p, 2, 2).unwrap_err();
         assert!(err.contains("found 1 rows"), "{err}");
         std::fs::write(&p, "1,2\n3,4\n5,6\n").unwrap();
+        assert!(read_table(&p, 2, 2).is_err());
+        // The header tokdyn writes above tokens_final.csv is skipped; any other text is not.
+        std::fs::write(&p, "x1,x2\n1,2\n3,4\n").unwrap();
+        assert_eq!(read_table(&p, 2, 2).unwrap(), vec![1., 2., 3., 4.]);
+        std::fs::write(&p, "x2,x1\n1,2\n3,4\n").unwrap();
         assert!(read_table(&p, 2, 2).is_err());
     }
 

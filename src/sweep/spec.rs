@@ -75,6 +75,16 @@ pub struct Axis {
     pub integer: bool,
 }
 
+/// The number of at most 12 significant decimal digits, as few as possible, within `tolerance`
+/// of `x` (so a grid value computed as 0.2 + 0.1 reads 0.3, not 0.30000000000000004); `x`
+/// itself when there is none.
+fn shortest_nearby(x: f64, tolerance: f64) -> f64 {
+    (1..=12)
+        .filter_map(|digits| format!("{:.*e}", digits - 1, x).parse::<f64>().ok())
+        .find(|c| (c - x).abs() <= tolerance)
+        .unwrap_or(x)
+}
+
 impl Axis {
     /// Grid value `i`: `from + i (to - from) / (steps - 1)`, `from` when steps = 1, and exactly
     /// `to` for the last one; rounded for integer keys.
@@ -84,7 +94,8 @@ impl Axis {
         } else if i + 1 == self.steps {
             self.to
         } else {
-            self.from + i as f64 * (self.to - self.from) / (self.steps - 1) as f64
+            let x = self.from + i as f64 * (self.to - self.from) / (self.steps - 1) as f64;
+            shortest_nearby(x, 4.0 * f64::EPSILON * self.from.abs().max(self.to.abs()))
         };
         self.snap(x)
     }
@@ -894,6 +905,31 @@ fn check_memory_parallel(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grid_values_read_as_their_shortest_decimal() {
+        let axis = |from: f64, to: f64, steps: usize| Axis {
+            name: "v11".into(),
+            key: "params.v11".into(),
+            from,
+            to,
+            steps,
+            integer: false,
+        };
+        let a = axis(0.2, 0.5, 4);
+        assert_eq!(a.value(1).to_string(), "0.3");
+        assert_eq!(a.value(2).to_string(), "0.4");
+        let b = axis(0.0, 1.0, 41);
+        for i in 0..41 {
+            // Within a few ulps of the formula, and printed with at most 5 digits.
+            let exact = i as f64 / 40.0;
+            assert!((b.value(i) - exact).abs() <= 4.0 * f64::EPSILON);
+            assert!(b.value(i).to_string().len() <= 6, "{}", b.value(i));
+        }
+        // Values with no short decimal nearby stay as computed.
+        let c = axis(0.0, 1.0, 4);
+        assert_eq!(c.value(1), 1.0 / 3.0);
+    }
 
     const BASE: &str = r#"
 name = "base"

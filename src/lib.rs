@@ -33,6 +33,7 @@ pub mod classify;
 pub mod compare;
 pub mod error;
 pub mod integrate;
+pub mod interrupt;
 pub mod model;
 pub mod observe;
 pub mod output;

@@ -83,6 +83,8 @@ pub enum Status {
     NonFinite { t: f64 },
     /// The adaptive step size fell below round-off at time `t`.
     StepSizeUnderflow { t: f64 },
+    /// Stopped at time `t` because [`crate::interrupt::request`] was called (a signal).
+    Interrupted { t: f64 },
 }
 
 impl Status {
@@ -104,6 +106,7 @@ impl fmt::Display for Status {
                 f,
                 "the step size fell below round-off at t = {t} (the flow is too stiff or blows up there)"
             ),
+            Status::Interrupted { t } => write!(f, "interrupted at t = {t}"),
         }
     }
 }
@@ -186,6 +189,10 @@ pub fn solve(
     let mut t_last = 0.0;
     for i in 0..problem.samples {
         let t = problem.sample_time(i);
+        if crate::interrupt::is_requested() {
+            status = Status::Interrupted { t: t_last };
+            break;
+        }
         if i > 0 {
             if let Err(failure) = stepper.advance_to(t, &mut y) {
                 status = failure;

@@ -81,6 +81,9 @@ impl<'a> Stepper<'a> {
         match self {
             Stepper::Dense { dynamics, solver } => {
                 while solver.t() < t {
+                    if crate::interrupt::is_requested() {
+                        return Err(Status::Interrupted { t: solver.t() });
+                    }
                     if let Err(t) = solver.step(*dynamics) {
                         return Err(failure_at(*dynamics, solver.y(), t));
                     }
@@ -205,10 +208,7 @@ impl<'a> Restarting<'a> {
     fn advance(&mut self, y: &mut [f64], t0: f64, t1: f64) -> Result<(), Status> {
         match self.method {
             RestartMethod::Dopri5 { rtol, atol } => self.adaptive(y, t0, t1, rtol, atol),
-            RestartMethod::Rk4 { dt } => {
-                self.rk4(y, t1 - t0, dt);
-                Ok(())
-            }
+            RestartMethod::Rk4 { dt } => self.rk4(y, t0, t1 - t0, dt),
         }
     }
 
@@ -223,6 +223,9 @@ impl<'a> Restarting<'a> {
         let mut t = t0;
         let mut stalls = 0;
         loop {
+            if crate::interrupt::is_requested() {
+                return Err(Status::Interrupted { t });
+            }
             let mut solver = Dopri5::from_param(
                 self.rhs(),
                 t,
@@ -304,11 +307,16 @@ impl<'a> Restarting<'a> {
         field_is_finite(self.dynamics, y)
     }
 
-    fn rk4(&mut self, y: &mut [f64], length: f64, dt: f64) {
+    fn rk4(&mut self, y: &mut [f64], t0: f64, length: f64, dt: f64) -> Result<(), Status> {
         let steps = ((length / dt) - 1e-9).ceil().max(1.0) as u64;
         let h = length / steps as f64;
         let mut remaining = steps;
         while remaining > 0 {
+            if crate::interrupt::is_requested() {
+                return Err(Status::Interrupted {
+                    t: t0 + (steps - remaining) as f64 * h,
+                });
+            }
             let chunk = remaining.min(u64::from(self.max_steps));
             // x_end = (chunk - 1/2) h makes Rk4 take exactly `chunk` full steps of h.
             let mut solver = Rk4::new(
@@ -329,5 +337,6 @@ impl<'a> Restarting<'a> {
                 self.projected(y);
             }
         }
+        Ok(())
     }
 }

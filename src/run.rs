@@ -148,6 +148,18 @@ pub fn solve_into(
     dir: &Path,
     options: &RunOptions,
 ) -> Result<(Solution, OrderSeries, TokenSnapshots), Error> {
+    solve_into_observed(scenario, sim, dir, options, &mut [])
+}
+
+/// [`solve_into`] with `extra` observers beside the standard ones (the Python module keeps the
+/// series and the tokens with them).
+pub fn solve_into_observed(
+    scenario: &Scenario,
+    sim: &Simulation,
+    dir: &Path,
+    options: &RunOptions,
+    extra: &mut [&mut dyn Observer],
+) -> Result<(Solution, OrderSeries, TokenSnapshots), Error> {
     let order_path = dir.join("order.csv");
     let mut order = OrderCsv::create(&order_path).map_err(Error::io(&order_path))?;
     let mut series = OrderSeries::new();
@@ -172,6 +184,9 @@ pub fn solve_into(
     }
     if let Some(t) = trajectory.as_mut() {
         observers.push(t);
+    }
+    for o in extra.iter_mut() {
+        observers.push(&mut **o);
     }
     let solution = solve(&sim.problem(), sim.method, &mut observers).map_err(Error::io(dir))?;
     if !solution.status.is_success() {
@@ -243,12 +258,22 @@ pub const PORTRAIT_GUIDE_TIME: f64 = 30.0;
 
 /// Runs `scenario` with its `run.model` and writes the output folder.
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error> {
+    run_observed(scenario, options, &mut [])
+}
+
+/// [`run`] with `extra` observers that see every sample beside the output files.
+pub fn run_observed(
+    scenario: &Scenario,
+    options: &RunOptions,
+    extra: &mut [&mut dyn Observer],
+) -> Result<RunReport, Error> {
     let model = scenario.run.model;
     check_memory(scenario, model)?;
     let sim = simulation::build(scenario, model)?;
     let target = options.folder(scenario);
     let staged = StagedDir::new(&target).map_err(Error::io(&target))?;
-    let (solution, series, snapshots) = solve_into(scenario, &sim, staged.path(), options)?;
+    let (solution, series, snapshots) =
+        solve_into_observed(scenario, &sim, staged.path(), options, extra)?;
     let classification = classify(&series);
     draw_run_pictures(
         scenario,
@@ -267,4 +292,39 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error
     write_json(&path, &summary).map_err(Error::io(&path))?;
     let dir = staged.commit().map_err(Error::io(&target))?;
     Ok(RunReport { dir, summary })
+}
+
+/// Runs `scenario` with its `run.model` without writing anything: the `extra` observers see
+/// every sample (the Python module keeps the series, tokens and trajectory with them) and the
+/// summary that `run` would write is returned.
+pub fn run_in_memory(
+    scenario: &Scenario,
+    options: &RunOptions,
+    extra: &mut [&mut dyn Observer],
+) -> Result<Summary, Error> {
+    let model = scenario.run.model;
+    check_memory(scenario, model)?;
+    let sim = simulation::build(scenario, model)?;
+    let mut series = OrderSeries::new();
+    let mut observers: Vec<&mut dyn Observer> = vec![&mut series];
+    for o in extra.iter_mut() {
+        observers.push(&mut **o);
+    }
+    let solution = solve(&sim.problem(), sim.method, &mut observers)
+        .map_err(Error::io(&scenario.file))?;
+    if !solution.status.is_success() {
+        return Err(Error::RunFailed {
+            name: scenario.name.clone(),
+            model: sim.model.to_string(),
+            status: solution.status,
+        });
+    }
+    let classification = classify(&series);
+    Ok(Summary::new(
+        scenario,
+        model,
+        &solution,
+        &classification,
+        options,
+    ))
 }

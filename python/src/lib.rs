@@ -1,0 +1,341 @@
+//! `tokdyn._native`: the Rust side of the Python module `tokdyn`.
+//!
+//! The Python package (`tokdyn/__init__.py`) gives the public API; this module does the work on
+//! the tokdyn library. A scenario is a path or a dict with the TOML file's structure; a dict
+//! becomes a TOML table and goes through the library's loader, so validation and messages are
+//! the command line's. Runs happen in a Rust thread with the GIL released, while the calling
+//! thread checks for Ctrl-C every 50 ms and asks the library to stop when it comes. The field
+//! is the library's (docs/MATH.md, the full particle system)
+//!
+//! ```text
+//! x_k' = P_k ( sum_heads (1/n) sum_j h(beta <x_k, A x_j>) V x_j ),   P_k y = y - <x_k, y> x_k,
+//! ```
+//!
+//! evaluated once at the given tokens; the order parameters are
+//! R2 = (1/n) sum e^{2 i t_k}, R1 = |(1/n) sum x_k| and s = (d lambda_max(S) - 1) / (d - 1).
+
+mod convert;
+mod detached;
+mod interrupt;
+mod record;
+
+use std::path::{Path, PathBuf};
+
+use numpy::{AllowTypeChange, PyArray1, PyArray2, PyArrayLike2, PyArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyComplex, PyDict};
+
+use tokdyn::error::Error;
+use tokdyn::model::{Attention, Head, Kernel, SphereField};
+use tokdyn::run::RunOptions;
+use tokdyn::scenario::{apply_set, Scenario, ScenarioError};
+
+use convert::{matrix_rows, py_to_toml, sets_to_strings};
+use detached::{detached, to_py_err};
+use record::{Recorder, Recording};
+
+/// The file name that messages give to a scenario passed as a dict.
+const DICT_FILE: &str = "<dict>";
+
+/// Loads a scenario from a path (`str`) or a dict, with `set` overrides applied in order.
+fn load_scenario(
+    scenario: &Bound<'_, PyAny>,
+    sets: Option<&Bound<'_, PyDict>>,
+    model: Option<&str>,
+) -> PyResult<Scenario> {
+    let mut sets = sets_to_strings(sets)?;
+    if let Some(m) = model {
+        sets.push(format!("run.model={m}"));
+    }
+    if let Ok(path) = scenario.extract::<PathBuf>() {
+        return Scenario::load(&path, &sets).map_err(|e| to_py_err(e.into()));
+    }
+    let Ok(dict) = scenario.cast::<PyDict>() else {
+        return Err(PyValueError::new_err(format!(
+            "scenario: expected a path or a dict, got {}",
+            scenario.get_type().name()?
+        )));
+    };
+    let file = Path::new(DICT_FILE);
+    let toml::Value::Table(mut table) = py_to_toml(dict.as_any(), "")? else {
+        return Err(PyValueError::new_err("scenario: expected a dict"));
+    };
+    for set in &sets {
+        apply_set(&mut table, set).map_err(|message| {
+            to_py_err(ScenarioError::at(file, format!("--set {}", set.trim()), message).into())
+        })?;
+    }
+    Scenario::from_table(table, file, Path::new("")).map_err(|e| to_py_err(e.into()))
+}
+
+/// Options of a command: the output folder and provenance.
+fn options(out: Option<PathBuf>, what: &str) -> RunOptions {
+    RunOptions {
+        out,
+        progress: false,
+        command_line: vec![format!("python: tokdyn.{what}")],
+    }
+}
+
+/// `run`: a dict with `summary` (JSON text), `t`, `r2`, `r1`, `nematic`, `tokens` and
+/// `trajectory` (or None).
+#[pyfunction]
+#[pyo3(signature = (scenario, sets=None, model=None, out=None, trajectory=false))]
+fn run<'py>(
+    py: Python<'py>,
+    scenario: &Bound<'py, PyAny>,
+    sets: Option<&Bound<'py, PyDict>>,
+    model: Option<&str>,
+    out: Option<PathBuf>,
+    trajectory: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let scenario = load_scenario(scenario, sets, model)?;
+    let recorder = Recorder::new(&scenario, trajectory).map_err(to_py_err)?;
+    let (summary, rec) = detached(py, move || {
+        let mut recorder = recorder;
+        let opts = options(out.clone(), "run");
+        let summary = match out {
+            Some(_) => tokdyn::run::run_observed(&scenario, &opts, &mut [&mut recorder])?.summary,
+            None => tokdyn::run::run_in_memory(&scenario, &opts, &mut [&mut recorder])?,
+        };
+        let text = serde_json::to_string(&summary).map_err(|e| Error::Input(e.to_string()))?;
+        Ok((text, recorder.finish()))
+    })?;
+    run_dict(py, summary, rec)
+}
+
+/// The dict handed back by `run`.
+fn run_dict<'py>(
+    py: Python<'py>,
+    summary: String,
+    rec: Recording,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("summary", summary)?;
+    dict.set_item("t", PyArray1::from_vec(py, rec.t))?;
+    dict.set_item("r2", PyArray1::from_vec(py, rec.r2))?;
+    dict.set_item("r1", PyArray1::from_vec(py, rec.r1))?;
+    dict.set_item("nematic", PyArray1::from_vec(py, rec.nematic))?;
+    let (n, d) = (rec.n, rec.d);
+    match rec.tokens {
+        Some(tokens) => dict.set_item("tokens", PyArray1::from_vec(py, tokens).reshape([n, d])?)?,
+        None => dict.set_item("tokens", py.None())?,
+    }
+    match rec.trajectory {
+        Some(tr) => {
+            let samples = tr.len() / (n * d).max(1);
+            dict.set_item(
+                "trajectory",
+                PyArray1::from_vec(py, tr).reshape([samples, n, d])?,
+            )?
+        }
+        None => dict.set_item("trajectory", py.None())?,
+    }
+    Ok(dict)
+}
+
+/// Runs a command that writes a folder, into `out` or a temporary folder, and returns the
+/// text of the named files of that folder.
+fn into_folder(
+    py: Python<'_>,
+    out: Option<PathBuf>,
+    files: &'static [&'static str],
+    command: impl FnOnce(&Path) -> Result<PathBuf, Error> + Send,
+) -> PyResult<Vec<String>> {
+    detached(py, move || {
+        let temp;
+        let target = match out {
+            Some(dir) => dir,
+            None => {
+                temp = tempfile::tempdir().map_err(Error::io(std::env::temp_dir()))?;
+                temp.path().join("result")
+            }
+        };
+        let dir = command(&target)?;
+        files
+            .iter()
+            .map(|f| {
+                let path = dir.join(f);
+                std::fs::read_to_string(&path).map_err(Error::io(&path))
+            })
+            .collect()
+    })
+}
+
+/// `compare`: (summary.json text, compare.csv text).
+#[pyfunction]
+#[pyo3(signature = (scenario, sets=None, out=None))]
+fn compare(
+    py: Python<'_>,
+    scenario: &Bound<'_, PyAny>,
+    sets: Option<&Bound<'_, PyDict>>,
+    out: Option<PathBuf>,
+) -> PyResult<(String, String)> {
+    let scenario = load_scenario(scenario, sets, None)?;
+    let mut texts = into_folder(py, out, &["summary.json", "compare.csv"], move |dir| {
+        Ok(tokdyn::compare::compare(&scenario, &options(Some(dir.into()), "compare"))?.dir)
+    })?;
+    let csv = texts.pop().unwrap_or_default();
+    Ok((texts.pop().unwrap_or_default(), csv))
+}
+
+/// `sweep`: (summary.json text, sweep.csv text).
+#[pyfunction]
+#[pyo3(signature = (sweep, sets=None, out=None))]
+fn sweep(
+    py: Python<'_>,
+    sweep: PathBuf,
+    sets: Option<&Bound<'_, PyDict>>,
+    out: Option<PathBuf>,
+) -> PyResult<(String, String)> {
+    let sets = sets_to_strings(sets)?;
+    if !sets.is_empty() {
+        return Err(PyValueError::new_err(format!(
+            "{}: set: overrides of a sweep's base scenario need a newer tokdyn library",
+            sweep.display()
+        )));
+    }
+    let mut texts = into_folder(py, out, &["summary.json", "sweep.csv"], move |dir| {
+        let opts = tokdyn::sweep::SweepOptions {
+            out: Some(dir.into()),
+            command_line: vec!["python: tokdyn.sweep".into()],
+            ..Default::default()
+        };
+        tokdyn::sweep::sweep(&sweep, &opts)
+    })?;
+    let csv = texts.pop().unwrap_or_default();
+    Ok((texts.pop().unwrap_or_default(), csv))
+}
+
+/// `predict`: the JSON text of predict.json (without a simulated label).
+#[pyfunction]
+#[pyo3(signature = (scenario, sets=None))]
+fn predict(
+    py: Python<'_>,
+    scenario: &Bound<'_, PyAny>,
+    sets: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    use tokdyn::predict::command::{horizon, prediction, PredictReport};
+    let scenario = load_scenario(scenario, sets, None)?;
+    detached(py, move || {
+        let mut p = prediction(&scenario)?;
+        let sh = tokdyn::simulation::second_harmonic(&scenario, tokdyn::scenario::ModelKind::Oa)?;
+        p.limit_cycles = tokdyn::predict::limit_cycles(&sh, horizon(&scenario));
+        let report = PredictReport {
+            name: scenario.name.clone(),
+            prediction: p,
+            simulated_label: None,
+            agrees: None,
+            table: String::new(),
+            path: PathBuf::new(),
+        };
+        serde_json::to_string(&report).map_err(|e| Error::Input(e.to_string()))
+    })
+}
+
+/// Tokens n x d (float32 or float64, any order) as a row-major vector, checked.
+fn tokens_of(x: &PyArrayLike2<'_, f64, AllowTypeChange>, what: &str) -> PyResult<(Vec<f64>, usize, usize)> {
+    let view = x.as_array();
+    let (n, d) = view.dim();
+    if n == 0 || d < 2 {
+        return Err(PyValueError::new_err(format!(
+            "{what}: expected n x d tokens with n >= 1 and d >= 2, got shape ({n}, {d})"
+        )));
+    }
+    let data: Vec<f64> = view.iter().copied().collect();
+    if let Some(i) = data.iter().position(|v| !v.is_finite()) {
+        return Err(PyValueError::new_err(format!(
+            "{what}[{}][{}]: not a finite number",
+            i / d,
+            i % d
+        )));
+    }
+    Ok((data, n, d))
+}
+
+/// `field`: x' at the tokens X for the heads (A[h], V[h]).
+#[pyfunction]
+#[pyo3(signature = (x, a, v, kernel="lsa", beta=1.0))]
+fn field<'py>(
+    py: Python<'py>,
+    x: PyArrayLike2<'py, f64, AllowTypeChange>,
+    a: Vec<PyArrayLike2<'py, f64, AllowTypeChange>>,
+    v: Vec<PyArrayLike2<'py, f64, AllowTypeChange>>,
+    kernel: &str,
+    beta: f64,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let (tokens, n, d) = tokens_of(&x, "X")?;
+    let kernel = match kernel {
+        "lsa" => Kernel::Lsa,
+        "usa" => Kernel::Usa,
+        "sa" => Kernel::Sa,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "kernel: `{}` is not one of lsa, usa, sa",
+                other.escape_debug()
+            )))
+        }
+    };
+    if !beta.is_finite() {
+        return Err(PyValueError::new_err("beta: not a finite number"));
+    }
+    if a.is_empty() || a.len() != v.len() {
+        return Err(PyValueError::new_err(format!(
+            "A, V: expected one A and one V per head (at least one), got {} A and {} V",
+            a.len(),
+            v.len()
+        )));
+    }
+    let mut heads = Vec::with_capacity(a.len());
+    for (h, (a, v)) in a.iter().zip(&v).enumerate() {
+        heads.push(Head {
+            a: matrix_rows(&a.as_array(), d, &format!("A[{h}]"))?,
+            v: matrix_rows(&v.as_array(), d, &format!("V[{h}]"))?,
+        });
+    }
+    let dx = py.detach(move || {
+        let field = SphereField::new(Attention::new(kernel, beta, heads), n);
+        let mut dx = vec![0.0; n * d];
+        field.eval(&tokens, &mut dx);
+        dx
+    });
+    PyArray1::from_vec(py, dx).reshape([n, d])
+}
+
+/// `order_parameters`: a dict with `r2` (complex), `r1`, `nematic` and `axis` (d > 2).
+#[pyfunction]
+fn order_parameters<'py>(
+    py: Python<'py>,
+    x: PyArrayLike2<'py, f64, AllowTypeChange>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (tokens, _, d) = tokens_of(&x, "X")?;
+    let order = py.detach(move || tokdyn::observe::order_parameters(&tokens, d));
+    let dict = PyDict::new(py);
+    dict.set_item("r2", PyComplex::from_doubles(py, order.r2.re, order.r2.im))?;
+    dict.set_item("r1", order.r1)?;
+    dict.set_item("nematic", order.nematic)?;
+    match order.axis {
+        Some(axis) => dict.set_item("axis", PyArray1::from_vec(py, axis))?,
+        None => dict.set_item("axis", py.None())?,
+    }
+    Ok(dict)
+}
+
+/// The version of the tokdyn library inside.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(predict, m)?)?;
+    m.add_function(wrap_pyfunction!(field, m)?)?;
+    m.add_function(wrap_pyfunction!(order_parameters, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

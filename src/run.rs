@@ -310,8 +310,8 @@ pub fn run_in_memory(
     for o in extra.iter_mut() {
         observers.push(&mut **o);
     }
-    let solution = solve(&sim.problem(), sim.method, &mut observers)
-        .map_err(Error::io(&scenario.file))?;
+    let solution =
+        solve(&sim.problem(), sim.method, &mut observers).map_err(Error::io(&scenario.file))?;
     if !solution.status.is_success() {
         return Err(Error::RunFailed {
             name: scenario.name.clone(),

@@ -3,7 +3,8 @@
 //! The work runs in a scoped Rust thread; the calling thread waits for it 50 ms at a time with
 //! the GIL released and, between waits, lets Python check for signals. On KeyboardInterrupt it
 //! asks the library to stop (the integrator then ends at its next step), waits for the thread,
-//! and raises the KeyboardInterrupt.
+//! and raises the KeyboardInterrupt. The request is process-wide: runs in other Python threads
+//! stop too (with RuntimeError "interrupted at t = ...").
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, RecvTimeoutError};
@@ -14,7 +15,7 @@ use pyo3::prelude::*;
 
 use tokdyn::error::Error;
 
-use crate::interrupt;
+use tokdyn::interrupt;
 
 /// How often the calling thread checks for Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
@@ -35,6 +36,8 @@ pub fn detached<T: Send>(
     py: Python<'_>,
     work: impl FnOnce() -> Result<T, Error> + Send,
 ) -> PyResult<T> {
+    // A request left over from an earlier Ctrl-C must not stop this run.
+    interrupt::clear();
     let (tx, rx) = channel();
     std::thread::scope(|s| {
         s.spawn(move || {

@@ -16,7 +16,6 @@
 
 mod convert;
 mod detached;
-mod interrupt;
 mod record;
 
 use std::path::{Path, PathBuf};
@@ -106,11 +105,7 @@ fn run<'py>(
 }
 
 /// The dict handed back by `run`.
-fn run_dict<'py>(
-    py: Python<'py>,
-    summary: String,
-    rec: Recording,
-) -> PyResult<Bound<'py, PyDict>> {
+fn run_dict<'py>(py: Python<'py>, summary: String, rec: Recording) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item("summary", summary)?;
     dict.set_item("t", PyArray1::from_vec(py, rec.t))?;
@@ -235,7 +230,10 @@ fn predict(
 }
 
 /// Tokens n x d (float32 or float64, any order) as a row-major vector, checked.
-fn tokens_of(x: &PyArrayLike2<'_, f64, AllowTypeChange>, what: &str) -> PyResult<(Vec<f64>, usize, usize)> {
+fn tokens_of(
+    x: &PyArrayLike2<'_, f64, AllowTypeChange>,
+    what: &str,
+) -> PyResult<(Vec<f64>, usize, usize)> {
     let view = x.as_array();
     let (n, d) = view.dim();
     if n == 0 || d < 2 {

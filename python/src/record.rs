@@ -33,11 +33,7 @@ impl Recorder {
     /// A recorder for `scenario`; with `trajectory`, reserves samples x n x d numbers first and
     /// refuses (bad input) when they cannot be had.
     pub fn new(scenario: &Scenario, trajectory: bool) -> Result<Self, Error> {
-        let (n, d, samples) = (
-            scenario.tokens.n,
-            scenario.model.d,
-            scenario.time.samples,
-        );
+        let (n, d, samples) = (scenario.tokens.n, scenario.model.d, scenario.time.samples);
         let mut store = Vec::new();
         if trajectory {
             let need = samples.checked_mul(n).and_then(|v| v.checked_mul(d));

@@ -1,0 +1,375 @@
+"""The Python module against the tokdyn binary of the same tree and against numpy."""
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+
+import numpy as np
+import pytest
+
+import tokdyn
+from conftest import CASE4, cli, read_csv
+
+
+def cli_run(tmp_path, sets, *extra):
+    out = tmp_path / "cli"
+    cli("run", CASE4, "--out", out, *extra, sets=sets)
+    return out
+
+
+# --- run ---------------------------------------------------------------------------------
+
+
+def test_run_has_the_cli_order_parameters_bit_for_bit(tmp_path, small):
+    out = cli_run(tmp_path, small)
+    order = read_csv(out / "order.csv")
+    r = tokdyn.run(CASE4, set=small)
+    assert r.r2.dtype == np.complex128 and r.t.dtype == np.float64
+    assert r.r2.shape == (401,)
+    assert np.array_equal(r.t, order["t"])
+    assert np.array_equal(r.r2.real, order["r2_re"])
+    assert np.array_equal(r.r2.imag, order["r2_im"])
+    assert np.array_equal(r.r1, order["r1_abs"])
+    assert np.array_equal(r.nematic, order["nematic"])
+    assert np.allclose(np.abs(r.r2), order["r2_abs"], rtol=0, atol=1e-15)
+    summary = json.loads((out / "summary.json").read_text())
+    assert r.label == summary["label"] == "oscillation"
+    assert r.reason == summary["label_reason"]
+    assert r.features == summary["features"]
+    assert r.summary["scenario"] == summary["scenario"]
+    tokens = np.loadtxt(out / "tokens_final.csv", delimiter=",", skiprows=1, ndmin=2)
+    assert r.tokens.shape == (128, 2)
+    assert np.array_equal(r.tokens, tokens)
+    assert r.trajectory is None
+
+
+def test_run_with_out_writes_the_cli_files(tmp_path, small):
+    cli_out = cli_run(tmp_path, small)
+    r = tokdyn.run(str(CASE4), set=small, out=tmp_path / "py")
+    py_out = tmp_path / "py"
+    assert (py_out / "order.csv").read_bytes() == (cli_out / "order.csv").read_bytes()
+    assert (py_out / "tokens_final.csv").read_bytes() == (cli_out / "tokens_final.csv").read_bytes()
+    assert (py_out / "order.png").exists()
+    assert json.loads((py_out / "summary.json").read_text())["label"] == r.label
+
+
+def test_run_without_out_writes_nothing(tmp_path, small, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tokdyn.run(CASE4, set=small)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_model_override_and_reduced_models(tmp_path, small):
+    out = tmp_path / "cli"
+    cli("run", CASE4, "--out", out, "--model", "oa", sets=small)
+    order = read_csv(out / "order.csv")
+    r = tokdyn.run(CASE4, model="oa", set=small)
+    assert r.summary["model"] == "oa"
+    assert np.array_equal(r.r2.real, order["r2_re"])
+    assert np.array_equal(r.r2.imag, order["r2_im"])
+    assert np.isnan(r.r1).all() and r.tokens is None
+    ws = tokdyn.run(CASE4, model="ws", set=small)
+    assert ws.tokens.shape == (128, 2)
+    # Watanabe-Strogatz is exact for the full d = 2 LSA model.
+    assert np.max(np.abs(ws.r2 - tokdyn.run(CASE4, set=small).r2)) < 1e-6
+
+
+def test_trajectory_is_the_motion_under_the_field(small):
+    sets = dict(small, **{"tokens.n": 32})
+    r = tokdyn.run(CASE4, set=sets, trajectory=True)
+    tr = r.trajectory
+    assert tr.shape == (401, 32, 2)
+    assert np.array_equal(tr[-1], r.tokens)
+    for i in (0, 200, 400):
+        assert tokdyn.order_parameters(tr[i])["r2"] == r.r2[i]
+    # Central differences of the samples against the field at the middle sample (second method).
+    scenario = tomllib.loads(CASE4.read_text())
+    v11, v12 = scenario["params"]["v11"], scenario["params"]["v12"]
+    V = np.array([[v11, v12], [-v12, -v11]])
+    dt = r.t[1] - r.t[0]
+    i = 200
+    derivative = (tr[i + 1] - tr[i - 1]) / (2 * dt)
+    assert np.max(np.abs(derivative - tokdyn.field(tr[i], np.eye(2), V))) < 1e-3
+
+
+# --- scenarios as dicts, set, errors -------------------------------------------------------
+
+
+def test_a_dict_scenario_runs_like_its_file(small):
+    scenario = tomllib.loads(CASE4.read_text())
+    a = tokdyn.run(scenario, set=small)
+    b = tokdyn.run(CASE4, set=small)
+    assert np.array_equal(a.r2, b.r2) and a.label == b.label
+    scenario["model"]["V"] = np.array([[0.2, 1.0], [-1.0, -0.2]])  # numpy values are fine
+    scenario["tokens"]["n"] = np.int64(128)
+    c = tokdyn.run(scenario, set={"time.t_end": 40.0, "time.samples": 401})
+    assert np.array_equal(c.r2, b.r2)
+
+
+def test_relative_paths_in_a_dict_resolve_against_the_current_directory(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    x0 = rng.normal(size=(16, 2))
+    np.savetxt(tmp_path / "x0.csv", x0, delimiter=",")
+    scenario = tomllib.loads(CASE4.read_text())
+    scenario["tokens"] = {"n": 16, "init": "file", "path": "x0.csv"}
+    scenario["time"] = {"t_end": 5.0, "samples": 11}
+    monkeypatch.chdir(tmp_path)
+    r = tokdyn.run(scenario)
+    unit = x0 / np.linalg.norm(x0, axis=1, keepdims=True)
+    assert tokdyn.order_parameters(unit)["r2"] == pytest.approx(r.r2[0], abs=1e-15)
+
+
+def test_set_reads_values_like_the_command_line(small):
+    base = tokdyn.run(CASE4, set=dict(small, **{"params.v11": 0.9, "params.v12": 0.9}))
+    text = tokdyn.run(CASE4, set=dict(small, **{"params.v11": "0.9", "params.v12": "0.9"}))
+    assert np.array_equal(base.r2, text.r2)
+    assert base.label != "oscillation"
+    kernel = tokdyn.run(CASE4, set=dict(small, **{"model.kernel": "usa", "tokens.n": 16}))
+    assert kernel.summary["kernel"] == "usa"
+
+
+def cli_error(tmp_path, text):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    done = cli("run", path, "--out", tmp_path / "o", code=2)
+    line = done.stderr.strip()
+    assert line.startswith("error: ")
+    return path, line[len("error: "):]
+
+
+def test_bad_input_is_a_value_error_with_the_cli_message(tmp_path):
+    text = CASE4.read_text().replace("beta = 1.0", "beta = 1.0\ngamma = 2.0")
+    path, message = cli_error(tmp_path, text)
+    with pytest.raises(ValueError) as e:
+        tokdyn.run(path)
+    assert str(e.value) == message
+    assert "gamma" in message
+    scenario = tomllib.loads(text)
+    with pytest.raises(ValueError, match=r"^<dict>: .*gamma"):
+        tokdyn.run(scenario)
+    with pytest.raises(ValueError, match="params.v13"):
+        tokdyn.run(CASE4, set={"params.v13": 1, "model.V": [["v13", 0], [0, 1]]})
+    with pytest.raises(ValueError, match="tokens.n"):
+        tokdyn.run(CASE4, set={"tokens.n": 0})
+    with pytest.raises(ValueError, match="cannot read"):
+        tokdyn.run(tmp_path / "missing.toml")
+    with pytest.raises(ValueError, match="no TOML form"):
+        tokdyn.run({"name": object()})
+    with pytest.raises(TypeError):
+        tokdyn.run(42)
+
+
+def test_a_failed_run_is_a_runtime_error_saying_when(tmp_path):
+    overflow = {"model.kernel": "usa", "model.beta": 800.0, "model.A": [[1.0, 0.0], [0.0, 1.0]]}
+    cli_line = cli("run", CASE4, "--out", tmp_path / "o", sets=overflow, code=1).stderr
+    with pytest.raises(RuntimeError, match=r"t = ") as e:
+        tokdyn.run(CASE4, set=overflow)
+    assert "non-finite" in str(e.value)
+    assert str(e.value) in cli_line
+
+
+# --- compare, predict, sweep --------------------------------------------------------------
+
+
+def test_compare_has_the_cli_columns(tmp_path, small):
+    out = tmp_path / "cli"
+    cli("compare", CASE4, "--out", out, sets=small)
+    table = read_csv(out / "compare.csv")
+    c = tokdyn.compare(CASE4, set=small)
+    assert np.array_equal(c["t"], table["t"])
+    for model in ("full", "phase", "ws", "oa"):
+        assert c[model].dtype == np.complex128
+        assert np.array_equal(c[model].real, table[f"{model}_re"])
+        assert np.array_equal(c[model].imag, table[f"{model}_im"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert c["compare"].keys() == summary["compare"].keys()
+    assert c["compare"]["oa_vs_full"] == summary["compare"]["oa_vs_full"]
+    assert c["summary"]["label"] == summary["label"]
+
+
+def test_predict_is_the_cli_predict_json(tmp_path):
+    cli("predict", CASE4, cwd=tmp_path)
+    expected = json.loads((tmp_path / "output" / "case4-oscillation" / "predict.json").read_text())
+    assert tokdyn.predict(CASE4) == expected
+    assert expected["label"] == "oscillation"
+    moved = tokdyn.predict(CASE4, set={"params.v11": 1.2})
+    assert moved["label"] != "oscillation"
+
+
+def test_sweep_columns_are_the_cli_sweep_csv(tmp_path):
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'name = "py-sweep"\nscenario = "{CASE4.as_posix()}"\nmodel = "oa"\n'
+        "[axes]\nv11 = { from = 0.0, to = 1.2, steps = 3 }\n"
+        "v12 = { from = 0.5, to = 1.0, steps = 2 }\n"
+    )
+    out = tmp_path / "cli"
+    cli("sweep", sweep, "--out", out)
+    table = read_csv(out / "sweep.csv")
+    columns = tokdyn.sweep(sweep)
+    assert list(columns) == list(table)
+    for name, values in table.items():
+        if values.dtype.kind == "f":
+            assert np.array_equal(columns[name], values, equal_nan=True), name
+        else:
+            assert list(columns[name]) == list(values), name
+    assert columns["label"].dtype.kind == "U" and columns["error"].dtype.kind == "U"
+    assert len(columns["v11"]) == 6 and columns["v11"][0] == 0.0 and columns["v12"][1] == 1.0
+    kept = tokdyn.sweep(sweep, out=tmp_path / "py")
+    assert (tmp_path / "py" / "sweep.csv").read_bytes() == (out / "sweep.csv").read_bytes()
+    assert list(kept["label"]) == list(table["label"])
+
+
+# --- field and order parameters against numpy ---------------------------------------------
+
+
+def numpy_field(X, heads, kernel, beta):
+    """The sphere field, written from its formula."""
+    n = len(X)
+    total = np.zeros_like(X)
+    for A, V in heads:
+        G = beta * (X @ A @ X.T)  # G[k, j] = beta <x_k, A x_j>
+        VX = X @ V.T  # rows V x_j
+        if kernel == "lsa":
+            total += G @ VX / n
+        elif kernel == "usa":
+            total += np.exp(G) @ VX / n
+        else:
+            W = np.exp(G - G.max(axis=1, keepdims=True))
+            total += (W / W.sum(axis=1, keepdims=True)) @ VX
+    return total - np.sum(X * total, axis=1, keepdims=True) * X
+
+
+def unit_rows(rng, n, d):
+    X = rng.normal(size=(n, d))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("kernel", ["lsa", "usa", "sa"])
+@pytest.mark.parametrize("d", [2, 3, 9])
+def test_field_against_numpy(kernel, d):
+    rng = np.random.default_rng(d)
+    X = unit_rows(rng, 70, d)
+    heads = [(rng.normal(size=(d, d)) / d, rng.normal(size=(d, d))) for _ in range(2)]
+    expected = numpy_field(X, heads, kernel, 1.7)
+    got = tokdyn.field(X, [h[0] for h in heads], [h[1] for h in heads], kernel=kernel, beta=1.7)
+    assert got.shape == (70, d) and got.dtype == np.float64
+    assert np.max(np.abs(got - expected)) < 1e-12 * max(1.0, np.max(np.abs(expected)))
+    one = tokdyn.field(X, heads[0][0], heads[0][1], kernel=kernel, beta=1.7)
+    assert np.allclose(one, numpy_field(X, heads[:1], kernel, 1.7), rtol=0, atol=1e-12)
+
+
+def test_field_takes_float32_and_fortran_order():
+    rng = np.random.default_rng(5)
+    X = unit_rows(rng, 40, 3)
+    A, V = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    base = tokdyn.field(X, A, V, kernel="usa")
+    assert np.array_equal(tokdyn.field(np.asfortranarray(X), np.asfortranarray(A), V, kernel="usa"), base)
+    assert np.array_equal(tokdyn.field(X[::1, :], A.T.copy().T, V, kernel="usa"), base)
+    X32 = X.astype(np.float32)
+    got = tokdyn.field(X32, A.astype(np.float32), V, kernel="usa")
+    assert got.dtype == np.float64
+    X64 = X32.astype(np.float64)
+    assert np.array_equal(got, tokdyn.field(X64, A.astype(np.float32).astype(np.float64), V, kernel="usa"))
+    assert np.max(np.abs(got - base)) < 1e-6
+
+
+def test_field_rejects_bad_shapes_and_values():
+    X = np.eye(3)
+    with pytest.raises(ValueError, match=r"A\[0\]: expected a 3 x 3"):
+        tokdyn.field(X, np.eye(2), np.eye(3))
+    with pytest.raises(ValueError, match="kernel"):
+        tokdyn.field(X, np.eye(3), np.eye(3), kernel="relu")
+    with pytest.raises(ValueError, match="one A and one V per head"):
+        tokdyn.field(X, [np.eye(3)] * 2, [np.eye(3)])
+    with pytest.raises(ValueError, match="not a finite number"):
+        tokdyn.field(np.full((2, 3), np.nan), np.eye(3), np.eye(3))
+    with pytest.raises(ValueError, match="d >= 2"):
+        tokdyn.order_parameters(np.ones((4, 1)))
+
+
+@pytest.mark.parametrize("d", [2, 5])
+def test_order_parameters_against_numpy(d):
+    rng = np.random.default_rng(11 + d)
+    X = unit_rows(rng, 300, d)
+    o = tokdyn.order_parameters(X)
+    X32 = X.astype(np.float32)
+    assert tokdyn.order_parameters(X32)["r2"] == tokdyn.order_parameters(X32.astype(np.float64))["r2"]
+    angle = np.arctan2(X[:, 1], X[:, 0])
+    assert abs(o["r2"] - np.mean(np.exp(2j * angle))) < 1e-14
+    assert o["r1"] == pytest.approx(np.linalg.norm(X.mean(axis=0)), abs=1e-14)
+    S = X.T @ X / len(X)
+    s = (d * np.linalg.eigvalsh(S)[-1] - 1) / (d - 1)
+    assert o["nematic"] == pytest.approx(s, abs=1e-12)
+    if d == 2:
+        assert o["axis"] is None and o["nematic"] == pytest.approx(abs(o["r2"]), abs=1e-14)
+    else:
+        axis = np.linalg.eigh(S)[1][:, -1]
+        assert abs(abs(axis @ o["axis"]) - 1) < 1e-10
+
+
+# --- a notebook, threads and Ctrl-C --------------------------------------------------------
+
+
+def test_a_notebook_session(small):
+    # A researcher's cell: run case 4, look at |R2|, check the period, probe the final state.
+    r = tokdyn.run(CASE4, set=small)
+    amplitude = np.abs(r.r2)
+    tail = amplitude[r.t >= 20]
+    assert tail.max() - tail.min() > 0.01  # it oscillates
+    spectrum = np.abs(np.fft.rfft(tail - tail.mean()))
+    frequency = np.fft.rfftfreq(len(tail), r.t[1] - r.t[0])[np.argmax(spectrum)]
+    assert 1 / frequency == pytest.approx(r.features["period"], rel=0.15)
+    assert tokdyn.order_parameters(r.tokens)["r2"] == r.r2[-1]
+    V = np.array([[0.2, 1.0], [-1.0, -0.2]])
+    f = tokdyn.field(r.tokens, np.eye(2), V)
+    assert np.max(np.abs(np.sum(f * r.tokens, axis=1))) < 1e-14  # tangent to the circle
+    assert tokdyn.__version__
+
+
+def test_runs_release_the_gil():
+    counter = [0]
+    done = threading.Event()
+
+    def work():
+        tokdyn.run(CASE4, set={"tokens.n": 20000, "time.t_end": 40.0, "time.samples": 41})
+        done.set()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    started = time.monotonic()
+    while not done.is_set() and time.monotonic() - started < 0.5:
+        counter[0] += 1
+    thread.join()
+    assert counter[0] > 10000
+
+
+def test_ctrl_c_stops_a_long_run_within_a_second(tmp_path):
+    script = """
+import time, tokdyn
+print("ready", flush=True)
+try:
+    tokdyn.run(CASE4, set={"tokens.n": 100000, "time.t_end": 1e6})
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    r = tokdyn.run(CASE4, set={"tokens.n": 16, "time.t_end": 1.0, "time.samples": 3})
+    print(r.label != "", flush=True)
+""".replace("CASE4", repr(str(CASE4)))
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    sent = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    line = child.stdout.readline().strip()
+    elapsed = time.monotonic() - sent
+    assert line == "interrupted"
+    assert elapsed < 1.0, elapsed
+    # A run after the interruption is not stopped by the old request.
+    assert child.stdout.readline().strip() == "True"
+    assert child.wait(timeout=60) == 0

@@ -187,7 +187,7 @@ fn sweep(
     let sets = sets_to_strings(sets)?;
     if !sets.is_empty() {
         return Err(PyValueError::new_err(format!(
-            "{}: set: overrides of a sweep's base scenario need a newer tokdyn library",
+            "{}: set: not supported for sweeps yet (the library's sweep takes no overrides); put them in the base scenario",
             sweep.display()
         )));
     }

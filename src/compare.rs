@@ -16,7 +16,7 @@ use crate::classify::classify;
 use crate::error::Error;
 use crate::integrate::solve;
 use crate::observe::{Observer, OrderSeries};
-use crate::output::{write_json, write_tokens_csv, StagedDir};
+use crate::output::{write_json, write_tokens_csv, ResultKind, StagedDir};
 use crate::run::{check_memory, solve_into, RunOptions, Summary};
 use crate::scenario::{ModelKind, Scenario};
 use crate::simulation;
@@ -68,7 +68,8 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
     check_memory(scenario, ModelKind::Full)?;
     let tokens = scenario.initial_tokens()?;
     let target = options.folder(scenario);
-    let staged = StagedDir::new(&target).map_err(Error::io(&target))?;
+    let staged = StagedDir::new(&target, ResultKind::Run)?;
+    crate::run::check_disk(scenario, staged.path())?;
 
     let full = simulation::build_with_tokens(scenario, ModelKind::Full, tokens.clone())?;
     let started = Instant::now();
@@ -186,6 +187,6 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
     }));
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
-    let dir = staged.commit().map_err(Error::io(&target))?;
+    let dir = staged.commit()?;
     Ok(CompareReport { dir, rows, summary })
 }

@@ -15,16 +15,29 @@ pub enum Error {
     /// Other bad input, already worded with its file and key (exit 2).
     #[error("{0}")]
     Input(String),
-    /// The integration failed (exit 1).
-    #[error("{name}: the {model} run failed: {status}")]
+    /// The integration failed (exit 1), or was interrupted (exit 128 + the signal).
+    #[error("{}", run_failed(.name, .model, .status))]
     RunFailed {
         name: String,
         model: String,
         status: Status,
     },
+    /// Stopped by an interruption (SIGINT/SIGTERM): `interrupted <where>` (exit 130).
+    #[error("interrupted {0}")]
+    Interrupted(String),
     /// Reading or writing a file failed (exit 1).
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
+}
+
+/// `interrupted at t = ...` first for an interruption, else where and how the run failed.
+fn run_failed(name: &str, model: &str, status: &Status) -> String {
+    match status {
+        Status::Interrupted { t } => format!(
+            "interrupted at t = {t} ({name}, {model} model; nothing was written, any old result is intact)"
+        ),
+        _ => format!("{name}: the {model} run failed: {status}"),
+    }
 }
 
 impl Error {
@@ -32,6 +45,11 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Scenario(_) | Error::Input(_) => 2,
+            Error::RunFailed {
+                status: Status::Interrupted { .. },
+                ..
+            }
+            | Error::Interrupted(_) => 130,
             Error::RunFailed { .. } | Error::Io { .. } => 1,
         }
     }

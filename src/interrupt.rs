@@ -5,9 +5,10 @@
 //! clean up its staging folder and say `error: interrupted at t = ...`. The flag is one
 //! relaxed atomic boolean: setting it is async-signal-safe and polling it costs one load.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// Asks every running loop to stop at its next step.
 pub fn request() {
@@ -21,5 +22,21 @@ pub fn is_requested() -> bool {
 
 /// Withdraws a request (for tests and for library users that run again afterwards).
 pub fn clear() {
+    SIGNAL.store(0, Ordering::Relaxed);
     REQUESTED.store(false, Ordering::Relaxed);
+}
+
+/// [`request`] on behalf of the signal `signal` (SIGINT = 2, SIGTERM = 15).
+pub fn request_signal(signal: i32) {
+    SIGNAL.store(signal, Ordering::Relaxed);
+    request();
+}
+
+/// The exit code of a process stopped by a signal: 128 + the signal number (130 for SIGINT,
+/// 143 for SIGTERM); `None` when no signal was received.
+pub fn exit_code() -> Option<u8> {
+    match SIGNAL.load(Ordering::Relaxed) {
+        s @ 1..=127 => Some(128 + s as u8),
+        _ => None,
+    }
 }

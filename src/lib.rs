@@ -32,6 +32,7 @@
 pub mod classify;
 pub mod compare;
 pub mod error;
+pub mod input;
 pub mod integrate;
 pub mod interrupt;
 pub mod model;

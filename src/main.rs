@@ -95,13 +95,34 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    install_signal_handlers();
     match execute(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(e.exit_code())
+            // One line, offending values quoted with at most ~80 characters.
+            let line = e.to_string().replace('\n', " ");
+            eprintln!("error: {}", tokdyn::input::clip_quotes(&line, 80));
+            let code = tokdyn::interrupt::exit_code().unwrap_or(e.exit_code());
+            ExitCode::from(code)
         }
     }
+}
+
+/// SIGINT and SIGTERM ask the running command to stop at its next step (it removes its
+/// staging folder and exits 130 / 143); a second signal ends the process at once.
+fn install_signal_handlers() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            if tokdyn::interrupt::is_requested() {
+                std::process::exit(128 + signal);
+            }
+            tokdyn::interrupt::request_signal(signal);
+        }
+    });
 }
 
 fn options(out: Option<PathBuf>) -> RunOptions {

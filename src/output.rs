@@ -1,47 +1,366 @@
-//! Output folders and file writers.
+//! Output folders, output locks and file writers.
 //!
-//! A run writes into a staging folder beside its target (`.NAME.tmp-XXXX`) and renames it into
-//! place only when everything succeeded, so there is never a half-written output folder and an
-//! existing result is replaced only by a complete one.
+//! - **Staging and replacement.** A result folder is written into a staging folder
+//!   `.NAME.tmp-XXXX` beside its target `NAME`; only a complete result is put in place, by one
+//!   atomic step: `rename(staging, NAME)` when there is no `NAME`, else
+//!   `renameat2(staging, NAME, RENAME_EXCHANGE)` (Linux), after which the old result sits under
+//!   the staging name and is removed. Where the exchange is not available (other systems, file
+//!   systems without it) the documented fallback is two renames, `NAME -> staging.old`,
+//!   `staging -> NAME`, with a window of two system calls in which `NAME` is missing (the old
+//!   result is then still complete under `staging.old`). Every failed step removes the staging
+//!   folder.
+//! - **One process per output.** A command holds an advisory lock (`File::try_lock`, `flock`)
+//!   on `.NAME.lock` beside its target for as long as it runs; the kernel releases it when the
+//!   process ends, however it ends. A second command on the same output is refused (exit 2,
+//!   "in use by process N"). The shards of one sweep share the folder with a shared lock and
+//!   each holds an exclusive lock on its own `.shard-K-of-N.lock`.
+//! - **Stale staging folders** (`.NAME.tmp-*` left by killed processes) are removed by the next
+//!   command in that parent folder, only when the lock of `NAME` is free, so a running process
+//!   is never disturbed.
+//! - **`--out` rules** ([`resolve_out`], [`StagedDir::new`]): a symlink is followed (results go
+//!   where it points); `.`, `..` and the like are resolved to the folder they name; the root
+//!   `/` and an existing non-folder (a regular file, a device) are refused (exit 2); an existing
+//!   folder is replaced only when it holds a result of the same family of commands
+//!   ([`ResultKind`]) or nothing (exit 2 otherwise).
 //!
 //! Numbers in CSV files are written in the shortest form that reads back to the same f64
 //! (`ryu`, through the `csv` crate), so files are byte-identical for identical results;
 //! quantities that do not apply are empty cells.
 
-use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use npyz::WriterBuilder;
 use serde::Serialize;
 
+use crate::error::Error;
 use crate::observe::{Observer, RunInfo, Sample};
 
-/// A folder being written, renamed to its target by [`StagedDir::commit`]; dropped without a
-/// commit, it is removed.
+/// The family of commands whose results may replace each other in one folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultKind {
+    /// `run` and `compare` (same default folder `output/<name>/`): a `summary.json` with a
+    /// `label` or a `compare` object.
+    Run,
+    /// `sweep` and `merge`: a `sweep.json`, or a `summary.json` with `points` and `axes`.
+    Sweep,
+}
+
+impl ResultKind {
+    fn commands(self) -> &'static str {
+        match self {
+            ResultKind::Run => "`tokdyn run` or `tokdyn compare`",
+            ResultKind::Sweep => "`tokdyn sweep`",
+        }
+    }
+
+    fn matches(self, summary: &serde_json::Value) -> bool {
+        match self {
+            ResultKind::Run => summary.get("label").is_some() || summary.get("compare").is_some(),
+            ResultKind::Sweep => summary.get("points").is_some() && summary.get("axes").is_some(),
+        }
+    }
+}
+
+/// Files that other commands add to a result folder (`predict`, `portrait`), and hidden files:
+/// a folder holding only these may be replaced.
+fn is_companion_file(name: &str) -> bool {
+    name.starts_with('.')
+        || matches!(
+            name,
+            "predict.json" | "portrait.png" | "portrait.svg" | "sweep.json" | "sweep.progress"
+        )
+}
+
+fn input_error(path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::Input(format!("{}: --out: {what}", path.display()))
+}
+
+/// The folder `out` names, by the `--out` rules: a symlink is followed, `.`/`..` are resolved,
+/// the root and existing non-folders are refused (exit 2).
+pub fn resolve_out(out: &Path) -> Result<PathBuf, Error> {
+    let is_link = fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_symlink());
+    let target = if is_link || out.file_name().is_none() {
+        fs::canonicalize(out).map_err(|e| {
+            input_error(
+                out,
+                format_args!("cannot resolve it ({e}); a symlink must point to an existing folder"),
+            )
+        })?
+    } else {
+        out.to_path_buf()
+    };
+    if target.file_name().is_none() {
+        return Err(input_error(
+            out,
+            "names the root folder, which cannot hold a result; name a folder inside it",
+        ));
+    }
+    match fs::metadata(&target) {
+        Ok(m) if !m.is_dir() => Err(input_error(
+            out,
+            "exists and is not a folder (a file?); remove it or choose another --out",
+        )),
+        _ => Ok(target),
+    }
+}
+
+/// The folder that holds `target` (`.` for a bare name).
+pub fn parent_of(target: &Path) -> PathBuf {
+    match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn file_name(target: &Path) -> String {
+    target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into())
+}
+
+/// The lock file of the output `target`: `.NAME.lock` beside it.
+pub fn lock_path(target: &Path) -> PathBuf {
+    parent_of(target).join(format!(".{}.lock", file_name(target)))
+}
+
+/// Refuses (exit 2) an existing `target` that is not a result of `kind` and not empty.
+pub fn check_replaceable(target: &Path, kind: ResultKind) -> Result<(), Error> {
+    let Ok(entries) = fs::read_dir(target) else {
+        return Ok(());
+    };
+    let mut has_summary = false;
+    let mut foreign = None;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "summary.json" {
+            has_summary = true;
+        } else if kind == ResultKind::Sweep && name == "sweep.json" {
+            return Ok(());
+        } else if !is_companion_file(&name) && foreign.is_none() {
+            foreign = Some(name);
+        }
+    }
+    let summary_path = target.join("summary.json");
+    if has_summary {
+        let summary = crate::input::read_bytes(&summary_path, 1 << 30)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+        if summary.is_some_and(|s| kind.matches(&s)) {
+            return Ok(());
+        }
+        return Err(input_error(
+            target,
+            format_args!(
+                "holds a result that is not from {}; refusing to replace it: remove it or choose another --out",
+                kind.commands()
+            ),
+        ));
+    }
+    match foreign {
+        None => Ok(()),
+        Some(name) => Err(input_error(
+            target,
+            format_args!(
+                "is a folder that is not a tokdyn result (it holds `{}` and no summary.json); refusing to replace it: choose another --out",
+                crate::input::clip(&name, 80)
+            ),
+        )),
+    }
+}
+
+/// An advisory lock on a lock file, held until dropped (or the process ends).
+///
+/// The last holder removes the lock file when it lets go (an exclusive holder always, a shared
+/// one when it can upgrade to exclusive); a new holder checks after locking that the path still
+/// names the file it locked, and starts again when it does not, so a lock file removed under a
+/// waiting process never lets two holders in.
+#[derive(Debug)]
+pub struct OutputLock {
+    file: File,
+    path: PathBuf,
+    exclusive: bool,
+}
+
+/// Whether `file` is (still) the file at `path`.
+fn same_file(file: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
+        true
+    }
+}
+
+/// Attempts at taking a lock whose file is being removed by its previous holder.
+const LOCK_ATTEMPTS: usize = 20;
+
+impl OutputLock {
+    fn open(path: &Path) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+    }
+
+    /// Takes the lock at `path` without waiting; `what` names the output in the refusal
+    /// (exit 2: "in use by process N").
+    pub fn try_acquire(path: &Path, what: &Path, exclusive: bool) -> Result<OutputLock, Error> {
+        for _ in 0..LOCK_ATTEMPTS {
+            let file = Self::open(path).map_err(Error::io(path))?;
+            let attempt = if exclusive {
+                file.try_lock()
+            } else {
+                file.try_lock_shared()
+            };
+            match attempt {
+                Ok(()) if same_file(&file, path) => {
+                    return Ok(Self::held(file, path, exclusive));
+                }
+                // The previous holder removed the file meanwhile: again with the new one.
+                Ok(()) => continue,
+                Err(TryLockError::WouldBlock) if !same_file(&file, path) => continue,
+                Err(TryLockError::WouldBlock) => {
+                    return Err(Self::refusal(&file, what, exclusive))
+                }
+                Err(TryLockError::Error(e)) => return Err(Error::io(path)(e)),
+            }
+        }
+        Err(input_error(what, "its lock file keeps changing; try again"))
+    }
+
+    /// Takes the exclusive lock at `path`, waiting for its holder (for short critical sections).
+    pub fn wait(path: &Path) -> Result<OutputLock, Error> {
+        loop {
+            let file = Self::open(path).map_err(Error::io(path))?;
+            file.lock().map_err(Error::io(path))?;
+            if same_file(&file, path) {
+                return Ok(Self::held(file, path, true));
+            }
+        }
+    }
+
+    fn held(file: File, path: &Path, exclusive: bool) -> OutputLock {
+        if exclusive {
+            // The holder's process id, for the message of whoever is refused.
+            let mut f = &file;
+            let _ = file.set_len(0);
+            let _ = write!(f, "{}", std::process::id());
+        }
+        OutputLock {
+            file,
+            path: path.to_path_buf(),
+            exclusive,
+        }
+    }
+
+    fn refusal(file: &File, what: &Path, exclusive: bool) -> Error {
+        // A shared lock we can take means the holders are shards of a sweep.
+        if exclusive && file.try_lock_shared().is_ok() {
+            let _ = file.unlock();
+            return input_error(
+                what,
+                "in use by shards of a sweep running there; wait for them to finish or choose another --out",
+            );
+        }
+        let mut text = String::new();
+        let mut f = file;
+        let _ = f.read_to_string(&mut text);
+        let holder = match text.trim().parse::<u32>() {
+            Ok(pid) => format!("process {pid}"),
+            Err(_) => "another process".into(),
+        };
+        input_error(
+            what,
+            format_args!(
+                "in use by {holder} (another tokdyn command writes there); wait for it to finish or choose another --out"
+            ),
+        )
+    }
+}
+
+impl Drop for OutputLock {
+    fn drop(&mut self) {
+        // The last holder removes the file while it still holds the lock; closing the file
+        // releases the lock.
+        if self.exclusive || self.file.try_lock().is_ok() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Removes the stale staging folders `.X.tmp-*` in `parent` whose output `X` is not locked
+/// (its process is gone). `own` is the name whose lock this process holds.
+pub fn remove_stale_staging(parent: &Path, own: &str) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((owner, suffix)) = name
+            .strip_prefix('.')
+            .and_then(|rest| rest.rsplit_once(".tmp-"))
+        else {
+            continue;
+        };
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        // Only folders of tokdyn's making: `tempfile`'s six-character suffix and a lock file.
+        if suffix.len() != 6 || !suffix.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            continue;
+        }
+        let lock = parent.join(format!(".{owner}.lock"));
+        let free = owner == own
+            || OpenOptions::new()
+                .read(true)
+                .open(&lock)
+                .is_ok_and(|f| f.try_lock().is_ok());
+        if free {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A folder being written, put in place of its target by [`StagedDir::commit`]; dropped
+/// without a commit, it is removed. It holds the output's lock while it lives.
 pub struct StagedDir {
     target: PathBuf,
     staging: tempfile::TempDir,
+    _lock: OutputLock,
 }
 
 impl StagedDir {
-    /// Starts a staging folder for `target` (parent folders are created).
-    pub fn new(target: &Path) -> io::Result<Self> {
-        let parent = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        fs::create_dir_all(&parent)?;
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "run".into());
+    /// Starts a staging folder for the output `out` of a command of `kind` (parent folders
+    /// are created): applies the `--out` rules, takes the output's lock, removes stale staging
+    /// folders.
+    pub fn new(out: &Path, kind: ResultKind) -> Result<Self, Error> {
+        let target = resolve_out(out)?;
+        let parent = parent_of(&target);
+        fs::create_dir_all(&parent).map_err(Error::io(&parent))?;
+        let lock = OutputLock::try_acquire(&lock_path(&target), &target, true)?;
+        check_replaceable(&target, kind)?;
+        let name = file_name(&target);
+        remove_stale_staging(&parent, &name);
         let staging = tempfile::Builder::new()
             .prefix(&format!(".{name}.tmp-"))
-            .tempdir_in(&parent)?;
+            .tempdir_in(&parent)
+            .map_err(Error::io(&parent))?;
         Ok(StagedDir {
-            target: target.to_path_buf(),
+            target,
             staging,
+            _lock: lock,
         })
     }
 
@@ -55,28 +374,114 @@ impl StagedDir {
         &self.target
     }
 
-    /// Moves the staging folder into place, replacing an existing target.
-    pub fn commit(self) -> io::Result<PathBuf> {
-        let staging = self.staging.keep();
-        if self.target.exists() {
-            let parent = staging.parent().unwrap_or(Path::new("."));
-            let old = tempfile::Builder::new()
-                .prefix(".replaced.tmp-")
-                .tempdir_in(parent)?
-                .keep();
-            fs::remove_dir(&old)?;
-            fs::rename(&self.target, &old)?;
-            if let Err(e) = fs::rename(&staging, &self.target) {
-                let _ = fs::rename(&old, &self.target);
-                let _ = fs::remove_dir_all(&staging);
-                return Err(e);
-            }
-            let _ = fs::remove_dir_all(&old);
-        } else if let Err(e) = fs::rename(&staging, &self.target) {
-            let _ = fs::remove_dir_all(&staging);
-            return Err(e);
+    /// Puts the staging folder in place of the target in one atomic step and removes the old
+    /// result. Refused, leaving the old result, when an interruption was requested.
+    pub fn commit(self) -> Result<PathBuf, Error> {
+        if crate::interrupt::is_requested() {
+            return Err(Error::Interrupted(
+                "before the result was put in place (any old result is intact)".into(),
+            ));
         }
+        let io_err = Error::io(&self.target);
+        if fs::symlink_metadata(&self.target).is_err() {
+            fs::rename(self.staging.path(), &self.target).map_err(io_err)?;
+            return Ok(self.target);
+        }
+        exchange(self.staging.path(), &self.target).map_err(io_err)?;
+        // The old result is now under the staging name.
+        let old = self.staging.keep();
+        fs::remove_dir_all(&old).map_err(|e| Error::Io {
+            path: old.clone(),
+            source: io::Error::new(
+                e.kind(),
+                format!(
+                    "the new result is in {} but the old one could not be removed from here: {e}",
+                    self.target.display()
+                ),
+            ),
+        })?;
         Ok(self.target)
+    }
+}
+
+/// Swaps the folders `new` and `target` (both exist): afterwards `target` holds the new result
+/// and `new` the old one.
+#[cfg(target_os = "linux")]
+fn exchange(new: &Path, target: &Path) -> io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use rustix::io::Errno;
+    match renameat_with(CWD, new, CWD, target, RenameFlags::EXCHANGE) {
+        Ok(()) => Ok(()),
+        Err(e) if e == Errno::INVAL || e == Errno::NOSYS || e == Errno::NOTSUP => {
+            exchange_by_two_renames(new, target)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(new: &Path, target: &Path) -> io::Result<()> {
+    exchange_by_two_renames(new, target)
+}
+
+/// The portable fallback of [`exchange`]: `target -> new.old`, `new -> target`,
+/// `new.old -> new`; `target` is missing between the first two renames.
+fn exchange_by_two_renames(new: &Path, target: &Path) -> io::Result<()> {
+    let mut aside = new.as_os_str().to_owned();
+    aside.push(".old");
+    let aside = PathBuf::from(aside);
+    fs::rename(target, &aside)?;
+    if let Err(e) = fs::rename(new, target) {
+        let _ = fs::rename(&aside, target);
+        return Err(e);
+    }
+    fs::rename(&aside, new)
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it into place, so `path` is
+/// never half-written (the one atomic-write helper of the crate).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = parent_of(path);
+    fs::create_dir_all(&dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}.tmp-"))
+        .tempfile_in(&dir)?;
+    tmp.write_all(bytes)?;
+    tmp.flush()?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Free bytes for an unprivileged writer on the file system of `dir`, if known.
+pub fn free_space(dir: &Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let s = rustix::fs::statvfs(dir).ok()?;
+        Some(s.f_bavail.saturating_mul(s.f_frsize))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
+/// Refuses (exit 2) a run whose files need about `need` bytes, more than the free space where
+/// `dir` lives; `what` names the file and key responsible.
+pub fn check_free_space(dir: &Path, need: u64, what: &str) -> Result<(), Error> {
+    match free_space(dir) {
+        Some(free) if need > free => Err(Error::Input(format!(
+            "{what}: the output needs about {:.2} GB, more than the {:.2} GB free in {}",
+            need as f64 / 1e9,
+            free as f64 / 1e9,
+            dir.display()
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -207,23 +612,120 @@ mod tests {
     fn staged_dir_replaces_only_on_commit() {
         let root = tempfile::tempdir().unwrap();
         let target = root.path().join("out").join("run");
-        let first = StagedDir::new(&target).unwrap();
-        fs::write(first.path().join("a.txt"), "one").unwrap();
+        let parent = target.parent().unwrap().to_path_buf();
+        let listing = || {
+            let mut v: Vec<String> = fs::read_dir(&parent)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        let first = StagedDir::new(&target, ResultKind::Run).unwrap();
+        fs::write(first.path().join("summary.json"), r#"{"label":"one"}"#).unwrap();
         first.commit().unwrap();
-        assert_eq!(fs::read_to_string(target.join("a.txt")).unwrap(), "one");
+        assert!(fs::read_to_string(target.join("summary.json"))
+            .unwrap()
+            .contains("one"));
 
         // An abandoned second run leaves the first intact and no staging folder behind.
-        let second = StagedDir::new(&target).unwrap();
-        fs::write(second.path().join("a.txt"), "two").unwrap();
+        let second = StagedDir::new(&target, ResultKind::Run).unwrap();
+        fs::write(second.path().join("summary.json"), r#"{"label":"two"}"#).unwrap();
         drop(second);
-        assert_eq!(fs::read_to_string(target.join("a.txt")).unwrap(), "one");
-        assert_eq!(fs::read_dir(target.parent().unwrap()).unwrap().count(), 1);
+        assert!(fs::read_to_string(target.join("summary.json"))
+            .unwrap()
+            .contains("one"));
+        assert_eq!(listing(), ["run"]);
 
-        let third = StagedDir::new(&target).unwrap();
-        fs::write(third.path().join("b.txt"), "three").unwrap();
+        let third = StagedDir::new(&target, ResultKind::Run).unwrap();
+        fs::write(third.path().join("summary.json"), r#"{"label":"three"}"#).unwrap();
         third.commit().unwrap();
-        assert!(!target.join("a.txt").exists());
-        assert_eq!(fs::read_to_string(target.join("b.txt")).unwrap(), "three");
-        assert_eq!(fs::read_dir(target.parent().unwrap()).unwrap().count(), 1);
+        assert!(fs::read_to_string(target.join("summary.json"))
+            .unwrap()
+            .contains("three"));
+        assert_eq!(listing(), ["run"]);
+
+        // The two-rename fallback swaps the same way.
+        let a = root.path().join("a");
+        let b = root.path().join("b");
+        fs::create_dir(&a).unwrap();
+        fs::create_dir(&b).unwrap();
+        fs::write(a.join("x"), "new").unwrap();
+        fs::write(b.join("x"), "old").unwrap();
+        exchange_by_two_renames(&a, &b).unwrap();
+        assert_eq!(fs::read_to_string(b.join("x")).unwrap(), "new");
+        assert_eq!(fs::read_to_string(a.join("x")).unwrap(), "old");
+    }
+
+    #[test]
+    fn out_rules() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("file");
+        fs::write(&file, "x").unwrap();
+        let e = StagedDir::new(&file, ResultKind::Run).err().unwrap();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("not a folder"), "{e}");
+        assert_eq!(fs::read_to_string(&file).unwrap(), "x");
+        assert_eq!(
+            StagedDir::new(Path::new("/"), ResultKind::Run)
+                .err()
+                .unwrap()
+                .exit_code(),
+            2
+        );
+        // A foreign folder and a result of another family are kept.
+        let foreign = root.path().join("home");
+        fs::create_dir(&foreign).unwrap();
+        fs::write(foreign.join("thesis.tex"), "x").unwrap();
+        let e = StagedDir::new(&foreign, ResultKind::Run).err().unwrap();
+        assert!(e.to_string().contains("not a tokdyn result"), "{e}");
+        let sweep = root.path().join("sweep");
+        fs::create_dir(&sweep).unwrap();
+        fs::write(sweep.join("summary.json"), r#"{"points":4,"axes":["a"]}"#).unwrap();
+        let e = StagedDir::new(&sweep, ResultKind::Run).err().unwrap();
+        assert!(e.to_string().contains("not from"), "{e}");
+        assert!(check_replaceable(&sweep, ResultKind::Sweep).is_ok());
+        // A symlink is followed: the result lands where it points.
+        #[cfg(unix)]
+        {
+            let real = root.path().join("real");
+            let link = root.path().join("link");
+            fs::create_dir(&real).unwrap();
+            std::os::unix::fs::symlink(&real, &link).unwrap();
+            let staged = StagedDir::new(&link, ResultKind::Run).unwrap();
+            fs::write(staged.path().join("summary.json"), r#"{"label":"x"}"#).unwrap();
+            staged.commit().unwrap();
+            assert!(fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink());
+            assert!(real.join("summary.json").exists());
+        }
+    }
+
+    #[test]
+    fn a_held_lock_refuses_a_second_holder_and_guards_staging() {
+        let root = tempfile::tempdir().unwrap();
+        let target = root.path().join("res");
+        let held = StagedDir::new(&target, ResultKind::Run).unwrap();
+        let e = StagedDir::new(&target, ResultKind::Run).err().unwrap();
+        assert_eq!(e.exit_code(), 2);
+        let pid = std::process::id().to_string();
+        assert!(
+            e.to_string().contains(&format!("in use by process {pid}")),
+            "{e}"
+        );
+        // Another output's cleanup leaves a locked staging folder alone, removes a free one,
+        // and never touches folders that are not of tokdyn's making (no lock file).
+        let stale = root.path().join(".gone.tmp-abc123");
+        fs::create_dir(&stale).unwrap();
+        fs::write(root.path().join(".gone.lock"), "").unwrap();
+        let foreign = root.path().join(".mine.tmp-abc123");
+        fs::create_dir(&foreign).unwrap();
+        remove_stale_staging(root.path(), "other");
+        assert!(held.path().exists());
+        assert!(!stale.exists());
+        assert!(foreign.exists());
+        drop(held);
     }
 }

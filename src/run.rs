@@ -13,7 +13,7 @@ use crate::classify::{classify, Classification, Features};
 use crate::error::Error;
 use crate::integrate::{solve, Solution};
 use crate::observe::{Observer, OrderSeries, Progress};
-use crate::output::{write_json, write_tokens_csv, OrderCsv, StagedDir, TrajectoryNpy};
+use crate::output::{write_json, write_tokens_csv, OrderCsv, ResultKind, StagedDir, TrajectoryNpy};
 use crate::plot::{self, TokenSnapshots};
 use crate::scenario::{ModelKind, Scenario};
 use crate::simulation::{self, Simulation};
@@ -138,6 +138,19 @@ pub fn check_memory(scenario: &Scenario, model: ModelKind) -> Result<(), Error> 
         }
     }
     Ok(())
+}
+
+/// Refuses (exit 2) a run whose files would not fit in the free space where `dir` lives:
+/// about 200 bytes a sample for order.csv (and compare.csv), plus the trajectory when asked.
+pub fn check_disk(scenario: &Scenario, dir: &Path) -> Result<(), Error> {
+    let samples = scenario.time.samples as u64;
+    let mut need = samples.saturating_mul(200).saturating_add(16 << 20);
+    if scenario.output.trajectory {
+        let per_sample = (scenario.tokens.n as u64).saturating_mul(scenario.model.d as u64 * 8);
+        need = need.saturating_add(samples.saturating_mul(per_sample));
+    }
+    let what = format!("{}: time.samples", scenario.file.display());
+    crate::output::check_free_space(dir, need, &what)
 }
 
 /// Solves a simulation with the standard observers writing into `dir`; returns the solution
@@ -271,7 +284,8 @@ pub fn run_observed(
     check_memory(scenario, model)?;
     let sim = simulation::build(scenario, model)?;
     let target = options.folder(scenario);
-    let staged = StagedDir::new(&target).map_err(Error::io(&target))?;
+    let staged = StagedDir::new(&target, ResultKind::Run)?;
+    check_disk(scenario, staged.path())?;
     let (solution, series, snapshots) =
         solve_into_observed(scenario, &sim, staged.path(), options, extra)?;
     let classification = classify(&series);
@@ -290,7 +304,7 @@ pub fn run_observed(
     let summary = Summary::new(scenario, model, &solution, &classification, options);
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
-    let dir = staged.commit().map_err(Error::io(&target))?;
+    let dir = staged.commit()?;
     Ok(RunReport { dir, summary })
 }
 

@@ -167,7 +167,11 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         _ => n.saturating_mul(8 * 4),
     };
     let tokens = n.saturating_mul(d).saturating_mul(8 * 2);
+    // The order-parameter series kept for the classifier and the pictures: t, R2, |R1|,
+    // nematic and their copies, about 64 bytes a sample.
+    let series = (scenario.time.samples as u64).saturating_mul(64);
     state
+        .saturating_add(series)
         .saturating_mul(30)
         .saturating_add(scratch)
         .saturating_add(tokens)

@@ -29,7 +29,7 @@ pub use error::ScenarioError;
 pub use expression::RESERVED as RESERVED_NAMES;
 pub use kinds::{InitKind, KernelKind, MethodKind, ModelKind, UnknownWord, LABELS};
 pub use overrides::{apply_set, parse_set_value, set_value};
-pub use validate::MAX_D;
+pub use validate::{check_description, MAX_D, MAX_SAMPLES, MIN_T_END};
 
 /// A checked scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,8 +124,8 @@ pub struct OutputSpec {
 impl Scenario {
     /// Read the scenario file, apply the overrides in order, validate.
     pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError::file(path, format!("cannot read: {e}")))?;
+        let text = crate::input::read_text(path, crate::input::TOML_LIMIT)
+            .map_err(|e| ScenarioError::file(path, e))?;
         let base_dir = path.parent().unwrap_or(Path::new(""));
         Self::from_toml_str(&text, path, base_dir, sets)
     }

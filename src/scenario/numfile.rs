@@ -25,8 +25,18 @@ pub fn read_table(path: &Path, rows: usize, cols: usize) -> Result<Vec<f64>, Str
     result.map_err(|e| format!("`{shown}`: {e}"))
 }
 
-fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read: {e}"))
+/// Reads a regular file of at most `limit` bytes (a FIFO or device is refused, never read).
+fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    crate::input::read_bytes(path, limit)
+}
+
+/// Largest plausible size of a rows x cols numeric file: 8 bytes a number plus the header for
+/// .npy, 64 characters a number for .csv, and 1 MiB of slack.
+fn size_limit(rows: usize, cols: usize, per_number: u64) -> u64 {
+    (rows as u64)
+        .saturating_mul(cols as u64)
+        .saturating_mul(per_number)
+        .saturating_add(1 << 20)
 }
 
 fn check_finite(data: &[f64], cols: usize) -> Result<(), String> {
@@ -42,7 +52,7 @@ fn check_finite(data: &[f64], cols: usize) -> Result<(), String> {
 }
 
 fn read_csv(path: &Path, rows: usize, cols: usize) -> Result<Vec<f64>, String> {
-    let bytes = read_bytes(path)?;
+    let bytes = read_bytes(path, size_limit(rows, cols, 64))?;
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
@@ -103,7 +113,7 @@ fn is_token_header(record: &csv::StringRecord) -> bool {
 }
 
 fn read_npy(path: &Path, rows: usize, cols: usize) -> Result<Vec<f64>, String> {
-    let bytes = read_bytes(path)?;
+    let bytes = read_bytes(path, size_limit(rows, cols, 8))?;
     npy_shape_guard(&bytes)?;
     let npy =
         npyz::NpyFile::new(bytes.as_slice()).map_err(|e| format!("not a valid .npy file: {e}"))?;

@@ -220,18 +220,21 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
 
     // [time]
     finite(file, "time.t_end", raw.time.t_end)?;
-    if raw.time.t_end <= 0.0 {
+    if raw.time.t_end < MIN_T_END {
         return Err(err(
             "time.t_end",
-            format!("must be > 0, found {}", raw.time.t_end),
+            format!("must be >= {MIN_T_END:e}, found {}", raw.time.t_end),
         ));
     }
     let samples = match usize::try_from(raw.time.samples) {
-        Ok(s) if s >= 2 => s,
+        Ok(s) if (2..=MAX_SAMPLES).contains(&s) => s,
         _ => {
             return Err(err(
                 "time.samples",
-                format!("must be an integer >= 2, found {}", raw.time.samples),
+                format!(
+                    "must be an integer from 2 to {MAX_SAMPLES} (each sample is kept in memory and is a row of order.csv), found {}",
+                    raw.time.samples
+                ),
             ))
         }
     };
@@ -282,6 +285,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let mut resolved = toml::Table::new();
     resolved.insert("name".into(), Value::String(raw.name.clone()));
     if let Some(description) = &raw.description {
+        check_description(description).map_err(|m| err("description", m))?;
         resolved.insert("description".into(), Value::String(description.clone()));
     }
     if let Some(expect) = &raw.expect {
@@ -352,4 +356,23 @@ fn finite(file: &Path, key: &str, value: f64) -> Result<(), ScenarioError> {
             format!("{value} is not a finite number"),
         ))
     }
+}
+
+/// Shortest `time.t_end`: below it the sample spacing is lost in round-off.
+pub const MIN_T_END: f64 = 1e-9;
+/// Most output samples of a run (about 5 GB of memory and 15 GB of order.csv at the limit; the
+/// memory and disk checks usually refuse earlier).
+pub const MAX_SAMPLES: usize = 100_000_000;
+/// Longest description, in bytes (it is copied into every summary.json).
+pub const MAX_DESCRIPTION: usize = 4096;
+
+/// A description is at most [`MAX_DESCRIPTION`] bytes.
+pub fn check_description(text: &str) -> Result<(), String> {
+    if text.len() > MAX_DESCRIPTION {
+        return Err(format!(
+            "is {} bytes long, more than the {MAX_DESCRIPTION} allowed",
+            text.len()
+        ));
+    }
+    Ok(())
 }

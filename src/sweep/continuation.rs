@@ -358,14 +358,53 @@ fn on_branch(branches: &[Traced], y: Vector3<f64>, tol: f64) -> bool {
     })
 }
 
-/// Continues the OA fixed points of the base scenario along `spec.parameter`.
-pub fn run(plan: &Plan, spec: &ContinuationSpec) -> Result<Report, Error> {
-    let fail = |m: String| Error::Input(format!("{}: continuation: {m}", plan.file.display()));
-    let fam = Family::new(plan, &spec.key);
+/// The parameter values branches start from: `from`, `to` and [`INNER_SEEDS`] in between.
+fn seeds(spec: &ContinuationSpec) -> Vec<f64> {
     let mut seeds_p = vec![spec.from, spec.to];
     for k in 1..=INNER_SEEDS {
         seeds_p.push(spec.from + (spec.to - spec.from) * k as f64 / (INNER_SEEDS + 1) as f64);
     }
+    seeds_p
+}
+
+/// Checks, before the sweep's first point, that the scenario is valid at every seed of the
+/// continuation and that its Ott-Antonsen coefficients are finite there (exit 2 otherwise).
+pub fn check(plan: &Plan, spec: &ContinuationSpec) -> Result<(), Error> {
+    let fail = |m: String| {
+        Error::Input(format!(
+            "{}: continuation: {}",
+            plan.file.display(),
+            crate::input::clip(&m, 300)
+        ))
+    };
+    let fam = Family::new(plan, &spec.key);
+    for p in seeds(spec) {
+        if !p.is_finite() {
+            return Err(fail(format!(
+                "the range from..to gives {p}, not a finite value"
+            )));
+        }
+        let sh = fam
+            .coefficients(p)
+            .map_err(|m| fail(format!("at {} = {p}: {m}", spec.parameter)))?;
+        let finite = [Vector2::new(0.3, 0.2), Vector2::new(-0.5, 0.4)]
+            .into_iter()
+            .all(|x| Family::field(&sh, x).iter().all(|v| v.is_finite()));
+        if !finite {
+            return Err(fail(format!(
+                "at {} = {p} the Ott-Antonsen coefficients are not finite",
+                spec.parameter
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Continues the OA fixed points of the base scenario along `spec.parameter`.
+pub fn run(plan: &Plan, spec: &ContinuationSpec) -> Result<Report, Error> {
+    let fail = |m: String| Error::Input(format!("{}: continuation: {m}", plan.file.display()));
+    let fam = Family::new(plan, &spec.key);
+    let seeds_p = seeds(spec);
     let direction = (spec.to - spec.from).signum();
     let mut branches: Vec<Traced> = Vec::new();
     let tol = (spec.step * 0.5).max(1e-6);

@@ -4,8 +4,7 @@
 //! numbers (`ryu`, the shortest decimal that reads back to the same f64), so rows computed now,
 //! read back from a progress file or from a shard file give the same bytes.
 
-use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
 /// The shortest decimal that reads back to `x`, as the `csv` crate writes it (`1.0`, `0.25`,
@@ -47,27 +46,7 @@ pub fn csv_text<S: AsRef<[u8]>>(
     text
 }
 
-/// Writes `bytes` to a temporary file beside `path` and renames it into place, so `path` is
-/// never half-written.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}.tmp-"))
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.flush()?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
+pub use crate::output::write_atomic;
 
 /// Writes pretty JSON atomically.
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
@@ -90,6 +69,7 @@ pub fn parse_records(text: &str) -> Result<Vec<Vec<String>>, csv::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn numbers_are_shortest_round_trip() {

@@ -209,6 +209,14 @@ fn is_sweep_file(name: &str) -> bool {
         && (name.ends_with(".csv") || name.ends_with(".json") || name.ends_with(".progress")))
 }
 
+/// The error of a sweep stopped by a signal after `done` of `todo` points of this run.
+fn interrupted(done: usize, todo: usize, progress: &Path) -> Error {
+    Error::Interrupted(format!(
+        "after {done} of the {todo} points of this run; {} keeps them: run again with --resume to continue",
+        progress.display()
+    ))
+}
+
 fn clear_old_sweep(dir: &Path) -> Result<(), Error> {
     for entry in fs::read_dir(dir).map_err(Error::io(dir))? {
         let entry = entry.map_err(Error::io(dir))?;
@@ -268,11 +276,18 @@ pub fn sweep_with_env(
     let started = Instant::now();
     let shard = resolve_shard(path, options.shard.as_deref(), env)?;
     let plan = spec::load(path)?;
-    let dir = options
+    // Every input, continuation included, is checked before the first point.
+    if let Some(c) = &plan.continuation {
+        continuation::check(&plan, c)?;
+    }
+    let out = options
         .out
         .clone()
         .unwrap_or_else(|| Path::new("output").join(&plan.name));
-    fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+    let dir = crate::output::resolve_out(&out)?;
+    let _locks = store::FolderLocks::acquire(&dir, shard.map(|s| (s.k, s.n)))?;
+    crate::output::check_replaceable(&dir, crate::output::ResultKind::Sweep)?;
+    let manifest_lock = crate::output::OutputLock::wait(&dir.join(".manifest.lock"))?;
 
     // The manifest: a folder holds one sweep.
     let manifest = Manifest::new(&plan);
@@ -308,6 +323,7 @@ pub fn sweep_with_env(
         (Some(false), None) => clear_old_sweep(&dir)?,
     }
     write_atomic(&manifest_path, text.as_bytes()).map_err(Error::io(&manifest_path))?;
+    drop(manifest_lock);
 
     let progress_path = match shard {
         Some(s) => dir.join(format!("shard-{}-of-{}.progress", s.k, s.n)),
@@ -356,10 +372,14 @@ pub fn sweep_with_env(
         .par_iter()
         .with_max_len(1)
         .filter_map(|&i| {
-            if stop.load(Ordering::Relaxed) {
+            if stop.load(Ordering::Relaxed) || crate::interrupt::is_requested() {
                 return None;
             }
             let outcome = run_point(&plan, &plan.coords(i));
+            // A point stopped by an interruption is not a result: not recorded.
+            if crate::interrupt::is_requested() {
+                return None;
+            }
             let mut guard = book.lock().unwrap_or_else(|e| e.into_inner());
             if let Err(e) = guard.0.grid(i, &outcome) {
                 stop.store(true, Ordering::Relaxed);
@@ -382,6 +402,9 @@ pub fn sweep_with_env(
     let (writer, mut monitor) = book.into_inner().unwrap_or_else(|e| e.into_inner());
     monitor.finish();
     let n_computed = computed.len();
+    if crate::interrupt::is_requested() {
+        return Err(interrupted(n_computed, todo.len(), &progress_path));
+    }
     for (i, o) in computed {
         known.insert(i, o);
     }
@@ -478,6 +501,11 @@ pub fn sweep_with_env(
                 return Ok(o.clone());
             }
             let outcome = run_point(&plan, coords);
+            if crate::interrupt::is_requested() {
+                return Err(Error::Interrupted(
+                    "during boundary refinement; the progress file keeps the finished points: --resume continues".into(),
+                ));
+            }
             runs.fetch_add(1, Ordering::Relaxed);
             let mut guard = book.lock().unwrap_or_else(|e| e.into_inner());
             guard
@@ -580,6 +608,10 @@ fn ranges(indices: &[usize], limit: usize) -> String {
 /// Assembles shard files in `dir` into `sweep.csv`; returns its path.
 pub fn merge(dir: &Path) -> Result<PathBuf, Error> {
     let started = Instant::now();
+    let _locks = match dir.is_dir() {
+        true => Some(store::FolderLocks::acquire(dir, None)?),
+        false => None,
+    };
     let input = |m: String| Error::Input(m);
     let (manifest, _) = Manifest::read(dir).map_err(input)?.ok_or_else(|| {
         input(format!(

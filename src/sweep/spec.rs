@@ -446,8 +446,8 @@ fn resolve_key(
 
 /// Reads and checks a sweep file.
 pub fn load(path: &Path) -> Result<Plan, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ScenarioError::file(path, format!("cannot read: {e}")))?;
+    let text = crate::input::read_text(path, crate::input::TOML_LIMIT)
+        .map_err(|e| ScenarioError::file(path, e))?;
     let table = parse_toml(&text, path)?;
     from_table(&table, path)
 }
@@ -472,7 +472,11 @@ pub fn from_table(table: &toml::Table, file: &Path) -> Result<Plan, Error> {
         ));
     }
     let description = match table.get("description") {
-        Some(v) => Some(string(file, "description", v)?.to_string()),
+        Some(v) => {
+            let text = string(file, "description", v)?;
+            crate::scenario::check_description(text).map_err(|m| at(file, "description", m))?;
+            Some(text.to_string())
+        }
         None => None,
     };
 
@@ -487,13 +491,14 @@ pub fn from_table(table: &toml::Table, file: &Path) -> Result<Plan, Error> {
     }
     let sweep_dir = file.parent().unwrap_or(Path::new(""));
     let scenario_file = sweep_dir.join(scenario_rel);
-    let scenario_text = std::fs::read_to_string(&scenario_file).map_err(|e| {
-        at(
-            file,
-            "scenario",
-            format!("cannot read {}: {e}", scenario_file.display()),
-        )
-    })?;
+    let scenario_text =
+        crate::input::read_text(&scenario_file, crate::input::TOML_LIMIT).map_err(|e| {
+            at(
+                file,
+                "scenario",
+                format!("{}: {e}", scenario_file.display()),
+            )
+        })?;
     let scenario_dir = scenario_file
         .parent()
         .unwrap_or(Path::new(""))
@@ -726,6 +731,9 @@ fn refine_spec(file: &Path, t: &toml::Table, axes: &[Axis]) -> Result<RefineSpec
     Ok(RefineSpec { tolerance })
 }
 
+/// Largest |from|, |to| of a continuation: beyond it differences of parameter values overflow.
+const MAX_CONTINUATION_VALUE: f64 = 1e100;
+
 fn continuation_spec(
     file: &Path,
     t: &toml::Table,
@@ -766,6 +774,17 @@ fn continuation_spec(
     )?;
     if from == to {
         return Err(at(file, "continuation.to", "must differ from `from`"));
+    }
+    for (key, value) in [("continuation.from", from), ("continuation.to", to)] {
+        if value.abs() > MAX_CONTINUATION_VALUE {
+            return Err(at(
+                file,
+                key,
+                format!(
+                    "{value} is out of range: continuation values must lie within +-{MAX_CONTINUATION_VALUE:e}"
+                ),
+            ));
+        }
     }
     let step = match t.get("step") {
         Some(v) => number(file, "continuation.step", v)?,

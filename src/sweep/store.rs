@@ -6,10 +6,17 @@
 //!   or shard run, and is the same text for every shard of one sweep. Shards and progress files
 //!   belong to the sweep whose manifest is in the folder.
 //! - The progress file (`sweep.progress`, or `shard-K-of-N.progress`) starts with a line naming
-//!   a fingerprint of the manifest; then one line per finished point, appended and flushed as
-//!   the point completes: `g,INDEX,<result cells>` for a grid point, `r,<axis values>,<result
-//!   cells>` for a point of boundary refinement. A line without its line break (the process was
-//!   killed while writing it) or that does not parse is ignored.
+//!   a fingerprint of the manifest (a file of another grid or base scenario is never read);
+//!   then one line per finished point, appended and flushed as the point completes:
+//!   `g,INDEX,<result cells>,<check>` for a grid point, `r,<axis values>,<result cells>,<check>`
+//!   for a point of boundary refinement, where `<check>` is the FNV-1a hash (16 hex digits) of
+//!   the other cells joined by U+001F. A line without its line break (the process was killed
+//!   while writing it), whose check does not match (a torn or mixed line) or that does not
+//!   parse is ignored, and its point is computed again.
+//! - Locks ([`FolderLocks`]): an unsharded sweep or a merge holds the folder's output lock
+//!   exclusively; a shard holds it shared plus `.shard-K-of-N.lock` exclusively, so the shards
+//!   of one sweep run at once in one folder while a second whole sweep, or a second copy of a
+//!   shard, is refused. The manifest is checked and written under `.manifest.lock`.
 //! - `shard-K-of-N.csv`: the columns of `sweep.csv` after a leading `index` column, one row per
 //!   point i with i mod N = K - 1, in index order.
 
@@ -19,6 +26,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::output::{lock_path, parent_of, remove_stale_staging, OutputLock};
 
 use super::format::{csv_line, parse_records};
 use super::point::{Outcome, RESULT_COLUMNS};
@@ -132,12 +142,73 @@ impl Manifest {
 
     /// A 64-bit FNV-1a fingerprint of the manifest text.
     pub fn fingerprint(text: &str) -> String {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in text.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
+        fnv1a(text.as_bytes())
+    }
+}
+
+/// The 64-bit FNV-1a hash of `bytes`, as 16 hex digits.
+fn fnv1a(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The check cell of a progress line: the hash of its other cells.
+fn line_check(cells: &[String]) -> String {
+    fnv1a(cells.join("\u{1f}").as_bytes())
+}
+
+/// The locks a sweep (or merge) holds on its folder while it runs.
+pub struct FolderLocks {
+    _folder: OutputLock,
+    _shard: Option<OutputLock>,
+}
+
+impl FolderLocks {
+    /// Takes the locks of `dir` for the whole sweep (`shard` = None) or for shard (K, N);
+    /// refused (exit 2) when another process holds them. Creates `dir` and removes stale
+    /// temporary files of this unit.
+    pub fn acquire(dir: &Path, shard: Option<(usize, usize)>) -> Result<FolderLocks, Error> {
+        let parent = parent_of(dir);
+        fs::create_dir_all(&parent).map_err(Error::io(&parent))?;
+        let folder = OutputLock::try_acquire(&lock_path(dir), dir, shard.is_none())?;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        remove_stale_staging(&parent, &name);
+        fs::create_dir_all(dir).map_err(Error::io(dir))?;
+        let (own_shard, prefix) = match shard {
+            Some((k, n)) => {
+                let unit = format!("shard-{k}-of-{n}");
+                let lock = OutputLock::try_acquire(
+                    &dir.join(format!(".{unit}.lock")),
+                    &dir.join(&unit),
+                    true,
+                )?;
+                (Some(lock), format!(".{unit}."))
+            }
+            None => (None, ".".to_string()),
+        };
+        // Temporary files of atomic writes killed half-way (`.FILE.tmp-XXXX`) of this unit.
+        if let Ok(entries) = fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&prefix)
+                    && name.contains(".tmp-")
+                    && entry.file_type().is_ok_and(|t| t.is_file())
+                {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
         }
-        format!("{h:016x}")
+        Ok(FolderLocks {
+            _folder: folder,
+            _shard: own_shard,
+        })
     }
 }
 
@@ -249,7 +320,7 @@ pub struct Progress {
 }
 
 fn header_line(fingerprint: &str) -> String {
-    format!("# tokdyn sweep progress, manifest {fingerprint}\n")
+    format!("# tokdyn sweep progress 2, manifest {fingerprint}\n")
 }
 
 /// Reads a progress file written for the manifest with `fingerprint`; `None` if there is none
@@ -280,9 +351,14 @@ pub fn read_progress(
         let Ok(records) = parse_records(line) else {
             continue;
         };
-        let Some(rec) = records.into_iter().next() else {
+        let Some(mut rec) = records.into_iter().next() else {
             continue;
         };
+        // A torn or mixed line fails its check.
+        match rec.pop() {
+            Some(check) if check == line_check(&rec) => {}
+            _ => continue,
+        }
         match rec.first().map(String::as_str) {
             Some("g") if rec.len() == 2 + RESULT_COLUMNS.len() => {
                 let (Ok(index), Some(outcome)) =
@@ -344,7 +420,7 @@ impl ProgressWriter {
     pub fn grid(&mut self, index: usize, outcome: &Outcome) -> io::Result<()> {
         let mut cells = vec!["g".to_string(), index.to_string()];
         cells.extend(outcome.cells.iter().cloned());
-        self.file.write_all(csv_line(&cells).as_bytes())
+        self.line(cells)
     }
 
     /// Records a finished refinement point.
@@ -352,6 +428,13 @@ impl ProgressWriter {
         let mut cells = vec!["r".to_string()];
         cells.extend(coords.iter().cloned());
         cells.extend(outcome.cells.iter().cloned());
+        self.line(cells)
+    }
+
+    /// Appends one line (with its check cell) in one `write`.
+    fn line(&mut self, mut cells: Vec<String>) -> io::Result<()> {
+        let check = line_check(&cells);
+        cells.push(check);
         self.file.write_all(csv_line(&cells).as_bytes())
     }
 }
@@ -409,6 +492,18 @@ mod tests {
         let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
         assert_eq!(got.grid.len(), 3);
         assert_eq!(got.grid[&7], outcome("interior-point"));
+
+        // A line torn and completed by another writer (the start of one point's line, the
+        // end of another's) fails its check and is dropped.
+        let text = fs::read_to_string(&p).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let g3 = lines.iter().find(|l| l.starts_with("g,3,")).unwrap();
+        let g7 = lines.iter().find(|l| l.starts_with("g,7,")).unwrap();
+        let mixed = format!("{}{}\n", &g3[..6], &g7[6..]);
+        fs::write(&p, format!("{text}{mixed}")).unwrap();
+        let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
+        assert_eq!(got.grid.len(), 3);
+        assert_eq!(got.grid[&3], outcome("oscillation"));
     }
 
     #[test]

@@ -66,11 +66,7 @@ impl ResultKind {
 /// Files that other commands add to a result folder (`predict`, `portrait`), and hidden files:
 /// a folder holding only these may be replaced.
 fn is_companion_file(name: &str) -> bool {
-    name.starts_with('.')
-        || matches!(
-            name,
-            "predict.json" | "portrait.png" | "portrait.svg" | "sweep.json" | "sweep.progress"
-        )
+    name.starts_with('.') || matches!(name, "predict.json" | "portrait.png" | "portrait.svg")
 }
 
 fn input_error(path: &Path, what: impl std::fmt::Display) -> Error {
@@ -231,9 +227,7 @@ impl OutputLock {
                 // The previous holder removed the file meanwhile: again with the new one.
                 Ok(()) => continue,
                 Err(TryLockError::WouldBlock) if !same_file(&file, path) => continue,
-                Err(TryLockError::WouldBlock) => {
-                    return Err(Self::refusal(&file, what, exclusive))
-                }
+                Err(TryLockError::WouldBlock) => return Err(Self::refusal(&file, what, exclusive)),
                 Err(TryLockError::Error(e)) => return Err(Error::io(path)(e)),
             }
         }

@@ -115,14 +115,18 @@ fn a_second_sweep_on_the_same_folder_is_refused_and_the_first_stays_whole() {
     let other = sweep_file(dir.path(), "other.toml", 9);
     let out = dir.path().join("out");
     let progress = out.join("sweep.progress");
-    let mut first = spawn(&["sweep".as_ref(), big.as_os_str(), "--out".as_ref(), out.as_os_str()]);
-    wait_until("the first sweep's first point", Duration::from_secs(60), || {
-        fs::read_to_string(&progress).is_ok_and(|t| t.lines().count() >= 2)
-    });
-    let line = fails(
-        tokdyn().arg("sweep").arg(&other).arg("--out").arg(&out),
-        2,
+    let mut first = spawn(&[
+        "sweep".as_ref(),
+        big.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ]);
+    wait_until(
+        "the first sweep's first point",
+        Duration::from_secs(60),
+        || fs::read_to_string(&progress).is_ok_and(|t| t.lines().count() >= 2),
     );
+    let line = fails(tokdyn().arg("sweep").arg(&other).arg("--out").arg(&out), 2);
     assert!(
         line.contains(&format!("in use by process {}", first.id())),
         "{line}"
@@ -155,7 +159,11 @@ fn a_second_sweep_on_the_same_folder_is_refused_and_the_first_stays_whole() {
     let summary: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["computed"], 0);
-    assert!(hidden_entries(dir.path()).is_empty(), "{:?}", hidden_entries(dir.path()));
+    assert!(
+        hidden_entries(dir.path()).is_empty(),
+        "{:?}",
+        hidden_entries(dir.path())
+    );
 }
 
 #[test]
@@ -237,7 +245,12 @@ fn sigterm_stops_a_run_leaves_no_staging_folder_and_keeps_the_old_result() {
             .replace("t_end = 5.0", "t_end = 1e7")
             .replace("samples = 51", "samples = 101"),
     );
-    let child = spawn(&["run".as_ref(), long.as_os_str(), "--out".as_ref(), out.as_os_str()]);
+    let child = spawn(&[
+        "run".as_ref(),
+        long.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ]);
     wait_until("the staging folder", Duration::from_secs(60), || {
         !staging_folders(dir.path()).is_empty()
     });
@@ -255,7 +268,11 @@ fn sigterm_stops_a_run_leaves_no_staging_folder_and_keeps_the_old_result() {
     let last = err.lines().last().unwrap_or_default();
     assert!(last.starts_with("error: interrupted at t = "), "{err}");
     assert!(staging_folders(dir.path()).is_empty());
-    assert!(hidden_entries(dir.path()).is_empty(), "{:?}", hidden_entries(dir.path()));
+    assert!(
+        hidden_entries(dir.path()).is_empty(),
+        "{:?}",
+        hidden_entries(dir.path())
+    );
     assert_eq!(fs::read(out.join("order.csv")).unwrap(), before);
 }
 
@@ -273,21 +290,31 @@ fn a_fifo_or_a_device_as_input_is_refused_at_once() {
     }
     // tokens.path and a sweep's base scenario.
     let fifo_csv = dir.path().join("x0.csv");
-    assert!(Std::new("mkfifo").arg(&fifo_csv).status().unwrap().success());
+    assert!(Std::new("mkfifo")
+        .arg(&fifo_csv)
+        .status()
+        .unwrap()
+        .success());
     let s = write(
         dir.path(),
         "s.toml",
         &BASE.replace("init = \"poisson\"", "init = \"file\"\npath = \"x0.csv\""),
     );
     let line = fails_within(tokdyn().arg("run").arg(&s), 2, second);
-    assert!(line.contains("tokens.path") && line.contains("FIFO"), "{line}");
+    assert!(
+        line.contains("tokens.path") && line.contains("FIFO"),
+        "{line}"
+    );
     let sw = write(
         dir.path(),
         "sw.toml",
         "name = \"g\"\nscenario = \"/dev/zero\"\n[axes]\nv11 = { from = 0.0, to = 1.0, steps = 2 }\n",
     );
     let line = fails_within(tokdyn().arg("sweep").arg(&sw), 2, second);
-    assert!(line.contains("scenario") && line.contains("device"), "{line}");
+    assert!(
+        line.contains("scenario") && line.contains("device"),
+        "{line}"
+    );
 }
 
 #[test]
@@ -330,7 +357,10 @@ fn out_rules_are_enforced() {
         .arg(&link)
         .assert()
         .success();
-    assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
     assert!(real.join("summary.json").exists());
     // The root cannot be a result.
     let line = fails(tokdyn().arg("run").arg(&s).arg("--out").arg("/"), 2);
@@ -358,7 +388,11 @@ fn scenario_limits() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("samples = 51", "samples = 1000000000", "time.samples"),
-        ("samples = 51", "samples = 4611686018427387904", "time.samples"),
+        (
+            "samples = 51",
+            "samples = 4611686018427387904",
+            "time.samples",
+        ),
         ("t_end = 5.0", "t_end = 5e-324", "time.t_end"),
     ];
     for (from, to, key) in cases {

@@ -496,7 +496,11 @@ pub fn from_table(table: &toml::Table, file: &Path) -> Result<Plan, Error> {
             at(
                 file,
                 "scenario",
-                format!("{}: {e}", scenario_file.display()),
+                format!(
+                    "cannot read {}: {}",
+                    scenario_file.display(),
+                    e.trim_start_matches("cannot read: ")
+                ),
             )
         })?;
     let scenario_dir = scenario_file

@@ -5,10 +5,12 @@
 //! clean up its staging folder and say `error: interrupted at t = ...`. The flag is one
 //! relaxed atomic boolean: setting it is async-signal-safe and polling it costs one load.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// The bits of the time the integrator last reached (for progress between samples).
+static CLOCK: AtomicU64 = AtomicU64::new(0);
 
 /// Asks every running loop to stop at its next step.
 pub fn request() {
@@ -39,4 +41,15 @@ pub fn exit_code() -> Option<u8> {
         s @ 1..=127 => Some(128 + s as u8),
         _ => None,
     }
+}
+
+/// Publishes the time `t` the integrator has reached (one relaxed store per step), so that
+/// progress can be shown between output samples.
+pub fn set_clock(t: f64) {
+    CLOCK.store(t.to_bits(), Ordering::Relaxed);
+}
+
+/// The time last published by [`set_clock`] in this process.
+pub fn clock() -> f64 {
+    f64::from_bits(CLOCK.load(Ordering::Relaxed))
 }

@@ -237,36 +237,47 @@ fn sigterm_stops_a_run_leaves_no_staging_folder_and_keeps_the_old_result() {
         .assert()
         .success();
     let before = fs::read(out.join("order.csv")).unwrap();
+    // Two samples only: progress must come from the integrator's time, not from samples.
     let long = write(
         dir.path(),
         "long.toml",
         &BASE
             .replace("n = 64", "n = 256")
-            .replace("t_end = 5.0", "t_end = 1e7")
-            .replace("samples = 51", "samples = 101"),
+            .replace("t_end = 5.0", "t_end = 1e9")
+            .replace("samples = 51", "samples = 2"),
     );
-    let child = spawn(&[
+    let mut child = spawn(&[
         "run".as_ref(),
         long.as_os_str(),
         "--out".as_ref(),
         out.as_os_str(),
     ]);
-    wait_until("the staging folder", Duration::from_secs(60), || {
-        !staging_folders(dir.path()).is_empty()
+    let started = Instant::now();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
     });
-    std::thread::sleep(Duration::from_millis(200));
+    let progress = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(progress.starts_with("t: t = "), "{progress}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(!staging_folders(dir.path()).is_empty());
     let killed = Std::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
-    let started = Instant::now();
-    let o = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(143), "{err}");
-    let last = err.lines().last().unwrap_or_default();
-    assert!(last.starts_with("error: interrupted at t = "), "{err}");
+    let signalled = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(signalled.elapsed() < Duration::from_secs(10));
+    reader.join().unwrap();
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert_eq!(status.code(), Some(143), "{rest:?}");
+    let last = rest.last().cloned().unwrap_or_default();
+    assert!(last.starts_with("error: interrupted at t = "), "{rest:?}");
     assert!(staging_folders(dir.path()).is_empty());
     assert!(
         hidden_entries(dir.path()).is_empty(),

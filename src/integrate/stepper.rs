@@ -87,6 +87,7 @@ impl<'a> Stepper<'a> {
                     if let Err(t) = solver.step(*dynamics) {
                         return Err(failure_at(*dynamics, solver.y(), t));
                     }
+                    crate::interrupt::set_clock(solver.t());
                 }
                 solver.interpolate(*dynamics, t, out);
                 Ok(())
@@ -223,6 +224,7 @@ impl<'a> Restarting<'a> {
         let mut t = t0;
         let mut stalls = 0;
         loop {
+            crate::interrupt::set_clock(t);
             if crate::interrupt::is_requested() {
                 return Err(Status::Interrupted { t });
             }
@@ -312,10 +314,10 @@ impl<'a> Restarting<'a> {
         let h = length / steps as f64;
         let mut remaining = steps;
         while remaining > 0 {
+            let t = t0 + (steps - remaining) as f64 * h;
+            crate::interrupt::set_clock(t);
             if crate::interrupt::is_requested() {
-                return Err(Status::Interrupted {
-                    t: t0 + (steps - remaining) as f64 * h,
-                });
+                return Err(Status::Interrupted { t });
             }
             let chunk = remaining.min(u64::from(self.max_steps));
             // x_end = (chunk - 1/2) h makes Rk4 take exactly `chunk` full steps of h.

@@ -1,7 +1,15 @@
 //! Progress of a long run on stderr: a bar on a terminal, a plain line every few seconds in a
-//! batch log, nothing for runs that end within a second or two.
+//! batch log, nothing for runs that end within a second.
+//!
+//! Progress is shown by wall time, not only at output samples: a ticker thread wakes every
+//! [`TICK`] and reads the time the integrator last reached ([`crate::interrupt::clock`], one
+//! relaxed store per step), so a stiff run with few samples reports from its first second.
+//! The fraction done is t / t_end.
 
 use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -9,19 +17,18 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::{Observer, RunInfo, Sample};
 
 /// How long a run goes before progress is shown at all.
-const QUIET_START: Duration = Duration::from_secs(2);
+const QUIET_START: Duration = Duration::from_secs(1);
 /// Interval between plain log lines when stderr is not a terminal.
 const LOG_EVERY: Duration = Duration::from_secs(10);
+/// How often the ticker looks at the integrator's time.
+const TICK: Duration = Duration::from_millis(200);
 
 /// Progress observer for one run, labelled with the scenario name.
 pub struct Progress {
     label: String,
-    started: Instant,
-    t_end: f64,
-    bar: Option<ProgressBar>,
-    last_line: Option<Instant>,
-    terminal: bool,
     enabled: bool,
+    stop: Arc<AtomicBool>,
+    ticker: Option<JoinHandle<()>>,
 }
 
 impl Progress {
@@ -29,29 +36,36 @@ impl Progress {
     pub fn new(label: &str, enabled: bool) -> Self {
         Progress {
             label: label.to_string(),
-            started: Instant::now(),
-            t_end: 1.0,
-            bar: None,
-            last_line: None,
-            terminal: io::stderr().is_terminal(),
             enabled,
+            stop: Arc::new(AtomicBool::new(false)),
+            ticker: None,
+        }
+    }
+
+    fn stop_ticker(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.ticker.take() {
+            handle.thread().unpark();
+            let _ = handle.join();
         }
     }
 }
 
-impl Observer for Progress {
-    fn start(&mut self, info: &RunInfo) -> io::Result<()> {
-        self.started = Instant::now();
-        self.t_end = info.t_end;
-        Ok(())
-    }
+/// What the ticker thread shows.
+struct Display {
+    label: String,
+    started: Instant,
+    t_end: f64,
+    bar: Option<ProgressBar>,
+    last_line: Option<Instant>,
+    terminal: bool,
+}
 
-    fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()> {
-        if !self.enabled || self.started.elapsed() < QUIET_START {
-            return Ok(());
-        }
-        let fraction = (sample.t / self.t_end).clamp(0.0, 1.0);
+impl Display {
+    fn show(&mut self, t: f64) {
+        let fraction = (t / self.t_end).clamp(0.0, 1.0);
         if self.terminal {
+            let label = &self.label;
             let bar = self.bar.get_or_insert_with(|| {
                 let bar = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::stderr());
                 if let Ok(style) = ProgressStyle::with_template(
@@ -59,11 +73,11 @@ impl Observer for Progress {
                 ) {
                     bar.set_style(style);
                 }
-                bar.set_prefix(self.label.clone());
+                bar.set_prefix(label.clone());
                 bar
             });
             bar.set_position((fraction * 1000.0) as u64);
-            bar.set_message(format!("t = {:.4}", sample.t));
+            bar.set_message(format!("t = {t:.4}"));
         } else if self.last_line.is_none_or(|l| l.elapsed() >= LOG_EVERY) {
             self.last_line = Some(Instant::now());
             let elapsed = self.started.elapsed().as_secs_f64();
@@ -72,25 +86,65 @@ impl Observer for Progress {
             } else {
                 f64::NAN
             };
-            let mut err = io::stderr().lock();
-            writeln!(
-                err,
+            let _ = writeln!(
+                io::stderr().lock(),
                 "{}: t = {:.4} of {} ({:.0}%), {:.0} s elapsed, about {:.0} s left",
                 self.label,
-                sample.t,
+                t,
                 self.t_end,
                 100.0 * fraction,
                 elapsed,
                 eta
-            )?;
+            );
         }
+    }
+
+    fn run(mut self, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::park_timeout(TICK);
+            if !stop.load(Ordering::Relaxed) && self.started.elapsed() >= QUIET_START {
+                self.show(crate::interrupt::clock());
+            }
+        }
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn start(&mut self, info: &RunInfo) -> io::Result<()> {
+        self.stop_ticker();
+        if !self.enabled {
+            return Ok(());
+        }
+        crate::interrupt::set_clock(0.0);
+        let stop = Arc::new(AtomicBool::new(false));
+        self.stop = stop.clone();
+        let display = Display {
+            label: self.label.clone(),
+            started: Instant::now(),
+            t_end: info.t_end,
+            bar: None,
+            last_line: None,
+            terminal: io::stderr().is_terminal(),
+        };
+        self.ticker = Some(std::thread::spawn(move || display.run(&stop)));
+        Ok(())
+    }
+
+    fn sample(&mut self, _sample: &Sample<'_>) -> io::Result<()> {
         Ok(())
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
-        }
+        self.stop_ticker();
         Ok(())
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop_ticker();
     }
 }

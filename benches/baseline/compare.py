@@ -41,9 +41,9 @@ CASES = [
     dict(name="lsa-n1e5-d2", kernel="lsa", n=100_000, d=2, t_end=50.0, target=">= 10"),
     dict(name="usa-n4000-d2", kernel="usa", n=4000, d=2, t_end=10.0, target=">= 10"),
     dict(name="usa-n2000-d100", kernel="usa", n=2000, d=100, t_end=10.0, target=">= 2"),
-    dict(name="usa-n2000-d100-randA", kernel="usa", n=2000, d=100, t_end=10.0, a="random",
+    dict(name="usa-n2000-d100-random-a", kernel="usa", n=2000, d=100, t_end=10.0, a="random",
          target=">= 2 vs JAX"),
-    dict(name="sa-n2000-d100-randA", kernel="sa", n=2000, d=100, t_end=10.0, a="random",
+    dict(name="sa-n2000-d100-random-a", kernel="sa", n=2000, d=100, t_end=10.0, a="random",
          target=">= 2 vs JAX"),
     dict(name="mem-lsa-n1e6-d2", kernel="lsa", n=1_000_000, d=2, t_end=5.0, target="memory"),
     dict(name="mem-usa-n20000-d2", kernel="usa", n=20000, d=2, t_end=0.5, target="memory"),
@@ -610,7 +610,7 @@ def main():
                   f"{args.blas_threads if args.blas_threads else 'not set (OpenBLAS default)'}; "
                   f"Python with numpy and scipy.integrate imported, nothing else: {rss:.1f} MB peak RSS")
     report.append(f"- settings: DOP853, rtol {RTOL}, atol {ATOL}, {SAMPLES} samples, beta 1, "
-                  f"A = I (the -randA cases: Gaussian / sqrt(d), seed + 1000), "
+                  f"A = I (the -random-a cases: Gaussian / sqrt(d), seed + 1000), "
                   f"V = [[0.2, 1], [-1, -0.2]] (block-diagonal for d = 100), "
                   f"tokens uniform on the sphere (numpy default_rng({args.seed})); "
                   f"{args.repeats} repeat(s), tokdyn and baseline alternately; medians of wall "

@@ -69,7 +69,19 @@ fn fits(len: usize, rows: usize, cols: usize, row_stride: usize, column_stride: 
     rows == 0 || cols == 0 || (rows - 1) * row_stride + (cols - 1) * column_stride < len
 }
 
-/// C = alpha A B + beta C (beta = 0: C is not read).
+/// The matrix kernel behind [`gemm`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `matrixmultiply::dgemm`.
+    MatrixMultiply,
+    /// The `gemm` crate (faer's kernels), single-threaded (`Parallelism::None`).
+    Gemm,
+}
+
+/// The kernel [`gemm`] uses (the faster on the field's shapes, see benches/README.md).
+pub const BACKEND: Backend = Backend::Gemm;
+
+/// C = alpha A B + beta C (beta = 0: C is not read), with [`BACKEND`].
 ///
 /// ```
 /// use tokdyn::model::gemm::{gemm, MatMut, MatRef};
@@ -84,6 +96,21 @@ fn fits(len: usize, rows: usize, cols: usize, row_stride: usize, column_stride: 
 /// # Panics
 /// When the shapes do not match or a matrix reaches outside its slice (a bug in the caller).
 pub fn gemm(alpha: f64, a: MatRef<'_>, b: MatRef<'_>, beta: f64, c: MatMut<'_>) {
+    gemm_with(BACKEND, alpha, a, b, beta, c)
+}
+
+/// [`gemm`] with the given kernel (the same numbers up to rounding: the order of the sums differs).
+///
+/// # Panics
+/// As [`gemm`].
+pub fn gemm_with(
+    backend: Backend,
+    alpha: f64,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    beta: f64,
+    c: MatMut<'_>,
+) {
     assert!(
         a.cols == b.rows && c.rows == a.rows && c.cols == b.cols,
         "gemm: shapes"
@@ -122,6 +149,34 @@ pub fn gemm(alpha: f64, a: MatRef<'_>, b: MatRef<'_>, beta: f64, c: MatMut<'_>) 
         }
         return;
     }
+    if backend == Backend::Gemm {
+        // SAFETY: as below. The crate computes dst = alpha dst + beta lhs rhs, reading dst only
+        // when asked; with Parallelism::None it runs on the calling thread.
+        unsafe {
+            gemm::gemm(
+                c.rows,
+                c.cols,
+                a.cols,
+                c.data.as_mut_ptr(),
+                c.column_stride as isize,
+                c.row_stride as isize,
+                beta != 0.0,
+                a.data.as_ptr(),
+                a.column_stride as isize,
+                a.row_stride as isize,
+                b.data.as_ptr(),
+                b.column_stride as isize,
+                b.row_stride as isize,
+                beta,
+                alpha,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+        return;
+    }
     // SAFETY: the asserts above keep every index of every matrix inside its slice, and `c`
     // is borrowed mutably, so it does not alias `a` or `b`.
     unsafe {
@@ -150,7 +205,14 @@ mod tests {
 
     #[test]
     fn every_shape_and_layout_matches_the_triple_loop() {
-        for (m, k, n) in [(1, 1, 1), (3, 7, 2), (9, 100, 1), (6, 6, 6), (17, 5, 33)] {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (3, 7, 2),
+            (9, 100, 1),
+            (6, 6, 6),
+            (17, 5, 33),
+            (100, 37, 5),
+        ] {
             let a: Vec<f64> = (0..m * k).map(|i| (i as f64 * 0.31).sin()).collect();
             let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.17).cos()).collect();
             let mut expected = vec![0.0; m * n];
@@ -159,16 +221,42 @@ mod tests {
                     expected[i + j * m] = (0..k).map(|l| a[i * k + l] * b[l + j * k]).sum();
                 }
             }
-            let mut c = vec![f64::NAN; m * n];
-            gemm(
-                1.0,
-                MatRef::rows(&a, m, k),
-                MatRef::columns(&b, k, n),
-                0.0,
-                MatMut::columns(&mut c, m, n),
-            );
-            for (x, y) in c.iter().zip(&expected) {
-                assert!((x - y).abs() < 1e-12, "{m}x{k}x{n}: {x} vs {y}");
+            for backend in [Backend::MatrixMultiply, Backend::Gemm] {
+                let mut c = vec![f64::NAN; m * n];
+                gemm_with(
+                    backend,
+                    1.0,
+                    MatRef::rows(&a, m, k),
+                    MatRef::columns(&b, k, n),
+                    0.0,
+                    MatMut::columns(&mut c, m, n),
+                );
+                for (x, y) in c.iter().zip(&expected) {
+                    assert!((x - y).abs() < 1e-12, "{backend:?} {m}x{k}x{n}: {x} vs {y}");
+                }
+                // C = 0.5 A B + 2 C, with B stored row-major this time (entry (l, j) at l n + j).
+                let bt: Vec<f64> = (0..k * n).map(|i| b[i / n + (i % n) * k]).collect();
+                let mut c2 = vec![1.0; m * n];
+                gemm_with(
+                    backend,
+                    0.5,
+                    MatRef::rows(&a, m, k),
+                    MatRef {
+                        data: &bt,
+                        rows: k,
+                        cols: n,
+                        row_stride: n,
+                        column_stride: 1,
+                    },
+                    2.0,
+                    MatMut::columns(&mut c2, m, n),
+                );
+                for (x, y) in c2.iter().zip(&expected) {
+                    assert!(
+                        (x - (0.5 * y + 2.0)).abs() < 1e-12,
+                        "{backend:?} {m}x{k}x{n}"
+                    );
+                }
             }
         }
     }

@@ -96,8 +96,9 @@ fn process_cpu_seconds() -> f64 {
         .split_whitespace()
         .filter_map(|v| v.parse().ok())
         .collect();
-    // utime and stime are fields 14 and 15 of the line, 11 and 12 after the command name.
-    (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / 100.0
+    // utime and stime are fields 14 and 15 of the line: 10 and 11 among the numbers after the
+    // command name (the state letter, field 3, is not a number).
+    (fields.get(10).unwrap_or(&0.0) + fields.get(11).unwrap_or(&0.0)) / 100.0
 }
 
 fn field_evaluations() {

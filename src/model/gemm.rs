@@ -2,11 +2,14 @@
 //!
 //! The field's products read the tokens in place: the row-major n x d token array is the d x n
 //! matrix X with strides (1, d) and its transpose X^T with strides (d, 1). These go straight to
-//! `matrixmultiply`'s blocked kernels (the ones nalgebra uses for large products), for every
-//! shape: nalgebra falls back to a column-by-column loop when a dimension is at most 5, and that
-//! loop mishandles views whose rows are not contiguous (dimforge/nalgebra#1616: it read and wrote
-//! past the buffer when the last block held 1..5 query tokens). Every call checks that each
-//! matrix lies inside its slice before handing the pointers over.
+//! a blocked kernel for every shape: the `gemm` crate's (faer's kernels, run single-threaded
+//! with `Parallelism::None`: the callers split the work into fixed parts themselves), which
+//! measured 5-20% faster than `matrixmultiply`'s on the field's tiles (benches/README.md);
+//! [`gemm_with`] keeps both. (nalgebra's own product is avoided: it falls back to a
+//! column-by-column loop when a dimension is at most 5, and that loop mishandles views whose
+//! rows are not contiguous, dimforge/nalgebra#1616: it read and wrote past the buffer when the
+//! last block held 1..5 query tokens.) Every call checks that each matrix lies inside its slice
+//! before handing the pointers over.
 
 /// A matrix inside a slice: entry (i, j) at `data[i * row_stride + j * column_stride]`.
 #[derive(Clone, Copy)]

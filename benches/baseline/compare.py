@@ -28,6 +28,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 VENV = os.path.join(ROOT, "output", "baseline-venv")
 VENV_PY = os.path.join(VENV, "bin", "python")
+JAX_VENV = os.path.join(ROOT, "output", "jax-venv")
+JAX_PY = os.path.join(JAX_VENV, "bin", "python")
+BASELINE_JAX = os.path.join(HERE, "baseline_jax.py")
 PERF = os.path.join(ROOT, "output", "perf")
 TOKDYN = os.path.join(ROOT, "target", "release", "tokdyn")
 BASELINE = os.path.join(HERE, "baseline.py")
@@ -38,6 +41,10 @@ CASES = [
     dict(name="lsa-n1e5-d2", kernel="lsa", n=100_000, d=2, t_end=50.0, target=">= 10"),
     dict(name="usa-n4000-d2", kernel="usa", n=4000, d=2, t_end=10.0, target=">= 10"),
     dict(name="usa-n2000-d100", kernel="usa", n=2000, d=100, t_end=10.0, target=">= 2"),
+    dict(name="usa-n2000-d100-random-a", kernel="usa", n=2000, d=100, t_end=10.0, a="random",
+         target=">= 2 vs JAX"),
+    dict(name="sa-n2000-d100-random-a", kernel="sa", n=2000, d=100, t_end=10.0, a="random",
+         target=">= 2 vs JAX"),
     dict(name="mem-lsa-n1e6-d2", kernel="lsa", n=1_000_000, d=2, t_end=5.0, target="memory"),
     dict(name="mem-usa-n20000-d2", kernel="usa", n=20000, d=2, t_end=0.5, target="memory"),
     dict(name="lsa-n1e7-d2", kernel="lsa", n=10_000_000, d=2, t_end=50.0, target="tokdyn only",
@@ -73,6 +80,16 @@ def ensure_venv_and_reexec():
     os.environ.setdefault("BASELINE_CMDLINE",
                           shlex.join(["python3", os.path.relpath(__file__, ROOT)] + sys.argv[1:]))
     os.execv(VENV_PY, [VENV_PY, os.path.abspath(__file__)] + sys.argv[1:])
+
+
+def ensure_jax_venv():
+    """output/jax-venv with jax and diffrax from the package index (for --jax); their versions."""
+    probe = [JAX_PY, "-c", "import jax, diffrax; print(jax.__version__, diffrax.__version__)"]
+    if not os.path.exists(JAX_PY) or subprocess.run(probe, capture_output=True).returncode != 0:
+        log(f"creating {JAX_VENV} (jax, diffrax from the package index)")
+        subprocess.run([sys.executable, "-m", "venv", JAX_VENV], check=True)
+        subprocess.run([JAX_PY, "-m", "pip", "install", "--quiet", "jax", "diffrax"], check=True)
+    return subprocess.run(probe, capture_output=True, text=True, check=True).stdout.split()
 
 
 def build_tokdyn(skip):
@@ -149,7 +166,12 @@ def write_case(case, folder, seed):
         V = np.zeros((d, d))
         for i in range(0, d, 2):
             V[i:i + 2, i:i + 2] = V2
-        np.save(os.path.join(folder, "A.npy"), np.eye(d))
+        if case.get("a") == "random":
+            # Gaussian entries / sqrt(d) from their own generator (seed + 1000).
+            A = np.random.default_rng(seed + 1000).standard_normal((d, d)) / np.sqrt(d)
+        else:
+            A = np.eye(d)
+        np.save(os.path.join(folder, "A.npy"), A)
         np.save(os.path.join(folder, "V.npy"), V)
         a_text, v_text = '{ file = "A.npy" }', '{ file = "V.npy" }'
     text = f"""name = "{case['name']}"
@@ -219,6 +241,11 @@ def run_baseline(scenario, out, logfile):
     return run_measured(cmd, logfile, BASELINE_ENV)
 
 
+def run_jax(scenario, out, logfile):
+    cmd = [JAX_PY, BASELINE_JAX, scenario, "--out", out]
+    return run_measured(cmd, logfile)
+
+
 def read_json(path):
     with open(path) as f:
         return json.load(f)
@@ -249,6 +276,9 @@ def run_side(label, runner, scenario, out, logfile, results):
         s = read_json(summary)
         entry["integ"] = s["wall_seconds"]
         entry["rhs"] = s["rhs_evals"]
+        if "compile_seconds" in s:
+            entry["compile"] = s["compile_seconds"]
+            entry["import"] = s["import_seconds"]
         log(f"  {label}: {wall:.3f} s process, {s['wall_seconds']:.3f} s integration, "
             f"{s['rhs_evals']} rhs evals, {rss:.1f} MB peak RSS")
     else:
@@ -263,7 +293,7 @@ def bench_case(case, args, root):
     log(f"{case['name']}: n = {case['n']}, d = {case['d']}, {case['kernel']}, t_end = {case['t_end']}"
         f" ({scenario})")
     skip_base = case.get("tokdyn_only") or case["name"] in args.skip_baseline
-    tok, base = [], []
+    tok, base, jx = [], [], []
     for r in range(args.repeats):
         log(f" repeat {r + 1}/{args.repeats}")
         run_side("tokdyn", run_tokdyn, scenario, os.path.join(folder, "tokdyn"),
@@ -271,7 +301,14 @@ def bench_case(case, args, root):
         if not skip_base:
             run_side("baseline", run_baseline, scenario, os.path.join(folder, "baseline"),
                      os.path.join(folder, "baseline.log"), base)
-    res = {"case": case, "tokdyn": tok, "baseline": base, "skip_base": skip_base}
+        if args.jax and not case.get("tokdyn_only"):
+            run_side("jax", run_jax, scenario, os.path.join(folder, "jax"),
+                     os.path.join(folder, "jax.log"), jx)
+    res = {"case": case, "tokdyn": tok, "baseline": base, "skip_base": skip_base, "jax": jx}
+    if jx and all(e["code"] == 0 for e in jx) and all(e["code"] == 0 for e in tok):
+        res["dx_jax"] = token_error(
+            read_tokens(os.path.join(folder, "tokdyn", "tokens_final.csv")),
+            read_tokens(os.path.join(folder, "jax", "tokens_final.csv")))
 
     tok_ok = all(e["code"] == 0 for e in tok)
     base_ok = bool(base) and all(e["code"] == 0 for e in base)
@@ -366,6 +403,27 @@ def tables(results, reference):
         if reference:
             line += f" {f3(r.get('ref_tok'), '.2e')} | {f3(r.get('ref_base'), '.2e')} |"
         out.append(line)
+    return out
+
+
+def peer_table(results):
+    """Every case against both peers: ratios of whole-process and of integration times."""
+    out = ["| case | tokdyn wall s | tokdyn integ s | numpy wall s | JAX wall s | JAX import s | "
+           "JAX compile s | JAX integ s | vs numpy (wall) | vs JAX (wall) | vs JAX (integ) | "
+           "rhs evals tokdyn / JAX | max token diff vs JAX |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for r in results:
+        c, tok, base, jx = r["case"], r["tokdyn"], r["baseline"], r["jax"]
+        tw, ti, bw = med(tok, "wall"), med(tok, "integ"), med(base, "wall")
+        jw, ji, jc, jimp = med(jx, "wall"), med(jx, "integ"), med(jx, "compile"), med(jx, "import")
+        ratio = lambda a, b: f3(a / b if a and b else None, ".2f")  # noqa: E731
+        trhs = tok[-1].get("rhs") if tok else None
+        jrhs = jx[-1].get("rhs") if jx else None
+        out.append(f"| {c['name']} | {f3(tw)} | {f3(ti)} | "
+                   f"{status_cell(base, r['skip_base']) or f3(bw)} | "
+                   f"{status_cell(jx, not jx) or f3(jw)} | {f3(jimp, '.2f')} | {f3(jc, '.2f')} | "
+                   f"{f3(ji)} | {ratio(bw, tw)} | {ratio(jw, tw)} | {ratio(ji, ti)} | "
+                   f"{f3(trhs, 'd')} / {f3(jrhs, 'd')} | {f3(r.get('dx_jax'), '.2e')} |")
     return out
 
 
@@ -493,6 +551,8 @@ def main():
                     help="first check the baseline against tokdyn on small cases (n = 200)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the initial tokens (default 1)")
     ap.add_argument("--no-build", action="store_true", help="use target/release/tokdyn as it is")
+    ap.add_argument("--jax", action="store_true",
+                    help="also run the JAX + diffrax peer (output/jax-venv, made on first use)")
     ap.add_argument("--blas-threads", type=int, metavar="N",
                     help="set OPENBLAS_NUM_THREADS=N for the baseline only (default: not set)")
     args = ap.parse_args()
@@ -522,6 +582,7 @@ def main():
     global BASELINE_ENV
     if args.blas_threads:
         BASELINE_ENV = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.blas_threads))
+    jax_versions = ensure_jax_venv() if args.jax else None
     build_note = build_tokdyn(args.no_build)
     root = os.path.join(PERF, "quick") if args.quick else PERF
     os.makedirs(root, exist_ok=True)
@@ -549,10 +610,15 @@ def main():
                   f"{args.blas_threads if args.blas_threads else 'not set (OpenBLAS default)'}; "
                   f"Python with numpy and scipy.integrate imported, nothing else: {rss:.1f} MB peak RSS")
     report.append(f"- settings: DOP853, rtol {RTOL}, atol {ATOL}, {SAMPLES} samples, beta 1, "
-                  f"A = I, V = [[0.2, 1], [-1, -0.2]] (block-diagonal for d = 100), "
+                  f"A = I (the -random-a cases: Gaussian / sqrt(d), seed + 1000), "
+                  f"V = [[0.2, 1], [-1, -0.2]] (block-diagonal for d = 100), "
                   f"tokens uniform on the sphere (numpy default_rng({args.seed})); "
                   f"{args.repeats} repeat(s), tokdyn and baseline alternately; medians of wall "
                   f"times, largest peak RSS" + (" (--quick: n / 10)" if args.quick else ""))
+    if jax_versions:
+        report.append(f"- JAX peer: jax {jax_versions[0]}, diffrax {jax_versions[1]}, float64, "
+                      "Dopri8 + PIDController at the same rtol/atol, SaveAt(ts) at the same "
+                      "samples, one jax.jit compiled ahead of time (XLA's default threads)")
     print("\n".join(report), flush=True)
     ok = True
 
@@ -568,6 +634,11 @@ def main():
         # tables() returns the speed table, a blank line, then the memory/accuracy table
         i = block.index("", 3)
         block[i:i + 1] = ["", "## Memory and accuracy", ""]
+        print("\n".join(block), flush=True)
+        report += block
+    if results and args.jax:
+        block = ["", "## Against both peers (ratios: peer time / tokdyn time)", ""]
+        block += peer_table(results)
         print("\n".join(block), flush=True)
         report += block
     if args.reduced:

@@ -12,8 +12,8 @@
 //! Costs per evaluation:
 //! - `lsa`: (1/n) sum_j <x_k, A x_j> V x_j = V S A^T x_k with the moment matrix
 //!   S = (1/n) sum_j x_j x_j^T, so O(n d^2) work and O(d^2) extra memory.
-//! - `usa`, `sa`: O(n^2 d) work, never an n x n matrix (for d >= 8 in blocks of query tokens
-//!   with blocked matrix products, see `pairwise_blocks`; otherwise token by token):
+//! - `usa`, `sa`: O(n^2 d) work, never an n x n matrix (for d >= 8 tile by tile with blocked
+//!   matrix products, see [`super::tiles`]; otherwise token by token):
 //!   q_k = beta A^T x_k and u_j = V x_j are formed once (O(n d) memory), then
 //!   f_k = (1/n) sum_j exp(<q_k, x_j>) u_j, or for `sa` the weights exp(<q_k, x_j> - m_k)
 //!   divided by their sum (m_k = max_j <q_k, x_j> keeps the exponentials finite).
@@ -27,10 +27,13 @@ use std::sync::Mutex;
 use nalgebra::DMatrix;
 use rayon::prelude::*;
 
-use super::exp::exp_in_place;
 use super::gemm::{gemm, MatMut, MatRef};
 use super::pairwise::{pairwise_sum, Columns};
 use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
+use super::tiles::{
+    general_scratch_len, general_tiles, symmetric_scratch_len as symmetric_tiles_scratch_len,
+    symmetric_tiles, Pairs, Tiles, SYMMETRIC_TILE, TILES,
+};
 use super::{Attention, Kernel};
 use crate::integrate::Dynamics;
 use crate::observe::{order_parameters, OrderParameters};
@@ -40,14 +43,8 @@ use crate::simd::vectorized;
 /// From this dimension on, the linear field uses blocked matrix products.
 const GEMM_MIN_D: usize = 8;
 
-/// Entries of one block of pairwise weights (n x m) in the blocked pairwise kernels.
-const PAIRWISE_BLOCK_ENTRIES: usize = 1 << 20;
-
-/// Most query tokens in one block: m <= min(n, PAIRWISE_BLOCK_ENTRIES / n) <= 2^10.
-const PAIRWISE_MAX_BLOCK_TOKENS: usize = 1 << 10;
-
-/// Blocks of pairwise weights held at once (fixed, so results never depend on the threads).
-const PAIRWISE_WAVE: usize = 4;
+/// Most numbers the symmetric tiled kernel may hold (its per-group sums, 4 (d + 1) n): 128 MB.
+const SYMMETRIC_TILES_MAX_NUMBERS: usize = 1 << 24;
 
 /// Largest |q_k| for which `sa` uses the unshifted exponentials of the symmetric kernel.
 const SYMMETRIC_SOFTMAX_MAX_SCORE: f64 = 300.0;
@@ -83,8 +80,11 @@ struct Scratch {
     totals: Vec<f64>,
     /// One head's field before projection, n x d, `usa`/`sa` with several heads only.
     head_field: Vec<f64>,
-    /// Weight blocks (n x m each, PAIRWISE_WAVE of them), `usa`/`sa` with d >= GEMM_MIN_D only.
+    /// Weight tiles (and the symmetric kernel's sums), `usa`/`sa` with d >= GEMM_MIN_D only.
     weights: Vec<f64>,
+    /// Tile sizes of the tiled kernels (tests use small ones).
+    tiles: Tiles,
+    symmetric_tile: usize,
 }
 
 /// The vector field of the full model for n tokens in d dimensions.
@@ -150,11 +150,13 @@ impl SphereField {
             weights: vec![
                 0.0;
                 if !lsa && d >= GEMM_MIN_D {
-                    PAIRWISE_WAVE * n * pairwise_block_tokens(n, PAIRWISE_BLOCK_ENTRIES)
+                    tiled_scratch_len(n, d, symmetric_heads.contains(&true), TILES, SYMMETRIC_TILE)
                 } else {
                     0
                 }
             ],
+            tiles: TILES,
+            symmetric_tile: SYMMETRIC_TILE,
         };
         let values_transposed = attention.heads.iter().map(|h| h.v.transpose()).collect();
         let queries_transposed = attention.heads.iter().map(|h| h.a.transpose()).collect();
@@ -169,14 +171,18 @@ impl SphereField {
         }
     }
 
-    /// The field with blocks of at most `entries` pairwise weights (tests use small blocks).
+    /// The field with other tile sizes for the tiled kernels (tests use small tiles).
     #[cfg(test)]
-    fn with_block_entries(attention: Attention, n: usize, entries: usize) -> Self {
+    fn with_tiles(attention: Attention, n: usize, tiles: Tiles, symmetric_tile: usize) -> Self {
         let field = SphereField::new(attention, n);
         {
             let mut scratch = field.scratch.lock().unwrap();
             if !scratch.weights.is_empty() {
-                scratch.weights = vec![0.0; PAIRWISE_WAVE * n * pairwise_block_tokens(n, entries)];
+                let symmetric = field.symmetric_heads.contains(&true);
+                let len = tiled_scratch_len(n, field.d, symmetric, tiles, symmetric_tile);
+                scratch.weights = vec![0.0; len];
+                scratch.tiles = tiles;
+                scratch.symmetric_tile = symmetric_tile;
             }
         }
         field
@@ -208,7 +214,8 @@ impl SphereField {
         let weights = if kernel == Kernel::Lsa {
             0
         } else if d >= GEMM_MIN_D {
-            PAIRWISE_WAVE * n * pairwise_block_tokens(n, PAIRWISE_BLOCK_ENTRIES)
+            // At most: A symmetric (the symmetric kernel's sums, where they fit).
+            tiled_scratch_len(n, d, true, TILES, SYMMETRIC_TILE)
         } else {
             // The symmetric kernel's buffers (when A is symmetric).
             symmetric_scratch_len(n, d) + n
@@ -381,15 +388,22 @@ impl SphereField {
             let target: &mut [f64] = if several_heads { &mut s.head_field } else { dx };
             let softmax = self.attention.kernel == Kernel::Sa;
             if d >= GEMM_MIN_D {
-                pairwise_blocks(
-                    &s.unit,
-                    &s.query,
-                    &s.value,
-                    target,
-                    &mut s.weights,
+                let pairs = Pairs {
+                    unit: &s.unit,
+                    query: &s.query,
+                    value: &s.value,
                     d,
-                    softmax,
-                );
+                };
+                // A symmetric form: half the score tiles (for softmax only while the unshifted
+                // exponentials stay far from overflow: |z| <= |q_k|).
+                let symmetric_form = self.symmetric_heads[h]
+                    && symmetric_tiles_fit(self.n, d)
+                    && (!softmax || max_row_norm(&s.query, d) <= SYMMETRIC_SOFTMAX_MAX_SCORE);
+                if symmetric_form {
+                    symmetric_tiles(pairs, target, softmax, s.symmetric_tile, &mut s.weights);
+                } else {
+                    general_tiles(pairs, target, softmax, s.tiles, &mut s.weights);
+                }
             } else {
                 let n = self.n;
                 for (j, (x, u)) in s
@@ -491,78 +505,19 @@ impl Dynamics for SphereField {
     }
 }
 
-/// The pairwise field for larger d with blocked matrix products, a block of m query tokens at a
-/// time: Z = X^T Q_b (n x m, never n x n), W = the kernel's weights of Z column by column
-/// (exp(z) / n, or exp(z - max) / sum for softmax), F_b = U W with U = V X. Blocks run in
-/// parallel; each is computed the same way on any thread, so the result does not depend on the
-/// thread count.
-fn pairwise_blocks(
-    unit: &[f64],
-    query: &[f64],
-    value: &[f64],
-    target: &mut [f64],
-    weights: &mut [f64],
-    d: usize,
-    softmax: bool,
-) {
-    let n = unit.len() / d;
-    // The block size is the one the weight buffers were made for.
-    let m = weights.len() / (PAIRWISE_WAVE * n);
-    let x_transposed = MatRef::rows(unit, n, d);
-    let u = MatRef::columns(value, d, n);
-    let inv_n = 1.0 / n as f64;
-    let block = |((f, q), w): ((&mut [f64], &[f64]), &mut [f64])| {
-        let mb = q.len() / d;
-        let w = &mut w[..n * mb];
-        let queries = MatRef::columns(q, d, mb);
-        gemm(1.0, x_transposed, queries, 0.0, MatMut::columns(w, n, mb));
-        if softmax {
-            let mut totals = [0.0; PAIRWISE_MAX_BLOCK_TOKENS];
-            for (column, total) in w.chunks_exact_mut(n).zip(totals.iter_mut()) {
-                let max = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                column.iter_mut().for_each(|v| *v -= max);
-                exp_in_place(column);
-                *total = column.iter().sum();
-            }
-            gemm(
-                1.0,
-                u,
-                MatRef::columns(w, n, mb),
-                0.0,
-                MatMut::columns(f, d, mb),
-            );
-            for (column, total) in f.chunks_exact_mut(d).zip(&totals) {
-                column.iter_mut().for_each(|v| *v /= *total);
-            }
-        } else {
-            exp_in_place(w);
-            gemm(
-                inv_n,
-                u,
-                MatRef::columns(w, n, mb),
-                0.0,
-                MatMut::columns(f, d, mb),
-            );
-        }
-    };
-    // Waves of PAIRWISE_WAVE blocks share the preallocated weight buffers; every block is
-    // computed the same way whichever buffer or thread it gets.
-    let wave = PAIRWISE_WAVE * m * d;
-    for (f, q) in target.chunks_mut(wave).zip(query.chunks(wave)) {
-        if f.len() <= m * d {
-            block(((f, q), &mut weights[..]));
-        } else {
-            f.par_chunks_mut(m * d)
-                .zip(q.par_chunks(m * d))
-                .zip(weights.par_chunks_mut(n * m))
-                .for_each(block);
-        }
-    }
+/// Whether the symmetric tiled kernel's per-group sums fit its memory bound.
+fn symmetric_tiles_fit(n: usize, d: usize) -> bool {
+    symmetric_tiles_scratch_len(n, d, SYMMETRIC_TILE) <= SYMMETRIC_TILES_MAX_NUMBERS
 }
 
-/// Query tokens per block of the blocked pairwise kernels (n m <= entries).
-fn pairwise_block_tokens(n: usize, entries: usize) -> usize {
-    (entries / n.max(1)).clamp(1, n.clamp(1, PAIRWISE_MAX_BLOCK_TOKENS))
+/// Scratch numbers of the tiled kernels (the symmetric one's where A may be symmetric).
+fn tiled_scratch_len(n: usize, d: usize, symmetric: bool, tiles: Tiles, tile: usize) -> usize {
+    let general = general_scratch_len(tiles);
+    if symmetric && symmetric_tiles_fit(n, d) {
+        general.max(symmetric_tiles_scratch_len(n, d, tile))
+    } else {
+        general
+    }
 }
 
 /// acc[a D + b] += sum_k x_ka x_kb / |x_k|^2 (b >= a) over the rows x_k.
@@ -747,7 +702,7 @@ mod tests {
 
     #[test]
     fn blocked_pairwise_kernels_match_the_formula_and_ignore_the_thread_count() {
-        // n = 300 > 2^16 / n: with blocks of 2^16 weights the query tokens fill several blocks.
+        // n = 300 in tiles of 64 keys x 32 queries: several tiles each way, ragged last ones.
         let (n, d) = (300, 9);
         for kernel in [Kernel::Usa, Kernel::Sa] {
             let att = Attention::new(
@@ -760,7 +715,11 @@ mod tests {
             );
             let x = random_tokens(n, d, 33);
             let expected = direct_field(&att, &x, d);
-            let field = SphereField::with_block_entries(att, n, 1 << 16);
+            let small = Tiles {
+                keys: 64,
+                queries: 32,
+            };
+            let field = SphereField::with_tiles(att, n, small, 32);
             let eval_with = |threads| {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
@@ -780,8 +739,13 @@ mod tests {
 
     #[test]
     fn symmetric_forms_take_one_exponential_per_pair_and_match_the_formula() {
-        let (n, d) = (300, 3);
-        for kernel in [Kernel::Usa, Kernel::Sa] {
+        for (kernel, d) in [
+            (Kernel::Usa, 3),
+            (Kernel::Sa, 3),
+            (Kernel::Usa, 12),
+            (Kernel::Sa, 12),
+        ] {
+            let n = 300;
             let r = random_matrix(d, 51);
             let a = &r + r.transpose();
             assert!(is_symmetric(&a));
@@ -806,8 +770,8 @@ mod tests {
 
     #[test]
     fn last_blocks_of_one_to_five_tokens_are_right() {
-        // n = 257 with blocks of 2^16 / 257 = 255 query tokens leaves 2; n = 2049: chunks of 2048
-        // tokens leave 1.
+        // n = 257 in tiles of 64 keys x 32 queries (symmetric: 32) leaves 1 token in the last
+        // tiles; n = 2049: chunks of 2048 tokens leave 1.
         // (These shapes once sent the products through a loop that wrote past its buffer.)
         for (kernel, n) in [(Kernel::Usa, 257), (Kernel::Sa, 257), (Kernel::Lsa, 2049)] {
             let d = 9;
@@ -820,7 +784,11 @@ mod tests {
                 }],
             );
             let x = random_tokens(n, d, 43);
-            let field = SphereField::with_block_entries(att.clone(), n, 1 << 16);
+            let small = Tiles {
+                keys: 64,
+                queries: 32,
+            };
+            let field = SphereField::with_tiles(att.clone(), n, small, 32);
             let mut dx = vec![0.0; n * d];
             field.eval(&x, &mut dx);
             let expected = direct_field(&att, &x, d);

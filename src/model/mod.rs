@@ -18,6 +18,7 @@ pub mod field;
 pub mod gemm;
 pub mod pairwise;
 pub mod symmetric;
+pub mod tiles;
 
 pub use attention::{Attention, Head};
 pub use exp::exp_in_place;

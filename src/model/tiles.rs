@@ -1,0 +1,490 @@
+//! The pairwise sums of the `usa` and `sa` fields for d >= 8, one tile of pairs at a time.
+//!
+//! ```text
+//! Z   = X_c^T Q_b                      z_jk = <q_k, x_j>, j in key tile c, k in query tile b
+//! W   = exp(Z - 1 m_b^T)               m = 0 (usa); running column maxima (sa)
+//! F_b += U_c W,   t_b += W^T 1         U = V X, F_b the d x |b| sums of query tile b
+//! usa: f_k = F_k / n                   sa: f_k = F_k / t_k
+//! ```
+//!
+//! A tile of weights (|c| x |b|, [`Tiles`]) is made by one matrix product, exponentiated while it
+//! sits in cache and consumed by a second product, so no n x n (or n x m) matrix is ever written
+//! out. For `sa` the shift is the running maximum of each query's scores: when a tile raises it
+//! from m to m', the sums so far are multiplied by exp(m - m') first (the online softmax), so the
+//! exponentials stay at most 1 whatever the scores.
+//!
+//! When A = A^T the scores are symmetric, z_jk = z_kj, and [`symmetric_tiles`] makes only the
+//! tiles c >= b (half of the score product, half of the exponentials): each such tile W feeds
+//! F_b += U_c W and, for c > b, F_c += U_b W^T. The weights are unshifted (the caller allows
+//! `sa` only while |z| <= max_k |q_k| keeps exp finite).
+//!
+//! Thread-count independence: the query tiles are cut into [`GROUPS`] fixed groups; each group
+//! runs its tiles in a fixed order on one thread (the symmetric kernel into its own n x d
+//! accumulator), and the groups' accumulators are added in group order. The products run
+//! single-threaded inside a group, so the bytes do not depend on the number of threads.
+
+use rayon::prelude::*;
+
+use super::exp::exp_in_place;
+use super::gemm::{gemm, MatMut, MatRef};
+use crate::simd::{add_in_lanes, LANES};
+
+/// Groups of query tiles run in parallel (fixed, so results never depend on the threads).
+pub const GROUPS: usize = 4;
+
+/// Tile sizes: key tokens (rows of a weight tile) and query tokens (columns).
+#[derive(Clone, Copy, Debug)]
+pub struct Tiles {
+    pub keys: usize,
+    pub queries: usize,
+}
+
+/// The tile sizes of the field (chosen by measurement, see benches/README.md).
+pub const TILES: Tiles = Tiles {
+    keys: 128,
+    queries: 64,
+};
+
+/// Square tiles of the symmetric kernel (one size for both sides of the score matrix).
+pub const SYMMETRIC_TILE: usize = 64;
+
+/// Numbers of scratch [`general_tiles`] needs.
+pub fn general_scratch_len(tiles: Tiles) -> usize {
+    GROUPS * group_len(tiles)
+}
+
+/// Numbers of scratch [`symmetric_tiles`] needs for n tokens in d dimensions.
+pub fn symmetric_scratch_len(n: usize, d: usize, tile: usize) -> usize {
+    GROUPS * (tile * tile + (d + 1) * n)
+}
+
+/// One group's weight tile, running maxima and totals.
+fn group_len(tiles: Tiles) -> usize {
+    tiles.keys * tiles.queries + 2 * tiles.queries
+}
+
+/// The inputs of the tiled kernels: n tokens in d dimensions, each array n x d row-major.
+#[derive(Clone, Copy)]
+pub struct Pairs<'a> {
+    /// The unit tokens x_j.
+    pub unit: &'a [f64],
+    /// The queries q_k = beta A^T x_k.
+    pub query: &'a [f64],
+    /// The values u_j = V x_j.
+    pub value: &'a [f64],
+    pub d: usize,
+}
+
+impl Pairs<'_> {
+    fn n(&self) -> usize {
+        self.unit.len() / self.d
+    }
+
+    /// X_c^T for the key tokens `from..to` (|c| x d).
+    fn keys_transposed(&self, from: usize, to: usize) -> MatRef<'_> {
+        MatRef::rows(&self.unit[from * self.d..to * self.d], to - from, self.d)
+    }
+
+    /// Q_b for the query tokens `from..to` (d x |b|).
+    fn queries(&self, from: usize, to: usize) -> MatRef<'_> {
+        MatRef::columns(&self.query[from * self.d..to * self.d], self.d, to - from)
+    }
+
+    /// U_c for the tokens `from..to` (d x |c|).
+    fn values(&self, from: usize, to: usize) -> MatRef<'_> {
+        MatRef::columns(&self.value[from * self.d..to * self.d], self.d, to - from)
+    }
+}
+
+/// Writes f_k (n x d row-major) for any A: the `usa` sums / n, or the `sa` weighted means.
+///
+/// `scratch` holds at least [`general_scratch_len`] numbers.
+pub fn general_tiles(
+    pairs: Pairs<'_>,
+    f: &mut [f64],
+    softmax: bool,
+    tiles: Tiles,
+    scratch: &mut [f64],
+) {
+    let (n, d) = (pairs.n(), pairs.d);
+    let per_group = n.div_ceil(tiles.queries).div_ceil(GROUPS).max(1) * tiles.queries;
+    let group = |(g, (fg, s)): (usize, (&mut [f64], &mut [f64]))| {
+        for (i, fb) in fg.chunks_mut(tiles.queries * d).enumerate() {
+            let from = g * per_group + i * tiles.queries;
+            query_tile(pairs, from, fb, softmax, tiles, s);
+        }
+    };
+    f.par_chunks_mut(per_group * d)
+        .zip(scratch.par_chunks_mut(group_len(tiles)))
+        .enumerate()
+        .with_max_len(1)
+        .for_each(group);
+}
+
+/// The sums of the query tokens from..from + |b| over every key tile, scaled (see the module).
+fn query_tile(
+    pairs: Pairs<'_>,
+    from: usize,
+    fb: &mut [f64],
+    softmax: bool,
+    tiles: Tiles,
+    s: &mut [f64],
+) {
+    let (n, d) = (pairs.n(), pairs.d);
+    let mb = fb.len() / d;
+    let (w, rest) = s.split_at_mut(tiles.keys * tiles.queries);
+    let (maxima, totals) = rest.split_at_mut(tiles.queries);
+    let (maxima, totals) = (&mut maxima[..mb], &mut totals[..mb]);
+    maxima.fill(if softmax { f64::NEG_INFINITY } else { 0.0 });
+    totals.fill(0.0);
+    fb.fill(0.0);
+    let queries = pairs.queries(from, from + mb);
+    for c0 in (0..n).step_by(tiles.keys) {
+        let c1 = (c0 + tiles.keys).min(n);
+        let nc = c1 - c0;
+        let w = &mut w[..nc * mb];
+        gemm(
+            1.0,
+            pairs.keys_transposed(c0, c1),
+            queries,
+            0.0,
+            MatMut::columns(w, nc, mb),
+        );
+        if softmax {
+            shift_columns(w, nc, maxima, totals, fb, d);
+        }
+        exp_in_place(w);
+        if softmax {
+            for (column, total) in w.chunks_exact(nc).zip(totals.iter_mut()) {
+                *total += lane_sum(column);
+            }
+        }
+        gemm(
+            1.0,
+            pairs.values(c0, c1),
+            MatRef::columns(w, nc, mb),
+            1.0,
+            MatMut::columns(fb, d, mb),
+        );
+    }
+    scale_columns(fb, d, if softmax { Some(&*totals) } else { None }, n);
+}
+
+/// Online softmax step: raises each column's running maximum to cover this tile (rescaling the
+/// sums and totals so far by exp(old - new)), then subtracts it from the column.
+fn shift_columns(
+    w: &mut [f64],
+    rows: usize,
+    maxima: &mut [f64],
+    totals: &mut [f64],
+    fb: &mut [f64],
+    d: usize,
+) {
+    for (k, column) in w.chunks_exact_mut(rows).enumerate() {
+        let top = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if top > maxima[k] {
+            let mut factor = [maxima[k] - top];
+            exp_in_place(&mut factor);
+            totals[k] *= factor[0];
+            fb[k * d..(k + 1) * d]
+                .iter_mut()
+                .for_each(|v| *v *= factor[0]);
+            maxima[k] = top;
+        }
+        let m = maxima[k];
+        column.iter_mut().for_each(|v| *v -= m);
+    }
+}
+
+/// f_k = F_k / n (`totals` None) or F_k / t_k.
+fn scale_columns(fb: &mut [f64], d: usize, totals: Option<&[f64]>, n: usize) {
+    let inv_n = 1.0 / n as f64;
+    for (k, column) in fb.chunks_exact_mut(d).enumerate() {
+        let scale = totals.map_or(inv_n, |t| 1.0 / t[k]);
+        column.iter_mut().for_each(|v| *v *= scale);
+    }
+}
+
+/// The sum of `values` in a fixed order (LANES partial sums, then added in lane order).
+fn lane_sum(values: &[f64]) -> f64 {
+    let mut acc = [0.0; LANES];
+    add_in_lanes(&mut acc, values);
+    acc.iter().sum()
+}
+
+/// Writes f_k (n x d row-major) for a symmetric A: the `usa` sums / n, or (`softmax`) the
+/// weighted means with unshifted weights. One exponential per pair (see the module).
+///
+/// `scratch` holds at least [`symmetric_scratch_len`] numbers.
+pub fn symmetric_tiles(
+    pairs: Pairs<'_>,
+    f: &mut [f64],
+    softmax: bool,
+    tile: usize,
+    scratch: &mut [f64],
+) {
+    let (n, d) = (pairs.n(), pairs.d);
+    let count = n.div_ceil(tile);
+    let (weights, sums) =
+        scratch[..symmetric_scratch_len(n, d, tile)].split_at_mut(GROUPS * tile * tile);
+    let group = |(g, (w, acc)): (usize, (&mut [f64], &mut [f64]))| {
+        acc.fill(0.0);
+        let (acc, totals) = acc.split_at_mut(n * d);
+        // Tile rows b dealt to the groups back and forth (0 1 2 3 3 2 1 0 ...): row b holds
+        // count - b tiles, so each group gets a share of long and short rows.
+        for b in (0..count).filter(|&b| snake(b) == g) {
+            symmetric_row(pairs, b, tile, w, acc, totals);
+        }
+    };
+    weights
+        .par_chunks_mut(tile * tile)
+        .zip(sums.par_chunks_mut((d + 1) * n))
+        .enumerate()
+        .with_max_len(1)
+        .for_each(group);
+    // f = the groups' sums added in group order, then scaled.
+    let (first, rest) = sums.split_at_mut((d + 1) * n);
+    for other in rest.chunks_exact((d + 1) * n) {
+        first.iter_mut().zip(other).for_each(|(a, b)| *a += b);
+    }
+    f.copy_from_slice(&first[..n * d]);
+    scale_columns(f, d, if softmax { Some(&first[n * d..]) } else { None }, n);
+}
+
+/// The group that runs tile row b.
+fn snake(b: usize) -> usize {
+    let (round, place) = (b / GROUPS, b % GROUPS);
+    if round % 2 == 0 {
+        place
+    } else {
+        GROUPS - 1 - place
+    }
+}
+
+/// The tiles c >= b of tile row b: F_b += U_c W, and for c > b F_c += U_b W^T (and the totals).
+fn symmetric_row(
+    pairs: Pairs<'_>,
+    b: usize,
+    tile: usize,
+    w: &mut [f64],
+    acc: &mut [f64],
+    totals: &mut [f64],
+) {
+    let (n, d) = (pairs.n(), pairs.d);
+    let (b0, b1) = (b * tile, ((b + 1) * tile).min(n));
+    let mb = b1 - b0;
+    let queries = pairs.queries(b0, b1);
+    for c0 in (b0..n).step_by(tile) {
+        let c1 = (c0 + tile).min(n);
+        let nc = c1 - c0;
+        let w = &mut w[..nc * mb];
+        gemm(
+            1.0,
+            pairs.keys_transposed(c0, c1),
+            queries,
+            0.0,
+            MatMut::columns(w, nc, mb),
+        );
+        exp_in_place(w);
+        gemm(
+            1.0,
+            pairs.values(c0, c1),
+            MatRef::columns(w, nc, mb),
+            1.0,
+            MatMut::columns(&mut acc[b0 * d..b1 * d], d, mb),
+        );
+        for (column, total) in w.chunks_exact(nc).zip(&mut totals[b0..b1]) {
+            *total += lane_sum(column);
+        }
+        if c0 == b0 {
+            continue;
+        }
+        // W^T (mb x nc): entry (k, j) = w[j + k nc].
+        let transposed = MatRef {
+            data: w,
+            rows: mb,
+            cols: nc,
+            row_stride: nc,
+            column_stride: 1,
+        };
+        gemm(
+            1.0,
+            pairs.values(b0, b1),
+            transposed,
+            1.0,
+            MatMut::columns(&mut acc[c0 * d..c1 * d], d, nc),
+        );
+        let row_totals = &mut totals[c0..c1];
+        for column in w.chunks_exact(nc) {
+            row_totals.iter_mut().zip(column).for_each(|(t, v)| *t += v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator in [-1, 1).
+    fn numbers(len: usize, seed: u64) -> Vec<f64> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+            })
+            .collect()
+    }
+
+    /// n unit tokens, queries beta A^T x_k and values V x_j (A symmetric when asked).
+    fn pairs_data(n: usize, d: usize, beta: f64, symmetric: bool) -> [Vec<f64>; 3] {
+        let mut unit = numbers(n * d, 1 + n as u64);
+        for row in unit.chunks_exact_mut(d) {
+            let r = row.iter().map(|v| v * v).sum::<f64>().sqrt();
+            row.iter_mut().for_each(|v| *v /= r);
+        }
+        let mut a = numbers(d * d, 2);
+        if symmetric {
+            for i in 0..d {
+                for j in 0..i {
+                    a[i * d + j] = a[j * d + i];
+                }
+            }
+        }
+        let v = numbers(d * d, 3);
+        let apply = |m: &[f64], transpose: bool, scale: f64| -> Vec<f64> {
+            unit.chunks_exact(d)
+                .flat_map(|x| {
+                    (0..d).map(move |r| {
+                        let entry = |c: usize| {
+                            if transpose {
+                                m[c * d + r]
+                            } else {
+                                m[r * d + c]
+                            }
+                        };
+                        scale * (0..d).map(|c| entry(c) * x[c]).sum::<f64>()
+                    })
+                })
+                .collect()
+        };
+        let query = apply(&a, true, beta);
+        let value = apply(&v, false, 1.0);
+        [unit, query, value]
+    }
+
+    /// f_k written out pair by pair (sa with the exact maximum as shift).
+    fn pair_by_pair(data: &[Vec<f64>; 3], d: usize, softmax: bool) -> Vec<f64> {
+        let [unit, query, value] = data;
+        let n = unit.len() / d;
+        let mut f = vec![0.0; n * d];
+        for k in 0..n {
+            let z: Vec<f64> = (0..n)
+                .map(|j| (0..d).map(|c| query[k * d + c] * unit[j * d + c]).sum())
+                .collect();
+            let shift = if softmax {
+                z.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            } else {
+                0.0
+            };
+            let w: Vec<f64> = z.iter().map(|z| (z - shift).exp()).collect();
+            let scale = if softmax {
+                1.0 / w.iter().sum::<f64>()
+            } else {
+                1.0 / n as f64
+            };
+            for c in 0..d {
+                f[k * d + c] = scale * (0..n).map(|j| w[j] * value[j * d + c]).sum::<f64>();
+            }
+        }
+        f
+    }
+
+    fn run_in_pool<R: Send>(threads: usize, job: impl FnOnce() -> R + Send) -> R {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(job)
+    }
+
+    fn assert_close(got: &[f64], expected: &[f64], what: &str) {
+        let scale = expected.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        for (g, e) in got.iter().zip(expected) {
+            assert!((g - e).abs() <= 1e-12 * scale, "{what}: {g} vs {e}");
+        }
+    }
+
+    #[test]
+    fn general_tiles_match_the_pairs_whatever_the_last_tile_holds() {
+        let d = 9;
+        let tiles = Tiles {
+            keys: 16,
+            queries: 8,
+        };
+        // The last query tile holds 1..5 tokens (n mod 8), the last key tile 1..5 or more.
+        for n in [8 * 4 + 1, 8 * 5 + 2, 8 * 6 + 3, 8 * 3 + 4, 8 * 7 + 5, 3] {
+            for (softmax, beta) in [(false, 1.3), (true, 1.3), (true, 60.0)] {
+                let data = pairs_data(n, d, beta, false);
+                let pairs = Pairs {
+                    unit: &data[0],
+                    query: &data[1],
+                    value: &data[2],
+                    d,
+                };
+                let mut scratch = vec![f64::NAN; general_scratch_len(tiles)];
+                let mut f = vec![f64::NAN; n * d];
+                general_tiles(pairs, &mut f, softmax, tiles, &mut scratch);
+                let what = format!("n {n} softmax {softmax} beta {beta}");
+                assert_close(&f, &pair_by_pair(&data, d, softmax), &what);
+                let mut other = vec![0.0; n * d];
+                run_in_pool(3, || {
+                    general_tiles(pairs, &mut other, softmax, tiles, &mut scratch)
+                });
+                assert_eq!(f, other, "{what}: thread count changed the bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn symmetric_tiles_match_the_pairs_whatever_the_last_tile_holds() {
+        let d = 10;
+        let tile = 8;
+        for n in [8 * 4 + 1, 8 * 5 + 2, 8 * 6 + 3, 8 * 3 + 4, 8 * 9 + 5, 5] {
+            for softmax in [false, true] {
+                let data = pairs_data(n, d, 1.7, true);
+                let pairs = Pairs {
+                    unit: &data[0],
+                    query: &data[1],
+                    value: &data[2],
+                    d,
+                };
+                let mut scratch = vec![f64::NAN; symmetric_scratch_len(n, d, tile)];
+                let mut f = vec![f64::NAN; n * d];
+                run_in_pool(1, || {
+                    symmetric_tiles(pairs, &mut f, softmax, tile, &mut scratch)
+                });
+                let what = format!("n {n} softmax {softmax}");
+                assert_close(&f, &pair_by_pair(&data, d, softmax), &what);
+                let mut other = vec![0.0; n * d];
+                run_in_pool(3, || {
+                    symmetric_tiles(pairs, &mut other, softmax, tile, &mut scratch)
+                });
+                assert_eq!(f, other, "{what}: thread count changed the bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn every_tile_row_goes_to_one_group_and_the_groups_share_the_work() {
+        let count = 33;
+        let mut work = [0usize; GROUPS];
+        for b in 0..count {
+            work[snake(b)] += count - b;
+        }
+        let (least, most) = (work.iter().min().unwrap(), work.iter().max().unwrap());
+        assert!(most - least <= count, "{work:?}");
+    }
+}

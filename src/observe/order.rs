@@ -78,13 +78,27 @@ pub fn order_parameter_r2(tokens: &[f64], d: usize) -> Complex64 {
 
 /// All order parameters of tokens (n x d row-major, unit rows), in one deterministic pass.
 pub fn order_parameters(tokens: &[f64], d: usize) -> OrderParameters {
-    let n = tokens.len() / d;
+    order_parameters_mapped(tokens, d, d, |rows, _| rows)
+}
+
+/// The order parameters of the tokens that `map` makes from the rows of `source` (rows of
+/// `stride` numbers), one chunk at a time: `map(rows, buffer)` returns the chunk's tokens (n_c x d,
+/// unit rows), written into `buffer` (TOKENS_PER_CHUNK x d, allocated per chunk) or borrowed.
+/// The sums are those of [`order_parameters`], so a model that carries its tokens implicitly
+/// (the group model) reports exactly what the full model would.
+pub fn order_parameters_mapped<F>(source: &[f64], stride: usize, d: usize, map: F) -> OrderParameters
+where
+    F: for<'a> Fn(&'a [f64], &'a mut Vec<f64>) -> &'a [f64] + Sync,
+{
+    let n = source.len() / stride;
     let upper = d * (d + 1) / 2;
     // Accumulators: [Re R2, Im R2, sum x (d), upper triangle of sum x x^T].
     let width = 2 + d + upper;
     let mut partials = vec![0.0; width * chunk_count(n)];
     let mut sums = vec![0.0; width];
-    chunked_sum(tokens, d, width, &mut partials, &mut sums, |rows, acc| {
+    chunked_sum(source, stride, width, &mut partials, &mut sums, |chunk, acc| {
+        let mut buffer = Vec::new();
+        let rows = map(chunk, &mut buffer);
         for x in rows.chunks_exact(d) {
             let w = doubled_phase(x[0], x[1]);
             acc[0] += w.re;

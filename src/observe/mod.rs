@@ -10,7 +10,8 @@ pub mod progress;
 pub mod series;
 
 pub use order::{
-    order_parameter_r2, order_parameters, order_parameters_mapped, principal_arg, OrderParameters,
+    order_parameter_r2, order_parameters, order_parameters_from_sums, order_parameters_mapped,
+    principal_arg, OrderParameters,
 };
 pub use progress::Progress;
 pub use series::OrderSeries;

@@ -115,22 +115,34 @@ where
             }
         }
     });
-    let inv_n = 1.0 / n as f64;
-    let r2 = Complex64::new(sums[0] * inv_n, sums[1] * inv_n);
-    let r1 = sums[2..2 + d]
-        .iter()
-        .map(|s| (s * inv_n).powi(2))
-        .sum::<f64>()
-        .sqrt();
     let mut moment = DMatrix::zeros(d, d);
     let mut idx = 2 + d;
     for a in 0..d {
         for b in a..d {
-            moment[(a, b)] = sums[idx] * inv_n;
-            moment[(b, a)] = sums[idx] * inv_n;
+            moment[(a, b)] = sums[idx];
+            moment[(b, a)] = sums[idx];
             idx += 1;
         }
     }
+    let r2_sum = Complex64::new(sums[0], sums[1]);
+    order_parameters_from_sums(n, r2_sum, &sums[2..2 + d], moment)
+}
+
+/// The order parameters from the sums over n tokens of e^{2 i t_k}, of x_k and of x_k x_k^T.
+pub fn order_parameters_from_sums(
+    n: usize,
+    r2_sum: Complex64,
+    sum_x: &[f64],
+    mut moment: DMatrix<f64>,
+) -> OrderParameters {
+    let inv_n = 1.0 / n as f64;
+    let r2 = r2_sum * inv_n;
+    let r1 = sum_x
+        .iter()
+        .map(|s| (s * inv_n).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    moment.scale_mut(inv_n);
     let (nematic, axis) = nematic_order(&moment);
     OrderParameters {
         r2,

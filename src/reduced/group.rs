@@ -30,7 +30,8 @@ use rayon::prelude::*;
 use crate::integrate::Dynamics;
 use crate::model::gemm::{gemm, MatMut, MatRef};
 use crate::model::{Attention, Kernel};
-use crate::observe::{order_parameters_mapped, OrderParameters};
+use crate::observe::order::doubled_phase;
+use crate::observe::{order_parameters_from_sums, order_parameters_mapped, OrderParameters};
 use crate::parallel::{chunk_count, for_each_chunk, TOKENS_PER_CHUNK};
 use crate::simd::vectorized;
 
@@ -139,7 +140,12 @@ impl GroupFlow {
     pub fn tokens_of(&self, phi: &[f64]) -> Vec<f64> {
         let d = self.d;
         let mut out = vec![0.0; self.n * d];
-        for_each_chunk(&mut out, d, &self.tokens, d, |y, x| map_tokens(phi, d, x, y));
+        if d >= GEMM_MIN_D {
+            // Row-major tokens are the columns of Y: one blocked product per chunk.
+            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| unit_images(phi, d, x, y));
+        } else {
+            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| map_tokens(phi, d, x, y));
+        }
         out
     }
 
@@ -207,6 +213,9 @@ impl Dynamics for GroupFlow {
 
     fn order_parameters(&self, phi: &[f64]) -> OrderParameters {
         let d = self.d;
+        if d >= GEMM_MIN_D {
+            return order_blocked(phi, d, &self.tokens);
+        }
         order_parameters_mapped(&self.tokens, d, d, |x, buffer| {
             buffer.resize(x.len(), 0.0);
             map_tokens(phi, d, x, buffer);
@@ -294,18 +303,7 @@ fn moment_blocked(
         for block in rows.chunks(BLOCK_TOKENS * d) {
             let m = block.len() / d;
             let y = &mut buffer[..m * d];
-            gemm(
-                1.0,
-                MatRef::columns(phi, d, d),
-                MatRef::columns(block, d, m),
-                0.0,
-                MatMut::columns(y, d, m),
-            );
-            for column in y.chunks_exact_mut(d) {
-                let size = dot(column, column).sqrt();
-                let inv = if size > 0.0 { 1.0 / size } else { 0.0 };
-                column.iter_mut().for_each(|v| *v *= inv);
-            }
+            unit_images(phi, d, block, y);
             gemm(
                 1.0,
                 MatRef::columns(y, d, m),
@@ -332,6 +330,60 @@ fn moment_blocked(
     sums.fill(0.0);
     for acc in partials.chunks(d * d) {
         sums.iter_mut().zip(acc).for_each(|(s, a)| *s += a);
+    }
+}
+
+/// The order parameters for d >= GEMM_MIN_D with blocked products: per chunk, Y_b = Phi X_b
+/// with unit columns, then the sums of e^{2 i t}, of y and Y_b Y_b^T (the sums of
+/// [`crate::observe::order_parameters`], grouped by blocks; chunks added in order).
+fn order_blocked(phi: &[f64], d: usize, x: &[f64]) -> OrderParameters {
+    let n = x.len() / d;
+    let width = 2 + d + d * d;
+    let mut partials = vec![0.0; width * chunk_count(n)];
+    let mut sums = vec![0.0; width];
+    crate::parallel::chunked_sum(x, d, width, &mut partials, &mut sums, |rows, acc| {
+        let mut buffer = vec![0.0; BLOCK_TOKENS * d];
+        for block in rows.chunks(BLOCK_TOKENS * d) {
+            let m = block.len() / d;
+            let y = &mut buffer[..m * d];
+            unit_images(phi, d, block, y);
+            for column in y.chunks_exact(d) {
+                let w = doubled_phase(column[0], column[1]);
+                acc[0] += w.re;
+                acc[1] += w.im;
+                acc[2..2 + d]
+                    .iter_mut()
+                    .zip(column)
+                    .for_each(|(s, v)| *s += v);
+            }
+            gemm(
+                1.0,
+                MatRef::columns(y, d, m),
+                MatRef::rows(y, m, d),
+                1.0,
+                MatMut::columns(&mut acc[2 + d..], d, d),
+            );
+        }
+    });
+    let moment = DMatrix::from_column_slice(d, d, &sums[2 + d..]);
+    let r2_sum = num_complex::Complex64::new(sums[0], sums[1]);
+    order_parameters_from_sums(n, r2_sum, &sums[2..2 + d], moment)
+}
+
+/// Y = Phi X for the tokens `block` (d x m), columns made unit (a zero image stays zero).
+fn unit_images(phi: &[f64], d: usize, block: &[f64], y: &mut [f64]) {
+    let m = block.len() / d;
+    gemm(
+        1.0,
+        MatRef::columns(phi, d, d),
+        MatRef::columns(block, d, m),
+        0.0,
+        MatMut::columns(y, d, m),
+    );
+    for column in y.chunks_exact_mut(d) {
+        let size = dot(column, column).sqrt();
+        let inv = if size > 0.0 { 1.0 / size } else { 0.0 };
+        column.iter_mut().for_each(|v| *v *= inv);
     }
 }
 

@@ -124,9 +124,8 @@ fn write_compare_csv(
     full_series: &OrderSeries,
     others: &[(ModelKind, OrderSeries)],
 ) -> Result<(), Error> {
-    let mut w = csv::Writer::from_writer(BufWriter::new(
-        File::create(path).map_err(Error::io(path))?,
-    ));
+    let mut w =
+        csv::Writer::from_writer(BufWriter::new(File::create(path).map_err(Error::io(path))?));
     let of = |model: ModelKind, i: usize| {
         others
             .iter()

@@ -127,11 +127,29 @@ fn group_equals_full_on_random_weights_with_one_and_three_heads() {
 #[test]
 fn group_equals_full_while_tokens_cluster() {
     // A = V = I: two antipodal clusters, Phi becomes ill-conditioned (sigma_2 / sigma_1 ~ e^{-t}).
-    let s = scenario(&lsa(3, "A = \"identity\"\nV = \"identity\"", 40, 20.0, 1e-10, 1e-12)).unwrap();
+    let s = scenario(&lsa(
+        3,
+        "A = \"identity\"\nV = \"identity\"",
+        40,
+        20.0,
+        1e-10,
+        1e-12,
+    ))
+    .unwrap();
     let (full, _, _) = run(&s, ModelKind::Full);
-    assert!(full.nematic.last().unwrap() > &0.999, "the run must cluster");
+    assert!(
+        full.nematic.last().unwrap() > &0.999,
+        "the run must cluster"
+    );
     group_against_full(
-        &lsa(3, "A = \"identity\"\nV = \"identity\"", 40, 20.0, 1e-10, 1e-12),
+        &lsa(
+            3,
+            "A = \"identity\"\nV = \"identity\"",
+            40,
+            20.0,
+            1e-10,
+            1e-12,
+        ),
         "clustering",
     );
 }
@@ -163,7 +181,10 @@ fn group_tokens_are_as_accurate_as_full_ones_at_the_same_tolerance() {
     let cases = [
         (3, random_heads(1, 21)),
         (3, "A = \"identity\"\nV = \"identity\"".to_string()),
-        (2, "A = [[1.0, 0.5], [-0.5, 1.0]]\nV = [[1.0, 0.2], [0.1, 0.8]]".to_string()),
+        (
+            2,
+            "A = [[1.0, 0.5], [-0.5, 1.0]]\nV = [[1.0, 0.2], [0.1, 0.8]]".to_string(),
+        ),
         (8, random_heads(1, 31)),
     ];
     let mut worst_condition: f64 = 0.0;
@@ -176,7 +197,10 @@ fn group_tokens_are_as_accurate_as_full_ones_at_the_same_tolerance() {
         let phi = nalgebra::DMatrix::from_column_slice(d, d, &sol.final_state);
         let sv = phi.singular_values();
         worst_condition = worst_condition.max(sv.max() / sv.min());
-        let (e_full, e_group) = (token_distance(&full, &exact), token_distance(&group, &exact));
+        let (e_full, e_group) = (
+            token_distance(&full, &exact),
+            token_distance(&group, &exact),
+        );
         eprintln!("d = {d}: token error full {e_full:.1e}, group {e_group:.1e}");
         // Within 3x full's error, or a tenth of rtol when full happens to land closer.
         assert!(
@@ -202,7 +226,12 @@ fn group_results_ignore_the_thread_count() {
                 let (series, sol, tokens) = run(&s, ModelKind::Group);
                 let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 let r2: Vec<f64> = series.r2.iter().flat_map(|z| [z.re, z.im]).collect();
-                (bits(&r2), bits(&series.nematic), bits(&sol.final_state), bits(&tokens))
+                (
+                    bits(&r2),
+                    bits(&series.nematic),
+                    bits(&sol.final_state),
+                    bits(&tokens),
+                )
             })
         };
         assert_eq!(with_threads(1), with_threads(3), "d = {d}");

@@ -86,7 +86,12 @@ pub fn order_parameters(tokens: &[f64], d: usize) -> OrderParameters {
 /// unit rows), written into `buffer` (TOKENS_PER_CHUNK x d, allocated per chunk) or borrowed.
 /// The sums are those of [`order_parameters`], so a model that carries its tokens implicitly
 /// (the group model) reports exactly what the full model would.
-pub fn order_parameters_mapped<F>(source: &[f64], stride: usize, d: usize, map: F) -> OrderParameters
+pub fn order_parameters_mapped<F>(
+    source: &[f64],
+    stride: usize,
+    d: usize,
+    map: F,
+) -> OrderParameters
 where
     F: for<'a> Fn(&'a [f64], &'a mut Vec<f64>) -> &'a [f64] + Sync,
 {
@@ -96,25 +101,32 @@ where
     let width = 2 + d + upper;
     let mut partials = vec![0.0; width * chunk_count(n)];
     let mut sums = vec![0.0; width];
-    chunked_sum(source, stride, width, &mut partials, &mut sums, |chunk, acc| {
-        let mut buffer = Vec::new();
-        let rows = map(chunk, &mut buffer);
-        for x in rows.chunks_exact(d) {
-            let w = doubled_phase(x[0], x[1]);
-            acc[0] += w.re;
-            acc[1] += w.im;
-            for (a, xa) in x.iter().enumerate() {
-                acc[2 + a] += xa;
-            }
-            let mut idx = 2 + d;
-            for a in 0..d {
-                for xb in &x[a..] {
-                    acc[idx] += x[a] * xb;
-                    idx += 1;
+    chunked_sum(
+        source,
+        stride,
+        width,
+        &mut partials,
+        &mut sums,
+        |chunk, acc| {
+            let mut buffer = Vec::new();
+            let rows = map(chunk, &mut buffer);
+            for x in rows.chunks_exact(d) {
+                let w = doubled_phase(x[0], x[1]);
+                acc[0] += w.re;
+                acc[1] += w.im;
+                for (a, xa) in x.iter().enumerate() {
+                    acc[2 + a] += xa;
+                }
+                let mut idx = 2 + d;
+                for a in 0..d {
+                    for xb in &x[a..] {
+                        acc[idx] += x[a] * xb;
+                        idx += 1;
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     let mut moment = DMatrix::zeros(d, d);
     let mut idx = 2 + d;
     for a in 0..d {

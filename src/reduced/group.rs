@@ -100,7 +100,14 @@ impl GroupFlow {
             moment: DMatrix::zeros(d, d),
             v_s: DMatrix::zeros(d, d),
             m: DMatrix::zeros(d, d),
-            images: vec![0.0; if d >= GEMM_MIN_D { WAVE * BLOCK_TOKENS * d } else { 0 }],
+            images: vec![
+                0.0;
+                if d >= GEMM_MIN_D {
+                    WAVE * BLOCK_TOKENS * d
+                } else {
+                    0
+                }
+            ],
         };
         let queries_transposed = attention.heads.iter().map(|h| h.a.transpose()).collect();
         Some(GroupFlow {
@@ -142,9 +149,13 @@ impl GroupFlow {
         let mut out = vec![0.0; self.n * d];
         if d >= GEMM_MIN_D {
             // Row-major tokens are the columns of Y: one blocked product per chunk.
-            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| unit_images(phi, d, x, y));
+            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| {
+                unit_images(phi, d, x, y)
+            });
         } else {
-            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| map_tokens(phi, d, x, y));
+            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| {
+                map_tokens(phi, d, x, y)
+            });
         }
         out
     }
@@ -196,7 +207,11 @@ impl Dynamics for GroupFlow {
             MatMut::columns(dphi, d, d),
         );
         let size = dot(phi, phi);
-        let growth = if size > 0.0 { dot(phi, dphi) / size } else { 0.0 };
+        let growth = if size > 0.0 {
+            dot(phi, dphi) / size
+        } else {
+            0.0
+        };
         dphi.iter_mut().zip(phi).for_each(|(v, p)| *v -= growth * p);
     }
 
@@ -314,10 +329,7 @@ fn moment_blocked(
         }
     };
     let wave_tokens = WAVE * TOKENS_PER_CHUNK * d;
-    for (accs, rows) in partials
-        .chunks_mut(WAVE * d * d)
-        .zip(x.chunks(wave_tokens))
-    {
+    for (accs, rows) in partials.chunks_mut(WAVE * d * d).zip(x.chunks(wave_tokens)) {
         if accs.len() == d * d {
             chunk(((accs, rows), &mut images[..]));
         } else {

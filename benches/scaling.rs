@@ -11,8 +11,11 @@
 //! `--only` measures some kernels and overwrites `<out>/scaling.csv` with them: give it another
 //! `--out` to keep the full results.
 //!
+//! `group` is the group model's evaluation (`tokdyn::reduced::GroupFlow`, LSA with the same
+//! weights): one read-only pass over the tokens for a d x d state, at a fixed Phi = I + 0.1 R.
+//!
 //! Grid: n = 1, 2, 5 x 10^k (about 3 points per decade).
-//! - `lsa`: n = 10^2..10^7 for d = 2; n = 10^2..10^6 for d = 100 (10^7 tokens in d = 100 would
+//! - `lsa` and `group`: n = 10^2..10^7 for d = 2; n = 10^2..10^6 for d = 100 (10^7 tokens in d = 100 would
 //!   need 8 GB per state vector, and the field holds three: x, dx and the normalised tokens).
 //! - `usa`, `sa`: n = 10^2..10^5 for d = 2 and d = 100; a series stops before the first n whose
 //!   evaluation, extrapolated from the previous point with the asymptotic power (n^2), would
@@ -39,8 +42,10 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use nalgebra::DMatrix;
+use tokdyn::integrate::Dynamics;
 use tokdyn::model::{Attention, Head, Kernel, SphereField};
 use tokdyn::plot::{loglog_slope, scaling_plot, ScalingSeries};
+use tokdyn::reduced::GroupFlow;
 
 /// Points with n below this are drawn but not fitted (fixed costs dominate there).
 const FIT_MIN_N: usize = 1_000;
@@ -57,7 +62,7 @@ struct Options {
     point: Option<(String, usize, usize)>,
 }
 
-const USAGE: &str = "usage: cargo bench --bench scaling -- [--quick] [--max-seconds S] [--min-time S] [--only lsa,usa,sa] [--out DIR] [--replot]";
+const USAGE: &str = "usage: cargo bench --bench scaling -- [--quick] [--max-seconds S] [--min-time S] [--only lsa,usa,sa,group] [--out DIR] [--replot]";
 
 fn parse_options() -> Result<Options, String> {
     let mut quick = false;
@@ -135,7 +140,9 @@ fn kernel_named(name: &str) -> Result<Kernel, String> {
         "lsa" => Ok(Kernel::Lsa),
         "usa" => Ok(Kernel::Usa),
         "sa" => Ok(Kernel::Sa),
-        other => Err(format!("unknown kernel {other:?} (lsa, usa, sa)")),
+        // The group model's evaluation (LSA weights).
+        "group" => Ok(Kernel::Lsa),
+        other => Err(format!("unknown kernel {other:?} (lsa, usa, sa, group)")),
     }
 }
 
@@ -168,6 +175,8 @@ fn plans(quick: bool) -> Vec<Plan> {
         vec![
             plan(Kernel::Lsa, "lsa", 2, 100_000),
             plan(Kernel::Lsa, "lsa", 100, 10_000),
+            plan(Kernel::Lsa, "group", 2, 100_000),
+            plan(Kernel::Lsa, "group", 100, 10_000),
             plan(Kernel::Usa, "usa", 2, 5_000),
             plan(Kernel::Sa, "sa", 2, 5_000),
             plan(Kernel::Usa, "usa", 100, 2_000),
@@ -178,6 +187,8 @@ fn plans(quick: bool) -> Vec<Plan> {
             plan(Kernel::Lsa, "lsa", 2, 10_000_000),
             // Not 10^7: n d = 10^9 numbers, 8 GB per state vector.
             plan(Kernel::Lsa, "lsa", 100, 1_000_000),
+            plan(Kernel::Lsa, "group", 2, 10_000_000),
+            plan(Kernel::Lsa, "group", 100, 1_000_000),
             plan(Kernel::Usa, "usa", 2, 100_000),
             plan(Kernel::Sa, "sa", 2, 100_000),
             plan(Kernel::Usa, "usa", 100, 100_000),
@@ -211,15 +222,44 @@ fn tokens(n: usize, d: usize) -> Vec<f64> {
 }
 
 /// The attention weights of `benches/field.rs`.
-fn field(kernel: Kernel, d: usize, n: usize) -> SphereField {
+fn attention(kernel: Kernel, d: usize) -> Attention {
     let a = DMatrix::from_fn(d, d, |i, j| if i == j { 1.0 } else { 0.1 / d as f64 });
     let v = DMatrix::from_fn(d, d, |i, j| if i == j { 0.5 } else { -0.2 / d as f64 });
-    SphereField::new(Attention::new(kernel, 1.0, vec![Head { a, v }]), n)
+    Attention::new(kernel, 1.0, vec![Head { a, v }])
 }
 
-/// Bytes the measurement of one point holds: x and dx, the field's scratch.
-fn bytes_needed(kernel: Kernel, n: usize, d: usize) -> usize {
+/// Bytes the measurement of one point holds: x and dx, the field's scratch (the group model:
+/// the tokens and its scratch).
+fn bytes_needed(name: &str, kernel: Kernel, n: usize, d: usize) -> usize {
+    if name == "group" {
+        return n * d * 8 + GroupFlow::scratch_bytes(n, d);
+    }
     2 * n * d * 8 + SphereField::scratch_bytes(n, d, kernel, 1)
+}
+
+/// One evaluation of the named model's field, ready to time.
+fn evaluation(name: &str, kernel: Kernel, d: usize, n: usize) -> Box<dyn FnMut()> {
+    let x = tokens(n, d);
+    if name == "group" {
+        let flow = GroupFlow::new(attention(kernel, d), x.into()).expect("lsa");
+        let phi: Vec<f64> = (0..d * d)
+            .map(|i| {
+                let hash = (splitmix64(i as u64 + 1) >> 11) as f64 / (1u64 << 53) as f64;
+                0.1 * (2.0 * hash - 1.0) + if i % (d + 1) == 0 { 1.0 } else { 0.0 }
+            })
+            .collect();
+        let mut dphi = vec![0.0; d * d];
+        return Box::new(move || {
+            flow.rhs(black_box(&phi), &mut dphi);
+            black_box(&dphi);
+        });
+    }
+    let field = SphereField::new(attention(kernel, d), n);
+    let mut dx = vec![0.0; n * d];
+    Box::new(move || {
+        field.eval(black_box(&x), &mut dx);
+        black_box(&dx);
+    })
 }
 
 /// MemAvailable from /proc/meminfo, in bytes.
@@ -231,18 +271,14 @@ fn memory_available() -> Option<usize> {
 }
 
 /// Warm-up, then timed evaluations until `min_time`; returns (median seconds, evaluations).
-fn measure(kernel: Kernel, d: usize, n: usize, min_time: f64) -> (f64, usize) {
-    let field = field(kernel, d, n);
-    let x = tokens(n, d);
-    let mut dx = vec![0.0; n * d];
-    field.eval(&x, &mut dx);
-    black_box(&dx);
+fn measure(name: &str, kernel: Kernel, d: usize, n: usize, min_time: f64) -> (f64, usize) {
+    let mut eval = evaluation(name, kernel, d, n);
+    eval();
     let mut times = Vec::new();
     let mut total = 0.0;
     while times.is_empty() || total < min_time {
         let start = Instant::now();
-        field.eval(black_box(&x), &mut dx);
-        black_box(&dx);
+        eval();
         let s = start.elapsed().as_secs_f64();
         times.push(s);
         total += s;
@@ -302,8 +338,13 @@ fn main() -> ExitCode {
         }
     };
     if let Some((kernel, d, n)) = &options.point {
-        let kernel = kernel_named(kernel).expect("checked");
-        let (seconds, evals) = measure(kernel, *d, *n, options.min_time);
+        let (seconds, evals) = measure(
+            kernel,
+            kernel_named(kernel).expect("checked"),
+            *d,
+            *n,
+            options.min_time,
+        );
         println!("point {seconds:e} {evals}");
         return ExitCode::SUCCESS;
     }
@@ -406,7 +447,7 @@ fn measure_all(options: &Options, csv_path: &Path) -> io::Result<Vec<Measured>> 
                     break;
                 }
             }
-            let need = bytes_needed(plan.kernel, n, plan.d);
+            let need = bytes_needed(plan.name, plan.kernel, n, plan.d);
             if let Some(available) = memory_available() {
                 if need > available / 10 * 8 {
                     println!(

@@ -1,9 +1,12 @@
-//! `tokdyn compare`: the full model and its three reductions on the same scenario.
+//! `tokdyn compare`: the full model and its reductions on the same scenario.
 //!
-//! All four start from the same tokens and are sampled on the same grid. `compare.csv` holds
-//! R2 of each (`t,full_re,full_im,phase_re,phase_im,ws_re,ws_im,oa_re,oa_im`); summary.json is
-//! the full run's summary with a `compare` object: max over the samples of |R2 - R2_full| for
-//! each reduction and the wall time of each model.
+//! For d = 2 LSA: full, phase, ws, oa and the group model; for LSA in another dimension: full
+//! and group (the other reductions need d = 2). All start from the same tokens and are sampled
+//! on the same grid. `compare.csv` holds R2 of each
+//! (`t,full_re,full_im,phase_re,phase_im,ws_re,ws_im,oa_re,oa_im,group_re,group_im`, empty for a
+//! model that did not run); summary.json is the full run's summary with a `compare` object: max
+//! over the samples of |R2 - R2_full| for each model (`<model>_vs_full`, null when it did not
+//! run) and the wall time of each model.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -40,17 +43,21 @@ pub struct CompareReport {
     pub summary: Summary,
 }
 
+/// One line of compare.csv; a model that did not run (d != 2: phase, ws, oa) leaves its
+/// columns empty.
 #[derive(Serialize)]
 struct CompareRow {
     t: f64,
     full_re: f64,
     full_im: f64,
-    phase_re: f64,
-    phase_im: f64,
-    ws_re: f64,
-    ws_im: f64,
-    oa_re: f64,
-    oa_im: f64,
+    phase_re: Option<f64>,
+    phase_im: Option<f64>,
+    ws_re: Option<f64>,
+    ws_im: Option<f64>,
+    oa_re: Option<f64>,
+    oa_im: Option<f64>,
+    group_re: Option<f64>,
+    group_im: Option<f64>,
 }
 
 fn max_distance(a: &[Complex64], b: &[Complex64]) -> f64 {
@@ -60,11 +67,125 @@ fn max_distance(a: &[Complex64], b: &[Complex64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Runs full, phase, ws and oa on `scenario` and writes the comparison folder.
-pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareReport, Error> {
+/// The models compared with `full`: the d = 2 reductions and `group` when the scenario is d = 2
+/// LSA, `group` alone for LSA in another dimension; other kernels are an error at `run.model`.
+fn compared_models(scenario: &Scenario) -> Result<Vec<ModelKind>, Error> {
+    if scenario.model.d != 2 && scenario.model.kernel == crate::scenario::KernelKind::Lsa {
+        return Ok(vec![ModelKind::Group]);
+    }
     for model in [ModelKind::Phase, ModelKind::Ws, ModelKind::Oa] {
         simulation::second_harmonic(scenario, model)?;
     }
+    Ok(vec![
+        ModelKind::Phase,
+        ModelKind::Ws,
+        ModelKind::Oa,
+        ModelKind::Group,
+    ])
+}
+
+/// Runs one model for the comparison: its R2 series and its row.
+fn run_compared(
+    scenario: &Scenario,
+    model: ModelKind,
+    tokens: &[f64],
+    full_series: &OrderSeries,
+    staged: &StagedDir,
+) -> Result<(ModelRow, OrderSeries), Error> {
+    let sim = simulation::build_with_tokens(scenario, model, tokens.to_vec())?;
+    let mut series = OrderSeries::new();
+    let started = Instant::now();
+    let sol = solve(
+        &sim.problem(),
+        sim.method,
+        &mut [&mut series as &mut dyn Observer],
+    )
+    .map_err(Error::io(staged.path()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    if !sol.status.is_success() {
+        return Err(Error::RunFailed {
+            name: scenario.name.clone(),
+            model: model.to_string(),
+            status: sol.status,
+        });
+    }
+    let row = ModelRow {
+        model: model.to_string(),
+        unknowns: sim.initial_state.len(),
+        seconds,
+        max_dr2: max_distance(&series.r2, &full_series.r2),
+    };
+    Ok((row, series))
+}
+
+/// Writes compare.csv: R2 of every model at every sample.
+fn write_compare_csv(
+    path: &std::path::Path,
+    full_series: &OrderSeries,
+    others: &[(ModelKind, OrderSeries)],
+) -> Result<(), Error> {
+    let mut w =
+        csv::Writer::from_writer(BufWriter::new(File::create(path).map_err(Error::io(path))?));
+    let of = |model: ModelKind, i: usize| {
+        others
+            .iter()
+            .find(|(m, _)| *m == model)
+            .and_then(|(_, s)| s.r2.get(i).copied())
+    };
+    for i in 0..full_series.len() {
+        let f = full_series.r2[i];
+        let (p, s, o, g) = (
+            of(ModelKind::Phase, i),
+            of(ModelKind::Ws, i),
+            of(ModelKind::Oa, i),
+            of(ModelKind::Group, i),
+        );
+        w.serialize(CompareRow {
+            t: full_series.t[i],
+            full_re: f.re,
+            full_im: f.im,
+            phase_re: p.map(|z| z.re),
+            phase_im: p.map(|z| z.im),
+            ws_re: s.map(|z| z.re),
+            ws_im: s.map(|z| z.im),
+            oa_re: o.map(|z| z.re),
+            oa_im: o.map(|z| z.im),
+            group_re: g.map(|z| z.re),
+            group_im: g.map(|z| z.im),
+        })
+        .map_err(|e| Error::io(path)(std::io::Error::other(e)))?;
+    }
+    w.flush().map_err(Error::io(path))
+}
+
+/// The `compare` object of summary.json: max |dR2| against full, seconds and unknowns of each
+/// model (null for a model that did not run).
+fn compare_json(rows: &[ModelRow]) -> serde_json::Value {
+    let row = |name: &str| rows.iter().find(|r| r.model == name);
+    let names = ["full", "phase", "ws", "oa", "group"];
+    let field = |f: &dyn Fn(&ModelRow) -> serde_json::Value| {
+        let map: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .map(|n| (n.to_string(), row(n).map_or(serde_json::Value::Null, f)))
+            .collect();
+        serde_json::Value::Object(map)
+    };
+    let mut object = serde_json::Map::new();
+    for name in &names[1..] {
+        object.insert(
+            format!("{name}_vs_full"),
+            row(name).map_or(serde_json::Value::Null, |r| r.max_dr2.into()),
+        );
+    }
+    object.insert("seconds".into(), field(&|r| r.seconds.into()));
+    object.insert("unknowns".into(), field(&|r| r.unknowns.into()));
+    serde_json::Value::Object(object)
+}
+
+/// Runs full and the models it is compared with on `scenario` and writes the comparison
+/// folder: full, phase, ws, oa and group for d = 2 LSA; full and group for LSA in another d.
+pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareReport, Error> {
+    let models = compared_models(scenario)?;
     check_memory(scenario, ModelKind::Full)?;
     let tokens = scenario.initial_tokens()?;
     let target = options.folder(scenario);
@@ -81,59 +202,14 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         seconds: full_seconds,
         max_dr2: 0.0,
     }];
-    let mut reduced_series = Vec::new();
-    for model in [ModelKind::Phase, ModelKind::Ws, ModelKind::Oa] {
-        let sim = simulation::build_with_tokens(scenario, model, tokens.clone())?;
-        let mut series = OrderSeries::new();
-        let started = Instant::now();
-        let sol = solve(
-            &sim.problem(),
-            sim.method,
-            &mut [&mut series as &mut dyn Observer],
-        )
-        .map_err(Error::io(staged.path()))?;
-        let seconds = started.elapsed().as_secs_f64();
-        if !sol.status.is_success() {
-            return Err(Error::RunFailed {
-                name: scenario.name.clone(),
-                model: model.to_string(),
-                status: sol.status,
-            });
-        }
-        rows.push(ModelRow {
-            model: model.to_string(),
-            unknowns: sim.initial_state.len(),
-            seconds,
-            max_dr2: max_distance(&series.r2, &full_series.r2),
-        });
-        reduced_series.push(series);
+    let mut others = Vec::new();
+    for model in models {
+        let (row, series) = run_compared(scenario, model, &tokens, &full_series, &staged)?;
+        rows.push(row);
+        others.push((model, series));
     }
-
     let path = staged.path().join("compare.csv");
-    let mut w = csv::Writer::from_writer(BufWriter::new(
-        File::create(&path).map_err(Error::io(&path))?,
-    ));
-    for i in 0..full_series.len() {
-        let (p, s, o) = (
-            reduced_series[0].r2[i],
-            reduced_series[1].r2[i],
-            reduced_series[2].r2[i],
-        );
-        let f = full_series.r2[i];
-        w.serialize(CompareRow {
-            t: full_series.t[i],
-            full_re: f.re,
-            full_im: f.im,
-            phase_re: p.re,
-            phase_im: p.im,
-            ws_re: s.re,
-            ws_im: s.im,
-            oa_re: o.re,
-            oa_im: o.im,
-        })
-        .map_err(|e| Error::io(&path)(std::io::Error::other(e)))?;
-    }
-    w.flush().map_err(Error::io(&path))?;
+    write_compare_csv(&path, &full_series, &others)?;
 
     if let Some(tokens) = full.dynamics.tokens(&solution.final_state) {
         let path = staged.path().join("tokens_final.csv");
@@ -148,15 +224,23 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         &classification,
         staged.path(),
     )?;
-    let oa_name = format!("oa (max |dR2| {:.1e})", rows[3].max_dr2);
+    let names: Vec<String> = rows[1..]
+        .iter()
+        .map(|r| match r.model.as_str() {
+            "oa" => format!("oa (max |dR2| {:.1e})", r.max_dr2),
+            other => other.to_string(),
+        })
+        .collect();
+    let mut lines = vec![("full", &full_series.r2[..])];
+    lines.extend(
+        names
+            .iter()
+            .zip(&others)
+            .map(|(name, (_, series))| (name.as_str(), &series.r2[..])),
+    );
     crate::plot::compare_plot(
         &full_series.t,
-        &[
-            ("full", &full_series.r2[..]),
-            ("phase", &reduced_series[0].r2[..]),
-            ("ws", &reduced_series[1].r2[..]),
-            (oa_name.as_str(), &reduced_series[2].r2[..]),
-        ],
+        &lines,
         &format!("{}: full model and its reductions", scenario.name),
         staged.path(),
     )
@@ -168,23 +252,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         &classification,
         options,
     );
-    summary.compare = Some(serde_json::json!({
-        "phase_vs_full": rows[1].max_dr2,
-        "ws_vs_full": rows[2].max_dr2,
-        "oa_vs_full": rows[3].max_dr2,
-        "seconds": {
-            "full": rows[0].seconds,
-            "phase": rows[1].seconds,
-            "ws": rows[2].seconds,
-            "oa": rows[3].seconds,
-        },
-        "unknowns": {
-            "full": rows[0].unknowns,
-            "phase": rows[1].unknowns,
-            "ws": rows[2].unknowns,
-            "oa": rows[3].unknowns,
-        },
-    }));
+    summary.compare = Some(compare_json(&rows));
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
     let dir = staged.commit()?;

@@ -28,13 +28,13 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Model to integrate (overrides run.model).
-        #[arg(long, value_parser = ["full", "phase", "ws", "oa"])]
+        #[arg(long, value_parser = ["full", "phase", "ws", "oa", "group"])]
         model: Option<String>,
         /// Override a scenario key, e.g. params.v11=0.3 (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
     },
-    /// Run full, phase, ws and oa side by side (d = 2, lsa).
+    /// Run full, phase, ws, oa and group side by side (d = 2, lsa; full and group otherwise).
     Compare {
         scenario: PathBuf,
         #[arg(long)]

@@ -7,11 +7,12 @@
 //! | `phase` | n doubled angles xi_k = 2 t_k | from the tokens |
 //! | `ws` | (Re Z, Im Z, psi) | Z = 0, psi = 0, with the tokens as constants |
 //! | `oa` | (Re R, Im R) | r0 e^{i phi0} for `poisson`, else R2 of the tokens |
+//! | `group` | Phi (d x d, column-major) | Phi = I, with the tokens as constants |
 
 use crate::integrate::{Dynamics, Method, Problem};
 use crate::model::{Attention, Head, Kernel, SphereField};
 use crate::observe::order_parameter_r2;
-use crate::reduced::{OttAntonsen, PhaseModel, SecondHarmonic, WatanabeStrogatz};
+use crate::reduced::{GroupFlow, OttAntonsen, PhaseModel, SecondHarmonic, WatanabeStrogatz};
 use crate::scenario::{InitKind, KernelKind, MethodKind, ModelKind, Scenario, ScenarioError};
 
 /// A scenario made ready to solve with one model.
@@ -22,8 +23,8 @@ pub struct Simulation {
     pub dynamics: Box<dyn Dynamics + Send + Sync>,
     /// The state at t = 0.
     pub initial_state: Vec<f64>,
-    /// The initial tokens (n x d).
-    pub initial_tokens: Vec<f64>,
+    /// The initial tokens (n x d), shared with the dynamics that hold them (`group`).
+    pub initial_tokens: std::sync::Arc<Vec<f64>>,
     /// The integration method.
     pub method: Method,
     /// Final time.
@@ -109,10 +110,11 @@ pub fn build_with_tokens(
     tokens: Vec<f64>,
 ) -> Result<Simulation, ScenarioError> {
     let n = scenario.tokens.n;
+    let tokens = std::sync::Arc::new(tokens);
     let (dynamics, initial_state): (Box<dyn Dynamics + Send + Sync>, Vec<f64>) = match model {
         ModelKind::Full => (
             Box::new(SphereField::new(attention(scenario), n)),
-            tokens.clone(),
+            tokens.to_vec(),
         ),
         ModelKind::Phase => (
             Box::new(PhaseModel::new(second_harmonic(scenario, model)?, n)),
@@ -133,6 +135,19 @@ pub fn build_with_tokens(
                 order_parameter_r2(&tokens, 2)
             };
             (Box::new(OttAntonsen::new(sh)), vec![r.re, r.im])
+        }
+        ModelKind::Group => {
+            let flow = GroupFlow::new(attention(scenario), tokens.clone()).ok_or_else(|| {
+                ScenarioError::at(
+                    &scenario.file,
+                    "run.model",
+                    format!(
+                        "the group model needs kernel = \"lsa\"; this scenario has kernel = \"{}\"",
+                        scenario.model.kernel
+                    ),
+                )
+            })?;
+            (Box::new(flow), GroupFlow::initial_state(scenario.model.d))
         }
     };
     Ok(Simulation {
@@ -155,6 +170,7 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         ModelKind::Full => n.saturating_mul(d),
         ModelKind::Phase => n,
         ModelKind::Ws | ModelKind::Oa => 3,
+        ModelKind::Group => d.saturating_mul(d),
     }
     .saturating_mul(8);
     let scratch = match model {
@@ -164,8 +180,10 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
             attention(scenario).kernel,
             scenario.model.heads.len(),
         ) as u64,
+        ModelKind::Group => GroupFlow::scratch_bytes(scenario.tokens.n, scenario.model.d) as u64,
         _ => n.saturating_mul(8 * 4),
     };
+    // The initial tokens, and the final ones made for tokens_final.csv.
     let tokens = n.saturating_mul(d).saturating_mul(8 * 2);
     // The order-parameter series kept for the classifier and the pictures: t, R2, |R1|,
     // nematic and their copies, about 64 bytes a sample.

@@ -423,22 +423,22 @@ fn compare_writes_the_table_and_agrees_with_the_full_model() {
         .assert()
         .success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
-    for m in ["full", "phase", "ws", "oa"] {
+    for m in ["full", "phase", "ws", "oa", "group"] {
         assert!(stdout.contains(m), "{stdout}");
     }
     let csv = fs::read_to_string(out.join("compare.csv")).unwrap();
     assert_eq!(
         csv.lines().next().unwrap(),
-        "t,full_re,full_im,phase_re,phase_im,ws_re,ws_im,oa_re,oa_im"
+        "t,full_re,full_im,phase_re,phase_im,ws_re,ws_im,oa_re,oa_im,group_re,group_im"
     );
     assert_eq!(csv.lines().count(), 52);
     let summary: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let c = &summary["compare"];
-    for k in ["phase_vs_full", "ws_vs_full", "oa_vs_full"] {
+    for k in ["phase_vs_full", "ws_vs_full", "oa_vs_full", "group_vs_full"] {
         assert!(c[k].as_f64().unwrap() < 1e-8, "{k}: {}", c[k]);
     }
-    for k in ["full", "phase", "ws", "oa"] {
+    for k in ["full", "phase", "ws", "oa", "group"] {
         assert!(c["seconds"][k].as_f64().unwrap() >= 0.0);
     }
     // compare needs d = 2 and lsa.

@@ -173,7 +173,6 @@ pub fn solve(
 ) -> io::Result<Solution> {
     let started = Instant::now();
     let dynamics = problem.dynamics;
-    let want_tokens = observers.iter().any(|o| o.wants_tokens());
     let mut y = problem.initial_state.clone();
     let mut stepper = stepper::Stepper::new(dynamics, method, &y, problem.t_end);
     let mut drift_max: f64 = 0.0;
@@ -215,7 +214,7 @@ pub fn solve(
             status = Status::NonFinite { t };
             break;
         }
-        let tokens = if want_tokens {
+        let tokens = if observers.iter().any(|o| o.wants_tokens_at(i)) {
             dynamics.tokens(&y)
         } else {
             None

@@ -9,7 +9,10 @@ pub mod order;
 pub mod progress;
 pub mod series;
 
-pub use order::{order_parameter_r2, order_parameters, principal_arg, OrderParameters};
+pub use order::{
+    order_parameter_r2, order_parameters, order_parameters_from_sums, order_parameters_mapped,
+    principal_arg, OrderParameters,
+};
 pub use progress::Progress;
 pub use series::OrderSeries;
 
@@ -43,6 +46,12 @@ pub trait Observer {
     /// Whether [`Sample::tokens`] should be filled in (it costs O(n d) for reduced models).
     fn wants_tokens(&self) -> bool {
         false
+    }
+    /// Whether the tokens are wanted at sample `index` (defaults to [`Observer::wants_tokens`];
+    /// an observer that keeps a few snapshots says no elsewhere, so reduced models do not make
+    /// the tokens at every sample).
+    fn wants_tokens_at(&self, _index: usize) -> bool {
+        self.wants_tokens()
     }
     /// Called once before the first sample.
     fn start(&mut self, _info: &RunInfo) -> io::Result<()> {

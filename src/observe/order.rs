@@ -78,45 +78,83 @@ pub fn order_parameter_r2(tokens: &[f64], d: usize) -> Complex64 {
 
 /// All order parameters of tokens (n x d row-major, unit rows), in one deterministic pass.
 pub fn order_parameters(tokens: &[f64], d: usize) -> OrderParameters {
-    let n = tokens.len() / d;
+    order_parameters_mapped(tokens, d, d, |rows, _| rows)
+}
+
+/// The order parameters of the tokens that `map` makes from the rows of `source` (rows of
+/// `stride` numbers), one chunk at a time: `map(rows, buffer)` returns the chunk's tokens (n_c x d,
+/// unit rows), written into `buffer` (TOKENS_PER_CHUNK x d, allocated per chunk) or borrowed.
+/// The sums are those of [`order_parameters`], so a model that carries its tokens implicitly
+/// (the group model) reports exactly what the full model would.
+pub fn order_parameters_mapped<F>(
+    source: &[f64],
+    stride: usize,
+    d: usize,
+    map: F,
+) -> OrderParameters
+where
+    F: for<'a> Fn(&'a [f64], &'a mut Vec<f64>) -> &'a [f64] + Sync,
+{
+    let n = source.len() / stride;
     let upper = d * (d + 1) / 2;
     // Accumulators: [Re R2, Im R2, sum x (d), upper triangle of sum x x^T].
     let width = 2 + d + upper;
     let mut partials = vec![0.0; width * chunk_count(n)];
     let mut sums = vec![0.0; width];
-    chunked_sum(tokens, d, width, &mut partials, &mut sums, |rows, acc| {
-        for x in rows.chunks_exact(d) {
-            let w = doubled_phase(x[0], x[1]);
-            acc[0] += w.re;
-            acc[1] += w.im;
-            for (a, xa) in x.iter().enumerate() {
-                acc[2 + a] += xa;
-            }
-            let mut idx = 2 + d;
-            for a in 0..d {
-                for xb in &x[a..] {
-                    acc[idx] += x[a] * xb;
-                    idx += 1;
+    chunked_sum(
+        source,
+        stride,
+        width,
+        &mut partials,
+        &mut sums,
+        |chunk, acc| {
+            let mut buffer = Vec::new();
+            let rows = map(chunk, &mut buffer);
+            for x in rows.chunks_exact(d) {
+                let w = doubled_phase(x[0], x[1]);
+                acc[0] += w.re;
+                acc[1] += w.im;
+                for (a, xa) in x.iter().enumerate() {
+                    acc[2 + a] += xa;
+                }
+                let mut idx = 2 + d;
+                for a in 0..d {
+                    for xb in &x[a..] {
+                        acc[idx] += x[a] * xb;
+                        idx += 1;
+                    }
                 }
             }
-        }
-    });
-    let inv_n = 1.0 / n as f64;
-    let r2 = Complex64::new(sums[0] * inv_n, sums[1] * inv_n);
-    let r1 = sums[2..2 + d]
-        .iter()
-        .map(|s| (s * inv_n).powi(2))
-        .sum::<f64>()
-        .sqrt();
+        },
+    );
     let mut moment = DMatrix::zeros(d, d);
     let mut idx = 2 + d;
     for a in 0..d {
         for b in a..d {
-            moment[(a, b)] = sums[idx] * inv_n;
-            moment[(b, a)] = sums[idx] * inv_n;
+            moment[(a, b)] = sums[idx];
+            moment[(b, a)] = sums[idx];
             idx += 1;
         }
     }
+    let r2_sum = Complex64::new(sums[0], sums[1]);
+    order_parameters_from_sums(n, r2_sum, &sums[2..2 + d], moment)
+}
+
+/// The order parameters from the sums over n tokens of e^{2 i t_k}, of x_k and of x_k x_k^T.
+pub fn order_parameters_from_sums(
+    n: usize,
+    r2_sum: Complex64,
+    sum_x: &[f64],
+    mut moment: DMatrix<f64>,
+) -> OrderParameters {
+    let inv_n = 1.0 / n as f64;
+    let r2 = r2_sum * inv_n;
+    let r1 = sum_x
+        .iter()
+        .map(|s| (s * inv_n).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    moment.scale_mut(inv_n);
     let (nematic, axis) = nematic_order(&moment);
     OrderParameters {
         r2,

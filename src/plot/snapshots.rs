@@ -139,6 +139,10 @@ impl Observer for TokenSnapshots {
         true
     }
 
+    fn wants_tokens_at(&self, index: usize) -> bool {
+        self.wanted.binary_search(&index).is_ok()
+    }
+
     fn start(&mut self, info: &RunInfo) -> io::Result<()> {
         self.wanted = spaced(info.samples, self.count);
         self.next = 0;

@@ -11,13 +11,19 @@
 //! obeys the same Riccati equation w' = i omega w + (H - conj(H) w^2) / 2, so the flow acts by
 //! Moebius maps of the initial phases (Watanabe–Strogatz, three real unknowns), and on the
 //! Poisson (wrapped Cauchy) manifold R itself obeys one complex ODE (Ott–Antonsen).
+//!
+//! [`group`] is the exact reduction of LSA in any dimension (Watanabe–Strogatz is its d = 2
+//! case): the tokens are x_k(t) = Phi(t) x_k(0) / |Phi(t) x_k(0)| with one d x d matrix flow
+//! Phi' = M Phi.
 
 pub mod coefficients;
+pub mod group;
 pub mod ott_antonsen;
 pub mod phase;
 pub mod watanabe_strogatz;
 
 pub use coefficients::SecondHarmonic;
+pub use group::GroupFlow;
 pub use ott_antonsen::OttAntonsen;
 pub use phase::PhaseModel;
 pub use watanabe_strogatz::WatanabeStrogatz;

@@ -135,6 +135,8 @@ word_enum!(
         Ws = "ws",
         /// The Ott-Antonsen reduction.
         Oa = "oa",
+        /// The exact group model (LSA in any d as a d x d matrix flow).
+        Group = "group",
     ]
 );
 
@@ -172,7 +174,7 @@ mod tests {
         }
         assert_eq!(KernelKind::ALL.len(), 3);
         assert_eq!(MethodKind::ALL.len(), 3);
-        assert_eq!(ModelKind::ALL.len(), 4);
+        assert_eq!(ModelKind::ALL.len(), 5);
         assert_eq!(InitKind::ALL.len(), 4);
     }
 

@@ -266,7 +266,19 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let run = RunSpec {
         model: raw.run.model,
     };
-    if run.model != ModelKind::Full && (d != 2 || model.kernel != KernelKind::Lsa) {
+    if run.model == ModelKind::Group && model.kernel != KernelKind::Lsa {
+        return Err(err(
+            "run.model",
+            format!(
+                "the group model needs kernel = \"lsa\" (one matrix M = beta V S A^T drives every \
+                 token only for linear attention); this scenario has kernel = \"{}\"",
+                model.kernel
+            ),
+        ));
+    }
+    if !matches!(run.model, ModelKind::Full | ModelKind::Group)
+        && (d != 2 || model.kernel != KernelKind::Lsa)
+    {
         return Err(err(
             "run.model",
             format!(

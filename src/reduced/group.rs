@@ -1,0 +1,414 @@
+//! The group model: linear self-attention in any dimension as one d x d matrix flow.
+//!
+//! For LSA every token feels the same matrix M = beta sum_heads V S A^T, and the projected
+//! linear flow x' = M x - <x, M x> x is solved by x = z / |z| with z' = M z. So, exactly,
+//!
+//! ```text
+//! x_k(t) = Phi(t) x_k(0) / |Phi(t) x_k(0)|,    Phi' = M(t) Phi - c Phi,   Phi(0) = I,
+//! M(t) = beta sum_heads V S(t) A^T,   S(t) = (1/n) sum_k y_k y_k^T,   y_k = Phi x_k(0) / |Phi x_k(0)|,
+//! c = <Phi, M Phi>_F / |Phi|_F^2.
+//! ```
+//!
+//! Phi matters only up to a positive factor: the term -c Phi removes the growth along Phi
+//! (|Phi|_F is conserved by the exact flow) and [`Dynamics::project`] puts |Phi|_F back to
+//! sqrt(d) (the size of I) after every step, so the entries of Phi stay of the order of token
+//! coordinates and the integrator's usual error norm (atol + rtol |Phi_ij| per entry) bounds
+//! the tokens' error: a change dPhi moves token k by at most |dPhi| / |Phi x_k(0)|.
+//!
+//! In d = 2 this is Watanabe–Strogatz (2 x 2 matrices act on the doubled angle by Moebius
+//! maps); in every d it is an exact reduction to d^2 unknowns (d^2 - 1 up to scale) for any n.
+//! The state is Phi column-major. Each evaluation is one read-only pass over the initial tokens
+//! (O(n d^2)), in fixed chunks added in order, so results do not depend on the thread count; for
+//! d >= 8 a chunk's images Phi X_c and moments Y_c Y_c^T are blocked matrix products.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use nalgebra::DMatrix;
+use rayon::prelude::*;
+
+use crate::integrate::Dynamics;
+use crate::model::gemm::{gemm, MatMut, MatRef};
+use crate::model::{Attention, Kernel};
+use crate::observe::order::doubled_phase;
+use crate::observe::{order_parameters_from_sums, order_parameters_mapped, OrderParameters};
+use crate::parallel::{chunk_count, for_each_chunk, TOKENS_PER_CHUNK};
+use crate::simd::vectorized;
+
+/// From this dimension on, images and moments are blocked matrix products.
+const GEMM_MIN_D: usize = 8;
+
+/// Tokens per block of a matrix-product chunk (d >= GEMM_MIN_D).
+const BLOCK_TOKENS: usize = 256;
+
+/// Chunks evaluated at once, each with its own block buffer (fixed: the result of a chunk does
+/// not depend on which buffer or thread it gets).
+const WAVE: usize = 4;
+
+/// Buffers reused from one evaluation to the next (no allocation on the hot path).
+struct Scratch {
+    /// Per-chunk partial sums of y y^T (d x d each, column-major).
+    partials: Vec<f64>,
+    /// sum_k y_k y_k^T, then S.
+    moment: DMatrix<f64>,
+    /// V S for one head.
+    v_s: DMatrix<f64>,
+    /// M = beta sum_heads V S A^T.
+    m: DMatrix<f64>,
+    /// WAVE blocks of BLOCK_TOKENS images (d x BLOCK_TOKENS each), d >= GEMM_MIN_D only.
+    images: Vec<f64>,
+}
+
+/// The group flow of n tokens under linear self-attention.
+///
+/// ```
+/// use nalgebra::DMatrix;
+/// use tokdyn::integrate::Dynamics;
+/// use tokdyn::model::{Attention, Head, Kernel};
+/// use tokdyn::reduced::GroupFlow;
+/// let head = Head { a: DMatrix::identity(2, 2), v: DMatrix::identity(2, 2) };
+/// let attention = Attention::new(Kernel::Lsa, 1.0, vec![head]);
+/// // Two orthogonal tokens: S = I/2, M = I/2, whose projective action is trivial.
+/// let flow = GroupFlow::new(attention, vec![1.0, 0.0, 0.0, 1.0].into()).unwrap();
+/// let phi = GroupFlow::initial_state(2);
+/// let mut dphi = [9.0; 4];
+/// flow.rhs(&phi, &mut dphi);
+/// assert!(dphi.iter().all(|v| v.abs() < 1e-15));
+/// ```
+pub struct GroupFlow {
+    attention: Attention,
+    /// A^T of each head.
+    queries_transposed: Vec<DMatrix<f64>>,
+    /// The initial tokens x_k(0), n x d row-major (read only).
+    tokens: Arc<Vec<f64>>,
+    n: usize,
+    d: usize,
+    scratch: Mutex<Scratch>,
+}
+
+impl GroupFlow {
+    /// The group flow of `attention` (kernel `lsa`) acting on the initial `tokens` (n x d
+    /// row-major, unit rows); `None` for another kernel (its field is not one matrix).
+    pub fn new(attention: Attention, tokens: Arc<Vec<f64>>) -> Option<Self> {
+        if attention.kernel != Kernel::Lsa {
+            return None;
+        }
+        let d = attention.d();
+        let n = tokens.len() / d.max(1);
+        let scratch = Scratch {
+            partials: vec![0.0; d * d * chunk_count(n)],
+            moment: DMatrix::zeros(d, d),
+            v_s: DMatrix::zeros(d, d),
+            m: DMatrix::zeros(d, d),
+            images: vec![
+                0.0;
+                if d >= GEMM_MIN_D {
+                    WAVE * BLOCK_TOKENS * d
+                } else {
+                    0
+                }
+            ],
+        };
+        let queries_transposed = attention.heads.iter().map(|h| h.a.transpose()).collect();
+        Some(GroupFlow {
+            attention,
+            queries_transposed,
+            tokens,
+            n,
+            d,
+            scratch: Mutex::new(scratch),
+        })
+    }
+
+    /// Phi(0) = I (column-major d x d).
+    pub fn initial_state(d: usize) -> Vec<f64> {
+        DMatrix::<f64>::identity(d, d).as_slice().to_vec()
+    }
+
+    /// Bytes held beside the initial tokens and the d x d state.
+    pub fn scratch_bytes(n: usize, d: usize) -> usize {
+        let blocks = if d >= GEMM_MIN_D {
+            WAVE * BLOCK_TOKENS * d
+        } else {
+            0
+        };
+        (d * d)
+            .saturating_mul(chunk_count(n) + 3)
+            .saturating_add(blocks)
+            .saturating_mul(8)
+    }
+
+    /// The attention weights this flow was built from.
+    pub fn attention(&self) -> &Attention {
+        &self.attention
+    }
+
+    /// The tokens y_k = Phi x_k(0) / |Phi x_k(0)| (n x d row-major).
+    pub fn tokens_of(&self, phi: &[f64]) -> Vec<f64> {
+        let d = self.d;
+        let mut out = vec![0.0; self.n * d];
+        if d >= GEMM_MIN_D {
+            // Row-major tokens are the columns of Y: one blocked product per chunk.
+            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| {
+                unit_images(phi, d, x, y)
+            });
+        } else {
+            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| {
+                map_tokens(phi, d, x, y)
+            });
+        }
+        out
+    }
+
+    /// S = (1/n) sum_k y_k y_k^T into `s.moment`.
+    fn moment(&self, phi: &[f64], s: &mut Scratch) {
+        let d = self.d;
+        let sums = s.moment.as_mut_slice();
+        match d {
+            1 => moment_small::<1>(phi, &self.tokens, &mut s.partials, sums),
+            2 => moment_small::<2>(phi, &self.tokens, &mut s.partials, sums),
+            3 => moment_small::<3>(phi, &self.tokens, &mut s.partials, sums),
+            4 => moment_small::<4>(phi, &self.tokens, &mut s.partials, sums),
+            5 => moment_small::<5>(phi, &self.tokens, &mut s.partials, sums),
+            6 => moment_small::<6>(phi, &self.tokens, &mut s.partials, sums),
+            7 => moment_small::<7>(phi, &self.tokens, &mut s.partials, sums),
+            _ => moment_blocked(phi, d, &self.tokens, &mut s.partials, &mut s.images, sums),
+        }
+        s.moment.scale_mut(1.0 / self.n.max(1) as f64);
+    }
+
+    /// M = beta sum_heads V S A^T from `s.moment` into `s.m`.
+    fn coupling(&self, s: &mut Scratch) {
+        s.m.fill(0.0);
+        for (head, at) in self.attention.heads.iter().zip(&self.queries_transposed) {
+            s.v_s.gemm(1.0, &head.v, &s.moment, 0.0);
+            s.m.gemm(self.attention.beta, &s.v_s, at, 1.0);
+        }
+    }
+}
+
+impl Dynamics for GroupFlow {
+    fn dimension(&self) -> usize {
+        self.d * self.d
+    }
+
+    /// dPhi = M Phi - (<Phi, M Phi>_F / |Phi|_F^2) Phi.
+    fn rhs(&self, phi: &[f64], dphi: &mut [f64]) {
+        let d = self.d;
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        self.moment(phi, s);
+        self.coupling(s);
+        gemm(
+            1.0,
+            MatRef::columns(s.m.as_slice(), d, d),
+            MatRef::columns(phi, d, d),
+            0.0,
+            MatMut::columns(dphi, d, d),
+        );
+        let size = dot(phi, phi);
+        let growth = if size > 0.0 {
+            dot(phi, dphi) / size
+        } else {
+            0.0
+        };
+        dphi.iter_mut().zip(phi).for_each(|(v, p)| *v -= growth * p);
+    }
+
+    /// Phi <- sqrt(d) Phi / |Phi|_F. The tokens are unit vectors whatever Phi is, so the
+    /// distance from the manifold is 0.
+    fn project(&self, phi: &mut [f64]) -> f64 {
+        let size = dot(phi, phi).sqrt();
+        if size > 0.0 && size.is_finite() {
+            let scale = (self.d as f64).sqrt() / size;
+            phi.iter_mut().for_each(|v| *v *= scale);
+        }
+        0.0
+    }
+
+    fn order_parameters(&self, phi: &[f64]) -> OrderParameters {
+        let d = self.d;
+        if d >= GEMM_MIN_D {
+            return order_blocked(phi, d, &self.tokens);
+        }
+        order_parameters_mapped(&self.tokens, d, d, |x, buffer| {
+            buffer.resize(x.len(), 0.0);
+            map_tokens(phi, d, x, buffer);
+            &buffer[..]
+        })
+    }
+
+    fn tokens<'a>(&self, phi: &'a [f64]) -> Option<Cow<'a, [f64]>> {
+        Some(Cow::Owned(self.tokens_of(phi)))
+    }
+}
+
+/// y_k = Phi x_k / |Phi x_k| for the rows x_k (a zero image stays zero).
+fn map_tokens(phi: &[f64], d: usize, x: &[f64], y: &mut [f64]) {
+    for (y, x) in y.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+        y.fill(0.0);
+        for (b, xb) in x.iter().enumerate() {
+            let column = &phi[b * d..(b + 1) * d];
+            y.iter_mut().zip(column).for_each(|(ya, p)| *ya += p * xb);
+        }
+        let size = dot(y, y).sqrt();
+        if size > 0.0 {
+            y.iter_mut().for_each(|v| *v /= size);
+        }
+    }
+}
+
+/// sum_k z_k z_k^T / |z_k|^2 with z_k = Phi x_k, for d = D < GEMM_MIN_D, in fixed chunks.
+fn moment_small<const D: usize>(phi: &[f64], x: &[f64], partials: &mut [f64], sums: &mut [f64]) {
+    let p: [[f64; D]; D] = std::array::from_fn(|a| std::array::from_fn(|b| phi[b * D + a]));
+    let mut upper = [0.0; GEMM_MIN_D * GEMM_MIN_D];
+    crate::parallel::chunked_sum(x, D, D * D, partials, &mut upper, |rows, acc| {
+        vectorized(
+            #[inline(always)]
+            || image_moments::<D>(&p, rows, acc),
+        )
+    });
+    for a in 0..D {
+        for b in a..D {
+            sums[a + b * D] = upper[a * D + b];
+            sums[b + a * D] = upper[a * D + b];
+        }
+    }
+}
+
+/// acc[a D + b] += z_a z_b / |z|^2 (b >= a) with z = P x, over the rows x (P row by row).
+#[inline(always)]
+fn image_moments<const D: usize>(p: &[[f64; D]; D], rows: &[f64], acc: &mut [f64]) {
+    let mut sums = [[0.0; D]; D];
+    for row in rows.chunks_exact(D) {
+        let x: &[f64; D] = row.try_into().expect("rows of D numbers");
+        let z: [f64; D] = std::array::from_fn(|a| dot_n(&p[a], x));
+        let norm = dot_n(&z, &z);
+        let inv = if norm > 0.0 { 1.0 / norm } else { 0.0 };
+        for a in 0..D {
+            let za = z[a] * inv;
+            for b in a..D {
+                sums[a][b] += za * z[b];
+            }
+        }
+    }
+    for a in 0..D {
+        for b in a..D {
+            acc[a * D + b] += sums[a][b];
+        }
+    }
+}
+
+/// sum_k y_k y_k^T for d >= GEMM_MIN_D: per chunk, blocks of tokens X_b (d x m) go to
+/// Y_b = Phi X_b with unit columns, then acc += Y_b Y_b^T; chunks in waves of WAVE (one block
+/// buffer each), their sums added in chunk order.
+fn moment_blocked(
+    phi: &[f64],
+    d: usize,
+    x: &[f64],
+    partials: &mut [f64],
+    images: &mut [f64],
+    sums: &mut [f64],
+) {
+    let n = x.len() / d;
+    let chunks = chunk_count(n);
+    let partials = &mut partials[..d * d * chunks];
+    let chunk = |((acc, rows), buffer): ((&mut [f64], &[f64]), &mut [f64])| {
+        acc.fill(0.0);
+        for block in rows.chunks(BLOCK_TOKENS * d) {
+            let m = block.len() / d;
+            let y = &mut buffer[..m * d];
+            unit_images(phi, d, block, y);
+            gemm(
+                1.0,
+                MatRef::columns(y, d, m),
+                MatRef::rows(y, m, d),
+                1.0,
+                MatMut::columns(acc, d, d),
+            );
+        }
+    };
+    let wave_tokens = WAVE * TOKENS_PER_CHUNK * d;
+    for (accs, rows) in partials.chunks_mut(WAVE * d * d).zip(x.chunks(wave_tokens)) {
+        if accs.len() == d * d {
+            chunk(((accs, rows), &mut images[..]));
+        } else {
+            accs.par_chunks_mut(d * d)
+                .zip(rows.par_chunks(TOKENS_PER_CHUNK * d))
+                .zip(images.par_chunks_mut(BLOCK_TOKENS * d))
+                .for_each(chunk);
+        }
+    }
+    sums.fill(0.0);
+    for acc in partials.chunks(d * d) {
+        sums.iter_mut().zip(acc).for_each(|(s, a)| *s += a);
+    }
+}
+
+/// The order parameters for d >= GEMM_MIN_D with blocked products: per chunk, Y_b = Phi X_b
+/// with unit columns, then the sums of e^{2 i t}, of y and Y_b Y_b^T (the sums of
+/// [`crate::observe::order_parameters`], grouped by blocks; chunks added in order).
+fn order_blocked(phi: &[f64], d: usize, x: &[f64]) -> OrderParameters {
+    let n = x.len() / d;
+    let width = 2 + d + d * d;
+    let mut partials = vec![0.0; width * chunk_count(n)];
+    let mut sums = vec![0.0; width];
+    crate::parallel::chunked_sum(x, d, width, &mut partials, &mut sums, |rows, acc| {
+        let mut buffer = vec![0.0; BLOCK_TOKENS * d];
+        for block in rows.chunks(BLOCK_TOKENS * d) {
+            let m = block.len() / d;
+            let y = &mut buffer[..m * d];
+            unit_images(phi, d, block, y);
+            for column in y.chunks_exact(d) {
+                let w = doubled_phase(column[0], column[1]);
+                acc[0] += w.re;
+                acc[1] += w.im;
+                acc[2..2 + d]
+                    .iter_mut()
+                    .zip(column)
+                    .for_each(|(s, v)| *s += v);
+            }
+            gemm(
+                1.0,
+                MatRef::columns(y, d, m),
+                MatRef::rows(y, m, d),
+                1.0,
+                MatMut::columns(&mut acc[2 + d..], d, d),
+            );
+        }
+    });
+    let moment = DMatrix::from_column_slice(d, d, &sums[2 + d..]);
+    let r2_sum = num_complex::Complex64::new(sums[0], sums[1]);
+    order_parameters_from_sums(n, r2_sum, &sums[2..2 + d], moment)
+}
+
+/// Y = Phi X for the tokens `block` (d x m), columns made unit (a zero image stays zero).
+fn unit_images(phi: &[f64], d: usize, block: &[f64], y: &mut [f64]) {
+    let m = block.len() / d;
+    gemm(
+        1.0,
+        MatRef::columns(phi, d, d),
+        MatRef::columns(block, d, m),
+        0.0,
+        MatMut::columns(y, d, m),
+    );
+    for column in y.chunks_exact_mut(d) {
+        let size = dot(column, column).sqrt();
+        let inv = if size > 0.0 { 1.0 / size } else { 0.0 };
+        column.iter_mut().for_each(|v| *v *= inv);
+    }
+}
+
+#[inline(always)]
+fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
+    let mut sum = a[0] * b[0];
+    for c in 1..D {
+        sum += a[c] * b[c];
+    }
+    sum
+}
+
+#[inline]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

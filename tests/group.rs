@@ -1,0 +1,279 @@
+//! The group model (Phi' = M Phi) against the token-by-token integration and against
+//! Watanabe–Strogatz: order parameters and tokens, clustering and repelling runs, accuracy of
+//! the tokens at the default tolerances, and thread-count-independent results.
+
+use std::fs;
+use std::path::Path;
+
+use assert_cmd::Command;
+use tokdyn::integrate::{solve, Solution};
+use tokdyn::observe::{Observer, OrderSeries};
+use tokdyn::scenario::{ModelKind, Scenario};
+use tokdyn::simulation;
+
+fn scenario(text: &str) -> Result<Scenario, String> {
+    Scenario::from_toml_str(text, Path::new("test.toml"), Path::new("."), &[])
+        .map_err(|e| e.to_string())
+}
+
+/// LSA with the given `[model]` weights lines, uniform tokens.
+fn lsa(d: usize, weights: &str, n: usize, t_end: f64, rtol: f64, atol: f64) -> String {
+    format!(
+        r#"
+name = "g"
+[model]
+kernel = "lsa"
+beta = 1.0
+d = {d}
+{weights}
+[tokens]
+n = {n}
+init = "uniform"
+seed = 11
+[time]
+t_end = {t_end}
+samples = 21
+[solver]
+rtol = {rtol}
+atol = {atol}
+"#
+    )
+}
+
+/// Random Gaussian heads (entries N(0, 1/d)).
+fn random_heads(heads: usize, seed: u64) -> String {
+    if heads == 1 {
+        return format!(
+            "A = {{ random = \"gaussian\", seed = {seed}, scale = 1.0 }}\n\
+             V = {{ random = \"gaussian\", seed = {}, scale = 1.0 }}",
+            seed + 1
+        );
+    }
+    let list: Vec<String> = (0..heads as u64)
+        .map(|h| {
+            format!(
+                "{{ A = {{ random = \"gaussian\", seed = {}, scale = 1.0 }}, \
+                 V = {{ random = \"gaussian\", seed = {}, scale = 1.0 }} }}",
+                seed + 2 * h,
+                seed + 2 * h + 1
+            )
+        })
+        .collect();
+    format!("heads = [{}]", list.join(", "))
+}
+
+fn run(s: &Scenario, model: ModelKind) -> (OrderSeries, Solution, Vec<f64>) {
+    let sim = simulation::build(s, model).unwrap();
+    let mut series = OrderSeries::new();
+    let sol = solve(
+        &sim.problem(),
+        sim.method,
+        &mut [&mut series as &mut dyn Observer],
+    )
+    .unwrap();
+    assert!(sol.status.is_success(), "{model}: {}", sol.status);
+    let tokens = sim.dynamics.tokens(&sol.final_state).unwrap().to_vec();
+    (series, sol, tokens)
+}
+
+/// max over the samples of the differences in R2, R1 and s.
+fn order_distance(a: &OrderSeries, b: &OrderSeries) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let mut worst: f64 = 0.0;
+    for i in 0..a.len() {
+        worst = worst.max((a.r2[i] - b.r2[i]).norm());
+        worst = worst.max((a.nematic[i] - b.nematic[i]).abs());
+        if let (Some(x), Some(y)) = (a.r1[i], b.r1[i]) {
+            worst = worst.max((x - y).abs());
+        }
+    }
+    worst
+}
+
+fn token_distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+fn group_against_full(text: &str, what: &str) {
+    let s = scenario(text).unwrap();
+    let (full, _, full_tokens) = run(&s, ModelKind::Full);
+    let (group, sol, group_tokens) = run(&s, ModelKind::Group);
+    let dist = order_distance(&full, &group);
+    assert!(dist < 1e-8, "{what}: order parameters differ by {dist:e}");
+    let dx = token_distance(&full_tokens, &group_tokens);
+    eprintln!("{what}: max |d order| {dist:.1e}, max |dx| {dx:.1e}");
+    assert!(dx < 1e-8, "{what}: final tokens differ by {dx:e}");
+    assert_eq!(sol.final_state.len(), s.model.d * s.model.d);
+    // The tokens of the group model are unit vectors by construction.
+    for x in group_tokens.chunks_exact(s.model.d) {
+        let r: f64 = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+        assert!((r - 1.0).abs() < 1e-14);
+    }
+}
+
+#[test]
+fn group_equals_full_on_random_weights_with_one_and_three_heads() {
+    for d in [2, 3, 8, 16] {
+        for heads in [1, 3] {
+            let text = lsa(d, &random_heads(heads, 5 + d as u64), 48, 4.0, 1e-10, 1e-12);
+            group_against_full(&text, &format!("d = {d}, {heads} heads"));
+        }
+    }
+}
+
+#[test]
+fn group_equals_full_while_tokens_cluster() {
+    // A = V = I: two antipodal clusters, Phi becomes ill-conditioned (sigma_2 / sigma_1 ~ e^{-t}).
+    let s = scenario(&lsa(
+        3,
+        "A = \"identity\"\nV = \"identity\"",
+        40,
+        20.0,
+        1e-10,
+        1e-12,
+    ))
+    .unwrap();
+    let (full, _, _) = run(&s, ModelKind::Full);
+    assert!(
+        full.nematic.last().unwrap() > &0.999,
+        "the run must cluster"
+    );
+    group_against_full(
+        &lsa(
+            3,
+            "A = \"identity\"\nV = \"identity\"",
+            40,
+            20.0,
+            1e-10,
+            1e-12,
+        ),
+        "clustering",
+    );
+}
+
+#[test]
+fn group_equals_full_where_the_sphere_repels() {
+    // A = I, V negative definite: convergence to an interior point, <x, M x> < 0.
+    let v = "V = [[-1.0, 0.3, 0.0], [0.3, -0.8, 0.1], [0.0, 0.1, -1.2]]";
+    let text = lsa(3, &format!("A = \"identity\"\n{v}"), 40, 20.0, 1e-10, 1e-12);
+    group_against_full(&text, "repelling sphere");
+}
+
+#[test]
+fn group_equals_watanabe_strogatz_in_the_plane() {
+    let weights = "A = [[0.3, -1.1], [0.7, 0.4]]\nV = [[0.9, 0.2], [-0.5, 0.6]]";
+    let s = scenario(&lsa(2, weights, 64, 10.0, 1e-11, 1e-13)).unwrap();
+    let (ws, _, _) = run(&s, ModelKind::Ws);
+    let (group, _, _) = run(&s, ModelKind::Group);
+    for i in 0..ws.len() {
+        let d = (ws.r2[i] - group.r2[i]).norm();
+        assert!(d < 1e-9, "sample {i}: |dR2| = {d:e}");
+    }
+}
+
+#[test]
+fn group_tokens_are_as_accurate_as_full_ones_at_the_same_tolerance() {
+    // Against a tight reference (full model, rtol 1e-13), at the default rtol 1e-9 / atol 1e-11:
+    // a random field and clustering ones (where Phi becomes nearly rank one: cond(Phi) ~ 5e14 at t = 40).
+    let cases = [
+        (3, random_heads(1, 21)),
+        (3, "A = \"identity\"\nV = \"identity\"".to_string()),
+        (
+            2,
+            "A = [[1.0, 0.5], [-0.5, 1.0]]\nV = [[1.0, 0.2], [0.1, 0.8]]".to_string(),
+        ),
+        (8, random_heads(1, 31)),
+    ];
+    let mut worst_condition: f64 = 0.0;
+    for (d, weights) in cases {
+        let reference = scenario(&lsa(d, &weights, 40, 40.0, 1e-13, 1e-15)).unwrap();
+        let (_, _, exact) = run(&reference, ModelKind::Full);
+        let loose = scenario(&lsa(d, &weights, 40, 40.0, 1e-9, 1e-11)).unwrap();
+        let (_, _, full) = run(&loose, ModelKind::Full);
+        let (_, sol, group) = run(&loose, ModelKind::Group);
+        let phi = nalgebra::DMatrix::from_column_slice(d, d, &sol.final_state);
+        let sv = phi.singular_values();
+        worst_condition = worst_condition.max(sv.max() / sv.min());
+        let (e_full, e_group) = (
+            token_distance(&full, &exact),
+            token_distance(&group, &exact),
+        );
+        eprintln!("d = {d}: token error full {e_full:.1e}, group {e_group:.1e}");
+        // Within 3x full's error, or a tenth of rtol when full happens to land closer.
+        assert!(
+            e_group <= (3.0 * e_full).max(1e-10),
+            "d = {d}: token error {e_group:e} (group) vs {e_full:e} (full)"
+        );
+    }
+    // The clustering cases did reach an ill-conditioned Phi.
+    assert!(worst_condition > 1e12, "cond(Phi) only {worst_condition:e}");
+}
+
+#[test]
+fn group_results_ignore_the_thread_count() {
+    // n > 2048: several chunks; d = 2 (fused pass) and d = 9 (blocked products).
+    for d in [2, 9] {
+        let s = scenario(&lsa(d, &random_heads(1, 41), 5000, 2.0, 1e-9, 1e-11)).unwrap();
+        let with_threads = |threads| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let (series, sol, tokens) = run(&s, ModelKind::Group);
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let r2: Vec<f64> = series.r2.iter().flat_map(|z| [z.re, z.im]).collect();
+                (
+                    bits(&r2),
+                    bits(&series.nematic),
+                    bits(&sol.final_state),
+                    bits(&tokens),
+                )
+            })
+        };
+        assert_eq!(with_threads(1), with_threads(3), "d = {d}");
+    }
+}
+
+#[test]
+fn group_needs_linear_attention() {
+    let text = lsa(3, &random_heads(1, 1), 10, 1.0, 1e-9, 1e-11)
+        .replace("kernel = \"lsa\"", "kernel = \"usa\"")
+        + "[run]\nmodel = \"group\"\n";
+    let err = scenario(&text).unwrap_err();
+    assert!(err.contains("run.model") && err.contains("lsa"), "{err}");
+}
+
+#[test]
+fn compare_runs_full_and_group_outside_the_plane() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    fs::write(&file, lsa(3, &random_heads(3, 2), 30, 2.0, 1e-11, 1e-13)).unwrap();
+    let out = dir.path().join("out");
+    Command::cargo_bin("tokdyn")
+        .unwrap()
+        .arg("compare")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let csv = fs::read_to_string(out.join("compare.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "t,full_re,full_im,phase_re,phase_im,ws_re,ws_im,oa_re,oa_im,group_re,group_im"
+    );
+    // phase, ws and oa did not run: their columns are empty.
+    assert!(lines.next().unwrap().contains(",,,,,,"));
+    let summary: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let c = &summary["compare"];
+    assert!(c["group_vs_full"].as_f64().unwrap() < 1e-8, "{c}");
+    assert!(c["ws_vs_full"].is_null());
+    assert!(c["seconds"]["group"].as_f64().unwrap() >= 0.0);
+    assert_eq!(c["unknowns"]["group"].as_u64(), Some(9));
+}

@@ -87,7 +87,9 @@ pub fn inspect(
         });
     };
     if h == 0 || d % h != 0 {
-        return Err(input(format!("--heads: heads = {h} does not divide d = {d}")));
+        return Err(input(format!(
+            "--heads: heads = {h} does not divide d = {d}"
+        )));
     }
     let mut rows = Vec::new();
     for &l in &layers {
@@ -172,8 +174,17 @@ fn head_table(rows: &[HeadRow]) -> String {
     let _ = writeln!(
         s,
         "{:>5} {:>4} {:>11} {:>11} {:>6} {:>11} {:>11} {:>10} {:>10} {:>10} {:>8}",
-        "layer", "head", "symA min", "symA max", "#>0", "Re V min", "Re V max", "|Im V|max",
-        "rho(V)", "[A,V] rel", "commute"
+        "layer",
+        "head",
+        "symA min",
+        "symA max",
+        "#>0",
+        "Re V min",
+        "Re V max",
+        "|Im V|max",
+        "rho(V)",
+        "[A,V] rel",
+        "commute"
     );
     for r in rows {
         let _ = writeln!(

@@ -259,7 +259,12 @@ pub fn draw_run_pictures(
             plot::tokens_gif(snapshots, &title, dir).map_err(io)?;
         }
     }
-    if let Ok(sh) = simulation::second_harmonic(scenario, ModelKind::Oa) {
+    // The portrait is one layer's flow: not drawn for a stack of layers.
+    let single = scenario.model.layers.is_empty();
+    if let Some(sh) = simulation::second_harmonic(scenario, ModelKind::Oa)
+        .ok()
+        .filter(|_| single)
+    {
         let fixed: Vec<_> = crate::predict::fixed_points(&sh)
             .iter()
             .map(|p| (p.r, p.is_stable()))

@@ -123,6 +123,22 @@ pub fn second_harmonic(
     SecondHarmonic::new(&attention(scenario)).map_err(|_| not_reducible(scenario, model))
 }
 
+/// An error for commands that read one layer acting for ever (`predict`, `portrait`) when
+/// the scenario has a stack of layers.
+pub fn require_single_layer(scenario: &Scenario, command: &str) -> Result<(), ScenarioError> {
+    if scenario.model.layers.is_empty() {
+        return Ok(());
+    }
+    Err(ScenarioError::at(
+        &scenario.file,
+        "model.layers",
+        format!(
+            "`{command}` reads one layer acting for ever; this scenario has a stack of {} layers",
+            scenario.model.layers.len()
+        ),
+    ))
+}
+
 /// Why a reduction does not apply to `scenario`.
 fn not_reducible(scenario: &Scenario, model: ModelKind) -> ScenarioError {
     ScenarioError::at(
@@ -148,22 +164,15 @@ pub fn build_with_tokens(
     tokens: Vec<f64>,
 ) -> Result<Simulation, ScenarioError> {
     let n = scenario.tokens.n;
-    let harmonic =
-        |attention: &Attention| SecondHarmonic::new(attention).map_err(|_| not_reducible(scenario, model));
+    let harmonic = |attention: &Attention| {
+        SecondHarmonic::new(attention).map_err(|_| not_reducible(scenario, model))
+    };
     let layer = |attention: Attention| -> Result<Box<dyn Dynamics + Send + Sync>, ScenarioError> {
         Ok(match model {
             ModelKind::Full => Box::new(SphereField::new(attention, n)),
-            ModelKind::Phase => Box::new(PhaseModel::new(
-                harmonic(&attention)?,
-                n,
-            )),
-            ModelKind::Ws => Box::new(WatanabeStrogatz::new(
-                harmonic(&attention)?,
-                &tokens,
-            )),
-            ModelKind::Oa => Box::new(OttAntonsen::new(
-                harmonic(&attention)?,
-            )),
+            ModelKind::Phase => Box::new(PhaseModel::new(harmonic(&attention)?, n)),
+            ModelKind::Ws => Box::new(WatanabeStrogatz::new(harmonic(&attention)?, &tokens)),
+            ModelKind::Oa => Box::new(OttAntonsen::new(harmonic(&attention)?)),
         })
     };
     let dynamics = match stacked(scenario, layer)? {

@@ -143,7 +143,13 @@ fn random_checkpoint(
 
 /// The row-vector maps W_Q, W_K, W_V, W_O of layer `l` (x -> x W), from the written values
 /// as the dtype stores them: written independently of the library's reader.
-fn direct_maps(tensors: &[Tensor], format: &str, l: usize, d: usize, dtype: Dtype) -> [DMatrix<f64>; 4] {
+fn direct_maps(
+    tensors: &[Tensor],
+    format: &str,
+    l: usize,
+    d: usize,
+    dtype: Dtype,
+) -> [DMatrix<f64>; 4] {
     let get = |suffix: &str| {
         let t = tensors.iter().find(|t| t.name.ends_with(suffix)).unwrap();
         let vals: Vec<f64> = t.values.iter().map(|&v| rounded(dtype, v)).collect();
@@ -159,7 +165,12 @@ fn direct_maps(tensors: &[Tensor], format: &str, l: usize, d: usize, dtype: Dtyp
         ]
     } else {
         let w = |part: &str| get(&format!("encoder.layer.{l}.attention.{part}.weight")).transpose();
-        [w("self.query"), w("self.key"), w("self.value"), w("output.dense")]
+        [
+            w("self.query"),
+            w("self.key"),
+            w("self.value"),
+            w("output.dense"),
+        ]
     }
 }
 
@@ -191,7 +202,13 @@ fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     p
 }
 
-fn scenario_text(path: &str, format: &str, layers: &str, heads: usize, extra_tokens: &str) -> String {
+fn scenario_text(
+    path: &str,
+    format: &str,
+    layers: &str,
+    heads: usize,
+    extra_tokens: &str,
+) -> String {
     format!(
         r#"
 name = "ckpt"
@@ -221,20 +238,44 @@ fn checkpoint_field_is_the_attention_output_projected_on_the_tangent_space() {
     let dir = tempfile::tempdir().unwrap();
     let (d, heads, vocab) = (16, 4, 12);
     let mut checked = 0;
-    for (format, prefix) in [("gpt2", false), ("gpt2", true), ("bert", false), ("bert", true)] {
+    for (format, prefix) in [
+        ("gpt2", false),
+        ("gpt2", true),
+        ("bert", false),
+        ("bert", true),
+    ] {
         for dtype in [Dtype::F32, Dtype::F16, Dtype::BF16] {
             let tensors = random_checkpoint(format, 2, d, vocab, 7, prefix);
             let file = format!("{format}-{prefix}-{dtype:?}.safetensors");
             write_file(dir.path(), &file, &serialize(&tensors, dtype));
             for center in [false, true] {
-                let text = scenario_text(&file, format, "[1, 0]", heads, &format!("center = {center}"));
-                let s = Scenario::from_toml_str(&text, Path::new("s.toml"), dir.path(), &[]).unwrap();
+                let text = scenario_text(
+                    &file,
+                    format,
+                    "[1, 0]",
+                    heads,
+                    &format!("center = {center}"),
+                );
+                let s =
+                    Scenario::from_toml_str(&text, Path::new("s.toml"), dir.path(), &[]).unwrap();
                 assert_eq!((s.model.d, s.tokens.n, s.model.layers.len()), (d, 6, 2));
                 let sim = simulation::build(&s, ModelKind::Full).unwrap();
 
                 // The initial tokens: normalised embedding rows (centred when asked).
-                let emb = tensors.iter().find(|t| t.name.ends_with("embeddings.weight") || t.name.ends_with("wte.weight")).unwrap();
-                let e = DMatrix::from_row_slice(vocab, d, &emb.values.iter().map(|&v| rounded(dtype, v)).collect::<Vec<_>>());
+                let emb = tensors
+                    .iter()
+                    .find(|t| {
+                        t.name.ends_with("embeddings.weight") || t.name.ends_with("wte.weight")
+                    })
+                    .unwrap();
+                let e = DMatrix::from_row_slice(
+                    vocab,
+                    d,
+                    &emb.values
+                        .iter()
+                        .map(|&v| rounded(dtype, v))
+                        .collect::<Vec<_>>(),
+                );
                 let mean = e.row_mean();
                 let mut x = DMatrix::zeros(6, d);
                 for (k, &id) in [3usize, 0, 7, 7, 11, 2].iter().enumerate() {
@@ -258,8 +299,14 @@ fn checkpoint_field_is_the_attention_output_projected_on_the_tangent_space() {
                     let xk = x.row(k);
                     let tangent = &yk - xk * yk.dot(&xk);
                     let err = (got.row(k) - &tangent).amax();
-                    assert!(err < 1e-12 * (1.0 + tangent.amax()), "{format} {dtype:?} token {k}: {err:e}");
-                    assert!(tangent.amax() > 1e-3, "a field that can be told apart from zero");
+                    assert!(
+                        err < 1e-12 * (1.0 + tangent.amax()),
+                        "{format} {dtype:?} token {k}: {err:e}"
+                    );
+                    assert!(
+                        tangent.amax() > 1e-3,
+                        "a field that can be told apart from zero"
+                    );
                 }
                 checked += 1;
             }
@@ -295,7 +342,11 @@ rtol = 1e-11
 atol = 1e-13
 "#;
 
-fn final_state(s: &Scenario, model: ModelKind, tokens: Option<Vec<f64>>) -> tokdyn::integrate::Solution {
+fn final_state(
+    s: &Scenario,
+    model: ModelKind,
+    tokens: Option<Vec<f64>>,
+) -> tokdyn::integrate::Solution {
     let sim = match tokens {
         Some(t) => simulation::build_with_tokens(s, model, t).unwrap(),
         None => simulation::build(s, model).unwrap(),
@@ -351,9 +402,20 @@ fn a_two_layer_run_equals_two_one_layer_runs_chained() {
     let o = sim.dynamics.order_parameters(&mid.final_state);
     assert!((o.r2 - whole.boundaries[1].order.r2).norm() < 1e-12);
     // Stepping across the boundary with either layer alone is far off.
-    let layer0_only = Scenario::from_toml_str(&first.replace("t_end = 1.3", "t_end = 2.0"), base, Path::new("."), &[]).unwrap();
+    let layer0_only = Scenario::from_toml_str(
+        &first.replace("t_end = 1.3", "t_end = 2.0"),
+        base,
+        Path::new("."),
+        &[],
+    )
+    .unwrap();
     let wrong = final_state(&layer0_only, ModelKind::Full, None);
-    let far = wrong.final_state.iter().zip(&whole.final_state).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let far = wrong
+        .final_state
+        .iter()
+        .zip(&whole.final_state)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
     assert!(far > 1e-3, "{far}");
 }
 
@@ -390,7 +452,10 @@ atol = 1e-13
         let red = final_state(&s, model, None);
         for (a, b) in full.boundaries.iter().zip(&red.boundaries) {
             assert_eq!(a.t, b.t);
-            assert!((a.order.r2 - b.order.r2).norm() < 1e-9, "{model}: {a:?} {b:?}");
+            assert!(
+                (a.order.r2 - b.order.r2).norm() < 1e-9,
+                "{model}: {a:?} {b:?}"
+            );
         }
         assert_eq!(red.boundaries.len(), 3);
     }
@@ -434,13 +499,21 @@ fn a_looped_stack_returns_to_its_start_every_pass_and_is_read_stroboscopically()
     let out = dir.path().join("out");
     let assert = Command::cargo_bin("tokdyn")
         .unwrap()
-        .args(["run", scenario.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args([
+            "run",
+            scenario.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .assert()
         .success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     let csv = fs::read_to_string(out.join("layers.csv")).unwrap();
     let mut lines = csv.lines();
-    assert_eq!(lines.next().unwrap(), "t,pass,layer,r2_re,r2_im,r2_abs,r2_arg,r1_abs,nematic");
+    assert_eq!(
+        lines.next().unwrap(),
+        "t,pass,layer,r2_re,r2_im,r2_abs,r2_arg,r1_abs,nematic"
+    );
     let rows: Vec<Vec<f64>> = lines
         .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
         .collect();
@@ -452,7 +525,13 @@ fn a_looped_stack_returns_to_its_start_every_pass_and_is_read_stroboscopically()
         if r[2] == 0.0 {
             assert_eq!(r[0], 3.0 * r[1]);
             for c in 3..9 {
-                assert!((r[c] - start[c]).abs() < 1e-8, "pass {}: column {c}: {} vs {}", r[1], r[c], start[c]);
+                assert!(
+                    (r[c] - start[c]).abs() < 1e-8,
+                    "pass {}: column {c}: {} vs {}",
+                    r[1],
+                    r[c],
+                    start[c]
+                );
             }
         } else {
             assert_eq!(r[0], 3.0 * r[1] + 1.0);
@@ -480,27 +559,46 @@ fn inspect_lists_tensors_and_the_spectra_of_every_head() {
     let (d, heads) = (16, 4);
     for format in ["gpt2", "bert"] {
         let tensors = random_checkpoint(format, 2, d, 10, 11, format == "bert");
-        let path = write_file(dir.path(), &format!("{format}.safetensors"), &serialize(&tensors, Dtype::F16));
+        let path = write_file(
+            dir.path(),
+            &format!("{format}.safetensors"),
+            &serialize(&tensors, Dtype::F16),
+        );
         let out = dir.path().join(format!("inspect-{format}"));
         let assert = Command::cargo_bin("tokdyn")
             .unwrap()
-            .args(["inspect", path.to_str().unwrap(), "--heads", "4", "--out", out.to_str().unwrap()])
+            .args([
+                "inspect",
+                path.to_str().unwrap(),
+                "--heads",
+                "4",
+                "--out",
+                out.to_str().unwrap(),
+            ])
             .assert()
             .success();
         let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
-        assert!(stdout.contains(&format!("format {format}, d = 16, 2 attention layers: [0, 1]")), "{stdout}");
+        assert!(
+            stdout.contains(&format!(
+                "format {format}, d = 16, 2 attention layers: [0, 1]"
+            )),
+            "{stdout}"
+        );
         assert!(stdout.contains("F16"), "{stdout}");
         let csv = fs::read_to_string(out.join("heads.csv")).unwrap();
         let mut lines = csv.lines();
         let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(String::from).collect()).collect();
+        let rows: Vec<Vec<String>> = lines
+            .map(|l| l.split(',').map(String::from).collect())
+            .collect();
         assert_eq!(rows.len(), 2 * heads);
         let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
         for row in &rows {
             let (l, h): (usize, usize) = (row[0].parse().unwrap(), row[1].parse().unwrap());
             let maps = direct_maps(&tensors, format, l, d, Dtype::F16);
             let dh = d / heads;
-            let a = maps[0].columns(h * dh, dh) * maps[1].columns(h * dh, dh).transpose() / (dh as f64).sqrt();
+            let a = maps[0].columns(h * dh, dh) * maps[1].columns(h * dh, dh).transpose()
+                / (dh as f64).sqrt();
             let v = (maps[2].columns(h * dh, dh) * maps[3].rows(h * dh, dh)).transpose();
             let sym = (&a + a.transpose()) / 2.0;
             let eig = sym.symmetric_eigenvalues();
@@ -523,10 +621,20 @@ fn run_fails(dir: &Path, text: &str) -> String {
     let scenario = write_file(dir, "bad.toml", text.as_bytes());
     let out = Command::cargo_bin("tokdyn")
         .unwrap()
-        .args(["run", scenario.to_str().unwrap(), "--out", dir.join("o").to_str().unwrap()])
+        .args([
+            "run",
+            scenario.to_str().unwrap(),
+            "--out",
+            dir.join("o").to_str().unwrap(),
+        ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("error: "), "{stderr}");
@@ -546,23 +654,50 @@ fn bad_checkpoints_are_input_errors_naming_the_tensor() {
         .into_iter()
         .filter(|t| t.name != "h.1.attn.c_proj.weight")
         .collect();
-    write_file(dir.path(), "missing.safetensors", &serialize(&missing, Dtype::F32));
+    write_file(
+        dir.path(),
+        "missing.safetensors",
+        &serialize(&missing, Dtype::F32),
+    );
     let e = run_fails(dir.path(), &text("missing.safetensors"));
-    assert!(e.contains("`h.1.attn.c_proj.weight`") && e.contains("missing"), "{e}");
+    assert!(
+        e.contains("`h.1.attn.c_proj.weight`") && e.contains("missing"),
+        "{e}"
+    );
 
     // Wrong shape.
     let mut wrong = random_checkpoint("gpt2", 2, d, 10, 1, false);
-    let t = wrong.iter_mut().find(|t| t.name == "h.0.attn.c_attn.weight").unwrap();
+    let t = wrong
+        .iter_mut()
+        .find(|t| t.name == "h.0.attn.c_attn.weight")
+        .unwrap();
     t.shape = vec![d, 2 * d];
     t.values.truncate(2 * d * d);
-    write_file(dir.path(), "shape.safetensors", &serialize(&wrong, Dtype::F32));
+    write_file(
+        dir.path(),
+        "shape.safetensors",
+        &serialize(&wrong, Dtype::F32),
+    );
     let e = run_fails(dir.path(), &text("shape.safetensors"));
-    assert!(e.contains("`h.0.attn.c_attn.weight`") && e.contains("[8, 24]") && e.contains("[8, 16]"), "{e}");
+    assert!(
+        e.contains("`h.0.attn.c_attn.weight`") && e.contains("[8, 24]") && e.contains("[8, 16]"),
+        "{e}"
+    );
 
     // Heads not dividing d.
-    write_file(dir.path(), "good.safetensors", &serialize(&good, Dtype::F32));
-    let e = run_fails(dir.path(), &scenario_text("good.safetensors", "gpt2", "[0]", 3, ""));
-    assert!(e.contains("model.checkpoint.heads") && e.contains("does not divide d = 8"), "{e}");
+    write_file(
+        dir.path(),
+        "good.safetensors",
+        &serialize(&good, Dtype::F32),
+    );
+    let e = run_fails(
+        dir.path(),
+        &scenario_text("good.safetensors", "gpt2", "[0]", 3, ""),
+    );
+    assert!(
+        e.contains("model.checkpoint.heads") && e.contains("does not divide d = 8"),
+        "{e}"
+    );
 
     // Truncated file.
     let bytes = serialize(&good, Dtype::F32);
@@ -581,7 +716,10 @@ fn bad_checkpoints_are_input_errors_naming_the_tensor() {
     let ints = serialize(&good, Dtype::I32);
     write_file(dir.path(), "int.safetensors", &ints);
     let e = run_fails(dir.path(), &text("int.safetensors"));
-    assert!(e.contains("dtype I32 is not supported") && e.contains("`h.0.attn.c_attn.weight`"), "{e}");
+    assert!(
+        e.contains("dtype I32 is not supported") && e.contains("`h.0.attn.c_attn.weight`"),
+        "{e}"
+    );
     let mut odd = bytes.clone();
     let header_len = u64::from_le_bytes(odd[..8].try_into().unwrap()) as usize;
     let header = String::from_utf8(odd[8..8 + header_len].to_vec()).unwrap();
@@ -589,25 +727,44 @@ fn bad_checkpoints_are_input_errors_naming_the_tensor() {
     odd[8 + pos..8 + pos + 5].copy_from_slice(b"\"F7X\"");
     write_file(dir.path(), "odd.safetensors", &odd);
     let e = run_fails(dir.path(), &text("odd.safetensors"));
-    assert!(e.contains("unknown dtype `F7X`") && e.contains("tensor `"), "{e}");
+    assert!(
+        e.contains("unknown dtype `F7X`") && e.contains("tensor `"),
+        "{e}"
+    );
 
     // Token ids out of range.
     let e = run_fails(
         dir.path(),
-        &scenario_text("good.safetensors", "gpt2", "[0]", 2, "").replace("ids = [3, 0, 7, 7, 11, 2]", "ids = [3, 10]"),
+        &scenario_text("good.safetensors", "gpt2", "[0]", 2, "")
+            .replace("ids = [3, 0, 7, 7, 11, 2]", "ids = [3, 10]"),
     );
-    assert!(e.contains("tokens.ids") && e.contains("`wte.weight`") && e.contains("token id 10"), "{e}");
+    assert!(
+        e.contains("tokens.ids") && e.contains("`wte.weight`") && e.contains("token id 10"),
+        "{e}"
+    );
 
     // Format, model.d mismatch, and the two spellings of the stack at once.
-    let e = run_fails(dir.path(), &text("good.safetensors").replace("format = \"gpt2\"", "format = \"llama\""));
+    let e = run_fails(
+        dir.path(),
+        &text("good.safetensors").replace("format = \"gpt2\"", "format = \"llama\""),
+    );
     assert!(e.contains("model.checkpoint.format"), "{e}");
-    let e = run_fails(dir.path(), &text("good.safetensors").replace("beta = 1.0", "beta = 1.0\nd = 4"));
+    let e = run_fails(
+        dir.path(),
+        &text("good.safetensors").replace("beta = 1.0", "beta = 1.0\nd = 4"),
+    );
     assert!(e.contains("model.d") && e.contains("d = 8"), "{e}");
     let both = TWO_LAYERS.to_string() + "\n[[layers]]\nA = \"identity\"\nV = \"identity\"\n";
     let e = run_fails(dir.path(), &both);
     assert!(e.contains("layers") && e.contains("not both"), "{e}");
-    let e = run_fails(dir.path(), &TWO_LAYERS.replace("t_end = 2.0", "t_end = 2.5"));
-    assert!(e.contains("time.t_end") && e.contains("2.5") && e.contains("t = 2"), "{e}");
+    let e = run_fails(
+        dir.path(),
+        &TWO_LAYERS.replace("t_end = 2.0", "t_end = 2.5"),
+    );
+    assert!(
+        e.contains("time.t_end") && e.contains("2.5") && e.contains("t = 2"),
+        "{e}"
+    );
 }
 
 // ---------------------------------------------------------------- the example checkpoint
@@ -617,11 +774,18 @@ fn bad_checkpoints_are_input_errors_naming_the_tensor() {
 /// example` writes it; otherwise the test checks that the file in `scenarios/` is this one.
 #[test]
 fn example_checkpoint_is_the_seeded_one() {
-    let bytes = serialize(&random_checkpoint("gpt2", 2, 64, 128, 2026, false), Dtype::F32);
+    let bytes = serialize(
+        &random_checkpoint("gpt2", 2, 64, 128, 2026, false),
+        Dtype::F32,
+    );
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/tiny-gpt2.safetensors");
     if std::env::var_os("TOKDYN_WRITE_EXAMPLE").is_some() {
         fs::write(&path, &bytes).unwrap();
     }
     assert!(bytes.len() < 200 * 1024);
-    assert_eq!(fs::read(&path).unwrap(), bytes, "regenerate with TOKDYN_WRITE_EXAMPLE=1");
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        bytes,
+        "regenerate with TOKDYN_WRITE_EXAMPLE=1"
+    );
 }

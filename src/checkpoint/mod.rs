@@ -144,7 +144,9 @@ impl Checkpoint {
 
     /// Whether a tensor of this name exists.
     pub fn has(&self, name: &str) -> bool {
-        self.names.binary_search_by(|n| n.as_str().cmp(name)).is_ok()
+        self.names
+            .binary_search_by(|n| n.as_str().cmp(name))
+            .is_ok()
     }
 
     /// The dtype word and shape of a tensor.
@@ -155,14 +157,16 @@ impl Checkpoint {
 
     /// The first of `candidates` present in the file.
     pub fn find<'n>(&self, candidates: &'n [String]) -> Option<&'n str> {
-        candidates
-            .iter()
-            .find(|c| self.has(c))
-            .map(String::as_str)
+        candidates.iter().find(|c| self.has(c)).map(String::as_str)
     }
 
     /// A 2-D tensor of shape `rows x cols`, widened to f64, row-major.
-    pub fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<DMatrix<f64>, CheckpointError> {
+    pub fn matrix(
+        &self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+    ) -> Result<DMatrix<f64>, CheckpointError> {
         let (shape, data) = self.tensor(name)?;
         if shape != [rows, cols] {
             return fail(format!(
@@ -177,7 +181,9 @@ impl Checkpoint {
         match self.info(name) {
             None => fail(format!("tensor `{name}`: missing from the checkpoint")),
             Some((_, s)) if s.len() == 2 => Ok((s[0], s[1])),
-            Some((_, s)) => fail(format!("tensor `{name}`: expected a matrix, found shape {s:?}")),
+            Some((_, s)) => fail(format!(
+                "tensor `{name}`: expected a matrix, found shape {s:?}"
+            )),
         }
     }
 
@@ -239,7 +245,10 @@ impl Checkpoint {
             }
         };
         if let Some(i) = data.iter().position(|v| !v.is_finite()) {
-            return fail(format!("tensor `{name}`: value {} at flat index {i} is not finite", data[i]));
+            return fail(format!(
+                "tensor `{name}`: value {} at flat index {i} is not finite",
+                data[i]
+            ));
         }
         Ok((t.shape.clone(), data))
     }
@@ -349,7 +358,11 @@ fn diagnose(bytes: &[u8], reason: &str) -> String {
         .map(u64::from_le_bytes)
         .and_then(|n| usize::try_from(n).ok())
         .and_then(|n| bytes.get(8..8usize.checked_add(n)?))
-        .and_then(|h| serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(h).ok().map(|m| (h.len(), m)));
+        .and_then(|h| {
+            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(h)
+                .ok()
+                .map(|m| (h.len(), m))
+        });
     let Some((header_len, map)) = header else {
         return format!("not a valid .safetensors file ({reason})");
     };

@@ -271,6 +271,7 @@ fn shifted(status: Status, start: f64) -> Status {
     match status {
         Status::NonFinite { t } => Status::NonFinite { t: t + start },
         Status::StepSizeUnderflow { t } => Status::StepSizeUnderflow { t: t + start },
+        Status::Interrupted { t } => Status::Interrupted { t: t + start },
         #[allow(unreachable_patterns)]
         other => other,
     }

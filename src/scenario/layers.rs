@@ -96,11 +96,7 @@ pub fn model_d(
         )),
         (Some(d), _) => Ok(d),
         (None, Some(c)) => Ok(c.d as i64),
-        (None, None) => Err(ScenarioError::at(
-            file,
-            "model.d",
-            "missing (required key)",
-        )),
+        (None, None) => Err(ScenarioError::at(file, "model.d", "missing (required key)")),
     }
 }
 
@@ -139,7 +135,11 @@ pub fn build_stack(
     let file = ctx.file;
     let m = &raw.model;
     if m.a.is_some() || m.v.is_some() || m.heads.is_some() {
-        let key = if m.heads.is_some() { "model.heads" } else { "model.A" };
+        let key = if m.heads.is_some() {
+            "model.heads"
+        } else {
+            "model.A"
+        };
         return Err(ScenarioError::at(
             file,
             key,
@@ -156,9 +156,7 @@ pub fn build_stack(
             ))
         }
         (Some((tables, key)), None, _) => explicit_layers(tables, key, ctx, resolved_model)?,
-        (None, Some(raw_c), Some(open)) => {
-            checkpoint_layers(raw_c, open, ctx, resolved_model)?
-        }
+        (None, Some(raw_c), Some(open)) => checkpoint_layers(raw_c, open, ctx, resolved_model)?,
         _ => return Err(ScenarioError::at(file, "model.layers", "missing")),
     };
     let looped = m.looped.unwrap_or(false);
@@ -349,13 +347,19 @@ pub fn embedding_rows(
         if t.ids.is_some() {
             return Err(err(
                 "tokens.ids",
-                format!("ids are only used with init = \"embedding\" (init is \"{}\")", t.init),
+                format!(
+                    "ids are only used with init = \"embedding\" (init is \"{}\")",
+                    t.init
+                ),
             ));
         }
         if t.center.is_some() {
             return Err(err(
                 "tokens.center",
-                format!("center is only used with init = \"embedding\" (init is \"{}\")", t.init),
+                format!(
+                    "center is only used with init = \"embedding\" (init is \"{}\")",
+                    t.init
+                ),
             ));
         }
         return Ok(None);
@@ -377,9 +381,10 @@ pub fn embedding_rows(
     }
     let mut indices = Vec::with_capacity(ids.len());
     for &id in ids {
-        indices.push(usize::try_from(id).map_err(|_| {
-            err("tokens.ids", format!("token id {id} is negative"))
-        })?);
+        indices.push(
+            usize::try_from(id)
+                .map_err(|_| err("tokens.ids", format!("token id {id} is negative")))?,
+        );
     }
     let name = open.checkpoint.embedding_name(open.format);
     let shown = open.checkpoint.path().display();

@@ -254,7 +254,10 @@ pub(crate) mod tests {
         writer.extend([0.1f32, -2.5, 3.0, 1e-3]).unwrap();
         writer.finish().unwrap();
         let got = read_table(&p, 2, 2).unwrap();
-        let want: Vec<f64> = [0.1f32, -2.5, 3.0, 1e-3].iter().map(|&v| f64::from(v)).collect();
+        let want: Vec<f64> = [0.1f32, -2.5, 3.0, 1e-3]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
         assert_eq!(got, want);
         assert_ne!(got[0], 0.1, "widened from float32, not reparsed");
     }

@@ -111,7 +111,9 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         false => None,
     };
     let heads = match (&m.a, &m.v, &m.heads) {
-        _ if stack.is_some() => stack.as_ref().map_or(Vec::new(), |s| s.layers[0].heads.clone()),
+        _ if stack.is_some() => stack
+            .as_ref()
+            .map_or(Vec::new(), |s| s.layers[0].heads.clone()),
         (Some(a), Some(v), None) => {
             let head = HeadSpec {
                 a: build_matrix(a, "model.A", &ctx)?,

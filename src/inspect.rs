@@ -86,7 +86,7 @@ pub fn inspect(
             dir: None,
         });
     };
-    if h == 0 || d % h != 0 {
+    if h == 0 || !d.is_multiple_of(h) {
         return Err(input(format!(
             "--heads: heads = {h} does not divide d = {d}"
         )));

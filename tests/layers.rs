@@ -297,7 +297,7 @@ fn checkpoint_field_is_the_attention_output_projected_on_the_tangent_space() {
                 for k in 0..6 {
                     let yk = y.row(k);
                     let xk = x.row(k);
-                    let tangent = &yk - xk * yk.dot(&xk);
+                    let tangent = yk - xk * yk.dot(&xk);
                     let err = (got.row(k) - &tangent).amax();
                     assert!(
                         err < 1e-12 * (1.0 + tangent.amax()),

@@ -309,7 +309,7 @@ impl Checkpoint {
         d: usize,
         heads: usize,
     ) -> Result<Vec<HeadWeights>, CheckpointError> {
-        if heads == 0 || d % heads != 0 {
+        if heads == 0 || !d.is_multiple_of(heads) {
             return fail(format!("heads = {heads} does not divide d = {d}"));
         }
         let maps = match format {

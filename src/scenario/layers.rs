@@ -265,7 +265,7 @@ fn checkpoint_layers(
                 format!("must be an integer >= 1, found {}", raw.heads),
             )
         })?;
-    if open.d % heads != 0 {
+    if !open.d.is_multiple_of(heads) {
         return Err(err(
             "model.checkpoint.heads",
             format!("heads = {heads} does not divide d = {}", open.d),

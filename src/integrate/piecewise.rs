@@ -194,14 +194,15 @@ impl<'a> SegmentedStepper<'a> {
             self.record_end(stack, &y);
             self.k += 1;
             self.end_recorded = false;
-            let Some((i, start, end)) = stack.segment(self.k, self.end) else {
-                // Past a stack that does not loop (validation forbids it): stay on the last
-                // layer rather than fail.
-                self.end = f64::INFINITY;
-                self.scratch = y;
-                continue;
-            };
-            let finished = Stepper::new(stack.layer(i), self.method, &y, end - start);
+            // Past the end of a stack that does not loop (validation forbids it), the last
+            // layer goes on acting rather than the run failing.
+            let (i, start, end) = stack.segment(self.k, self.end).unwrap_or((
+                stack.len() - 1,
+                self.end,
+                f64::INFINITY,
+            ));
+            let horizon = if end.is_finite() { end - start } else { 1e300 };
+            let finished = Stepper::new(stack.layer(i), self.method, &y, horizon);
             let old = std::mem::replace(&mut self.current, finished);
             self.add_done(&old);
             self.start = start;
@@ -274,5 +275,117 @@ fn shifted(status: Status, start: f64) -> Status {
         Status::Interrupted { t } => Status::Interrupted { t: t + start },
         #[allow(unreachable_patterns)]
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use num_complex::Complex64;
+
+    use super::*;
+    use crate::integrate::{solve, Problem};
+    use crate::observe::OrderSeries;
+
+    /// y' = rate: piecewise linear across a stack, a closed form to check against.
+    struct Drift(f64);
+    impl Dynamics for Drift {
+        fn dimension(&self) -> usize {
+            1
+        }
+        fn rhs(&self, _y: &[f64], dy: &mut [f64]) {
+            dy[0] = self.0;
+        }
+        fn order_parameters(&self, y: &[f64]) -> OrderParameters {
+            OrderParameters::from_r2(Complex64::new(y[0], 0.0))
+        }
+        fn tokens<'a>(&self, _y: &'a [f64]) -> Option<Cow<'a, [f64]>> {
+            None
+        }
+    }
+
+    /// y(t) for rates (1, -2) with durations (1, 0.5), looped: +1 then -1 per pass of 1.5.
+    fn exact(t: f64) -> f64 {
+        let pass = (t / 1.5).floor();
+        let s = t - 1.5 * pass;
+        if s <= 1.0 {
+            s
+        } else {
+            1.0 - 2.0 * (s - 1.0)
+        }
+    }
+
+    fn stack(looped: bool) -> Piecewise {
+        Piecewise::new(
+            vec![Box::new(Drift(1.0)), Box::new(Drift(-2.0))],
+            vec![1.0, 0.5],
+            looped,
+        )
+    }
+
+    #[test]
+    fn boundaries_are_hit_exactly_and_samples_follow_the_closed_form() {
+        for method in [
+            Method::Dop853 {
+                rtol: 1e-10,
+                atol: 1e-12,
+            },
+            Method::Dopri5 {
+                rtol: 1e-10,
+                atol: 1e-12,
+            },
+            Method::Rk4 { dt: 0.1 },
+        ] {
+            let s = stack(true);
+            let problem = Problem {
+                dynamics: &s,
+                initial_state: vec![0.0],
+                t_end: 7.0,
+                samples: 15,
+            };
+            let mut series = OrderSeries::new();
+            let sol = solve(&problem, method, &mut [&mut series]).unwrap();
+            assert!(sol.status.is_success());
+            for (t, r) in series.t.iter().zip(&series.r2) {
+                assert!(
+                    (r.re - exact(*t)).abs() < 1e-12,
+                    "{method:?} t = {t}: {}",
+                    r.re
+                );
+            }
+            // t = 0, then 1, 1.5, 2.5, 3, ..., 6.5 (nine boundaries up to t = 7).
+            let times: Vec<f64> = sol.boundaries.iter().map(|b| b.t).collect();
+            assert_eq!(times, [0.0, 1.0, 1.5, 2.5, 3.0, 4.0, 4.5, 5.5, 6.0, 7.0]);
+            for b in &sol.boundaries {
+                assert!((b.order.r2.re - exact(b.t)).abs() < 1e-12, "{b:?}");
+                assert_eq!(
+                    (b.pass, b.layer),
+                    ((b.t / 1.5) as usize, usize::from(b.t % 1.5 == 1.0))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn past_the_end_of_a_stack_the_last_layer_goes_on() {
+        let s = stack(false);
+        let problem = Problem {
+            dynamics: &s,
+            initial_state: vec![0.0],
+            t_end: 2.0,
+            samples: 5,
+        };
+        let sol = solve(
+            &problem,
+            Method::Dop853 {
+                rtol: 1e-10,
+                atol: 1e-12,
+            },
+            &mut [],
+        )
+        .unwrap();
+        assert!(sol.status.is_success());
+        assert!((sol.final_state[0] - (1.0 - 2.0 * 1.0)).abs() < 1e-12);
     }
 }

@@ -551,6 +551,27 @@ fn a_looped_stack_returns_to_its_start_every_pass_and_is_read_stroboscopically()
     assert_eq!(summary["label"], "interior-point", "{reason}");
 }
 
+#[test]
+fn the_resolved_scenario_of_a_checkpoint_run_reruns() {
+    let dir = tempfile::tempdir().unwrap();
+    let tensors = random_checkpoint("bert", 2, 8, 12, 5, true);
+    write_file(
+        dir.path(),
+        "b.safetensors",
+        &serialize(&tensors, Dtype::BF16),
+    );
+    let text = scenario_text("b.safetensors", "bert", "[1, 0, 1]", 2, "center = true");
+    let s = Scenario::from_toml_str(&text, Path::new("s.toml"), dir.path(), &[]).unwrap();
+    let checkpoint = s.resolved["model"]["checkpoint"].as_table().unwrap();
+    assert_eq!(checkpoint["layers"].as_array().unwrap().len(), 3);
+    assert!(s.resolved["model"].get("heads").is_none());
+    // The resolved table is a scenario of its own, with the same tokens and layers.
+    let again =
+        Scenario::from_table(s.resolved.clone(), Path::new("r.toml"), Path::new("/")).unwrap();
+    assert_eq!(again.initial_tokens().unwrap(), s.initial_tokens().unwrap());
+    assert_eq!(again.model.layers, s.model.layers);
+}
+
 // ---------------------------------------------------------------- inspect
 
 #[test]

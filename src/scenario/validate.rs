@@ -333,6 +333,11 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             Value::String(absolute.to_string_lossy().into_owned()),
         );
     }
+    if let Some(ids) = &t.ids {
+        let ids = ids.iter().map(|&i| Value::Integer(i)).collect();
+        tokens_table.insert("ids".into(), Value::Array(ids));
+        tokens_table.insert("center".into(), Value::Boolean(t.center.unwrap_or(false)));
+    }
     resolved.insert("tokens".into(), Value::Table(tokens_table));
     let mut time_table = toml::Table::new();
     time_table.insert("t_end".into(), Value::Float(time.t_end));

@@ -9,7 +9,6 @@
 //! c < [`NEARLY_COMMUTE`] (non-commuting A and V are what allows rotating clusters).
 
 use std::fmt::Write as _;
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +17,6 @@ use serde::Serialize;
 
 use crate::checkpoint::{Checkpoint, Format, HeadWeights};
 use crate::error::Error;
-use crate::output::StagedDir;
 
 /// Threshold of the relative commutator below which A_h and V_h count as nearly commuting.
 pub const NEARLY_COMMUTE: f64 = 1e-3;
@@ -105,10 +103,10 @@ pub fn inspect(
         .file_stem()
         .map_or("checkpoint".into(), |s| s.to_string_lossy().into_owned());
     let target = out.unwrap_or_else(|| Path::new("output").join(format!("inspect-{stem}")));
-    let staged = StagedDir::new(&target).map_err(Error::io(&target))?;
-    let csv_path = staged.path().join("heads.csv");
-    write_heads_csv(&csv_path, &rows).map_err(Error::io(&csv_path))?;
-    let dir = staged.commit().map_err(Error::io(&target))?;
+    std::fs::create_dir_all(&target).map_err(Error::io(&target))?;
+    let csv_path = target.join("heads.csv");
+    write_heads_csv(&target, &csv_path, &rows).map_err(Error::io(&csv_path))?;
+    let dir = target;
     Ok(InspectReport {
         table,
         heads: rows,
@@ -206,10 +204,18 @@ fn head_table(rows: &[HeadRow]) -> String {
     s
 }
 
-fn write_heads_csv(path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
-    let mut w = csv::Writer::from_writer(BufWriter::new(File::create(path)?));
+/// Writes `heads.csv` beside its final place and renames it there (never half written).
+fn write_heads_csv(dir: &Path, path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
+    let file = tempfile::NamedTempFile::new_in(dir)?;
+    let mut w = csv::Writer::from_writer(BufWriter::new(file));
     for r in rows {
         w.serialize(r).map_err(std::io::Error::other)?;
     }
-    w.flush()
+    let file = w
+        .into_inner()
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .into_inner()
+        .map_err(|e| e.into_error())?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

@@ -17,6 +17,8 @@
 //! - [`observe`]: order parameters and observers (series, progress);
 //! - [`classify`]: labels of the long-term behaviour;
 //! - [`output`]: atomic output folders and file writers;
+//! - [`layers`]: stacks of layers (`layers.csv`, the stroboscopic series of a loop);
+//! - [`checkpoint`]: attention heads from `.safetensors` checkpoints; [`inspect`]: their spectra;
 //! - [`predict`]: OA fixed points, stability, limit cycles and the predicted label;
 //! - [`plot`]: the pictures; [`sweep`]: grids, shards, refinement and continuation;
 //! - [`run`], [`compare`], [`portrait`]: the commands, as library functions.
@@ -29,12 +31,15 @@
 //! println!("{}", report.summary.label);
 //! ```
 
+pub mod checkpoint;
 pub mod classify;
 pub mod compare;
 pub mod error;
 pub mod input;
+pub mod inspect;
 pub mod integrate;
 pub mod interrupt;
+pub mod layers;
 pub mod model;
 pub mod observe;
 pub mod output;

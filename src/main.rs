@@ -73,6 +73,20 @@ enum Command {
     },
     /// Assemble the shard files of a sweep folder into sweep.csv.
     Merge { dir: PathBuf },
+    /// List a .safetensors checkpoint's tensors, format, d and layers; with --heads, the
+    /// spectra of every head (table and heads.csv).
+    Inspect {
+        checkpoint: PathBuf,
+        /// Number of heads per layer (the files do not store it; must divide d).
+        #[arg(long)]
+        heads: Option<usize>,
+        /// Tensor layout [default: detected from the names].
+        #[arg(long, value_parser = ["gpt2", "bert"])]
+        format: Option<String>,
+        /// Folder for heads.csv [default: output/inspect-<file stem>/].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -219,6 +233,18 @@ fn execute(command: Command) -> Result<(), Error> {
         Command::Merge { dir } => {
             let path = tokdyn::sweep::merge(&dir)?;
             println!("-> {}", path.display());
+        }
+        Command::Inspect {
+            checkpoint,
+            heads,
+            format,
+            out,
+        } => {
+            let report = tokdyn::inspect::inspect(&checkpoint, heads, format.as_deref(), out)?;
+            print!("{}", report.table);
+            if let Some(dir) = report.dir {
+                println!("-> {}", dir.join("heads.csv").display());
+            }
         }
     }
     Ok(())

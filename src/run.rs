@@ -71,6 +71,9 @@ pub struct Summary {
     pub scenario: toml::Table,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compare: Option<serde_json::Value>,
+    /// For a stack of layers: its size, passes, and what the label was read on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<crate::layers::StackInfo>,
 }
 
 impl Summary {
@@ -109,6 +112,7 @@ impl Summary {
             scenario_file: scenario.file.display().to_string(),
             scenario: scenario.resolved.clone(),
             compare: None,
+            stack: None,
         }
     }
 }
@@ -255,7 +259,12 @@ pub fn draw_run_pictures(
             plot::tokens_gif(snapshots, &title, dir).map_err(io)?;
         }
     }
-    if let Ok(sh) = simulation::second_harmonic(scenario, ModelKind::Oa) {
+    // The portrait is one layer's flow: not drawn for a stack of layers.
+    let single = scenario.model.layers.is_empty();
+    if let Some(sh) = simulation::second_harmonic(scenario, ModelKind::Oa)
+        .ok()
+        .filter(|_| single)
+    {
         let fixed: Vec<_> = crate::predict::fixed_points(&sh)
             .iter()
             .map(|p| (p.r, p.is_stable()))
@@ -264,6 +273,23 @@ pub fn draw_run_pictures(
             .map_err(io)?;
     }
     Ok(())
+}
+
+/// The label of a run; for a stack of layers also writes `layers.csv` into `dir` and reads
+/// a looped stack on its stroboscopic series.
+pub fn classify_run(
+    scenario: &Scenario,
+    series: &OrderSeries,
+    solution: &Solution,
+    dir: &Path,
+) -> Result<(Classification, Option<crate::layers::StackInfo>), Error> {
+    if scenario.model.layers.is_empty() {
+        return Ok((classify(series), None));
+    }
+    let path = dir.join("layers.csv");
+    crate::layers::write_layers_csv(&path, &solution.boundaries).map_err(Error::io(&path))?;
+    let (c, info) = crate::layers::classify_stack(scenario, series, &solution.boundaries);
+    Ok((c, Some(info)))
 }
 
 /// How long the portrait's guide trajectories run.
@@ -288,7 +314,7 @@ pub fn run_observed(
     check_disk(scenario, staged.path())?;
     let (solution, series, snapshots) =
         solve_into_observed(scenario, &sim, staged.path(), options, extra)?;
-    let classification = classify(&series);
+    let (classification, stack) = classify_run(scenario, &series, &solution, staged.path())?;
     draw_run_pictures(
         scenario,
         model,
@@ -301,7 +327,8 @@ pub fn run_observed(
         let path = staged.path().join("tokens_final.csv");
         write_tokens_csv(&path, &tokens, scenario.model.d).map_err(Error::io(&path))?;
     }
-    let summary = Summary::new(scenario, model, &solution, &classification, options);
+    let mut summary = Summary::new(scenario, model, &solution, &classification, options);
+    summary.stack = stack;
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
     let dir = staged.commit()?;

@@ -9,7 +9,7 @@
 //! | `oa` | (Re R, Im R) | r0 e^{i phi0} for `poisson`, else R2 of the tokens |
 //! | `group` | Phi (d x d, column-major) | Phi = I, with the tokens as constants |
 
-use crate::integrate::{Dynamics, Method, Problem};
+use crate::integrate::{Dynamics, Method, Piecewise, Problem};
 use crate::model::{Attention, Head, Kernel, SphereField};
 use crate::observe::order_parameter_r2;
 use crate::reduced::{GroupFlow, OttAntonsen, PhaseModel, SecondHarmonic, WatanabeStrogatz};
@@ -45,16 +45,52 @@ impl Simulation {
     }
 }
 
-/// The attention layer of a scenario.
+/// The attention layer of a scenario (for a stack of layers: the first layer).
 pub fn attention(scenario: &Scenario) -> Attention {
+    attention_of(scenario, &scenario.model.heads)
+}
+
+/// The attention layers of a scenario with a stack, in order (empty without one).
+pub fn layer_attentions(scenario: &Scenario) -> Vec<(Attention, f64)> {
+    scenario
+        .model
+        .layers
+        .iter()
+        .map(|l| (attention_of(scenario, &l.heads), l.duration))
+        .collect()
+}
+
+/// Builds one dynamics per layer with `make` and stacks them; `None` without a stack. Any
+/// model built from an [`Attention`] plugs in here.
+pub fn stacked<E>(
+    scenario: &Scenario,
+    mut make: impl FnMut(Attention) -> Result<Box<dyn Dynamics + Send + Sync>, E>,
+) -> Result<Option<Box<dyn Dynamics + Send + Sync>>, E> {
+    let layers = layer_attentions(scenario);
+    if layers.is_empty() {
+        return Ok(None);
+    }
+    let mut pieces = Vec::with_capacity(layers.len());
+    let mut durations = Vec::with_capacity(layers.len());
+    for (attention, duration) in layers {
+        pieces.push(make(attention)?);
+        durations.push(duration);
+    }
+    Ok(Some(Box::new(Piecewise::new(
+        pieces,
+        durations,
+        scenario.model.looped,
+    ))))
+}
+
+/// An attention layer with the scenario's kernel and beta and the given heads.
+fn attention_of(scenario: &Scenario, heads: &[crate::scenario::HeadSpec]) -> Attention {
     let kernel = match scenario.model.kernel {
         KernelKind::Lsa => Kernel::Lsa,
         KernelKind::Usa => Kernel::Usa,
         KernelKind::Sa => Kernel::Sa,
     };
-    let heads = scenario
-        .model
-        .heads
+    let heads = heads
         .iter()
         .map(|h| Head {
             a: h.a.clone(),
@@ -85,16 +121,35 @@ pub fn second_harmonic(
     scenario: &Scenario,
     model: ModelKind,
 ) -> Result<SecondHarmonic, ScenarioError> {
-    SecondHarmonic::new(&attention(scenario)).map_err(|_| {
-        ScenarioError::at(
-            &scenario.file,
-            "run.model",
-            format!(
-                "the {model} reduction needs d = 2 and kernel = \"lsa\" (a pure second-harmonic field); this scenario has d = {}, kernel = \"{}\"",
-                scenario.model.d, scenario.model.kernel
-            ),
-        )
-    })
+    SecondHarmonic::new(&attention(scenario)).map_err(|_| not_reducible(scenario, model))
+}
+
+/// An error for commands that read one layer acting for ever (`predict`, `portrait`) when
+/// the scenario has a stack of layers.
+pub fn require_single_layer(scenario: &Scenario, command: &str) -> Result<(), ScenarioError> {
+    if scenario.model.layers.is_empty() {
+        return Ok(());
+    }
+    Err(ScenarioError::at(
+        &scenario.file,
+        "model.layers",
+        format!(
+            "`{command}` reads one layer acting for ever; this scenario has a stack of {} layers",
+            scenario.model.layers.len()
+        ),
+    ))
+}
+
+/// Why a reduction does not apply to `scenario`.
+fn not_reducible(scenario: &Scenario, model: ModelKind) -> ScenarioError {
+    ScenarioError::at(
+        &scenario.file,
+        "run.model",
+        format!(
+            "the {model} reduction needs d = 2 and kernel = \"lsa\" (a pure second-harmonic field); this scenario has d = {}, kernel = \"{}\"",
+            scenario.model.d, scenario.model.kernel
+        ),
+    )
 }
 
 /// Builds the simulation of `scenario` with `model`.
@@ -111,44 +166,38 @@ pub fn build_with_tokens(
 ) -> Result<Simulation, ScenarioError> {
     let n = scenario.tokens.n;
     let tokens = std::sync::Arc::new(tokens);
-    let (dynamics, initial_state): (Box<dyn Dynamics + Send + Sync>, Vec<f64>) = match model {
-        ModelKind::Full => (
-            Box::new(SphereField::new(attention(scenario), n)),
-            tokens.to_vec(),
-        ),
-        ModelKind::Phase => (
-            Box::new(PhaseModel::new(second_harmonic(scenario, model)?, n)),
-            PhaseModel::state_from_tokens(&tokens),
-        ),
-        ModelKind::Ws => (
-            Box::new(WatanabeStrogatz::new(
-                second_harmonic(scenario, model)?,
-                &tokens,
-            )),
-            WatanabeStrogatz::initial_state(),
-        ),
+    let harmonic = |attention: &Attention| {
+        SecondHarmonic::new(attention).map_err(|_| not_reducible(scenario, model))
+    };
+    let layer = |attention: Attention| -> Result<Box<dyn Dynamics + Send + Sync>, ScenarioError> {
+        Ok(match model {
+            ModelKind::Full => Box::new(SphereField::new(attention, n)),
+            ModelKind::Phase => Box::new(PhaseModel::new(harmonic(&attention)?, n)),
+            ModelKind::Ws => Box::new(WatanabeStrogatz::new(harmonic(&attention)?, &tokens)),
+            ModelKind::Oa => Box::new(OttAntonsen::new(harmonic(&attention)?)),
+            ModelKind::Group => Box::new(
+                GroupFlow::new(attention, tokens.clone())
+                    .ok_or_else(|| group_needs_lsa(scenario))?,
+            ),
+        })
+    };
+    let dynamics = match stacked(scenario, layer)? {
+        Some(stack) => stack,
+        None => layer(attention(scenario))?,
+    };
+    let initial_state = match model {
+        ModelKind::Full => tokens.to_vec(),
+        ModelKind::Phase => PhaseModel::state_from_tokens(&tokens),
+        ModelKind::Ws => WatanabeStrogatz::initial_state(),
         ModelKind::Oa => {
-            let sh = second_harmonic(scenario, model)?;
             let r = if scenario.tokens.init == InitKind::Poisson {
                 num_complex::Complex64::from_polar(scenario.tokens.r0, scenario.tokens.phi0)
             } else {
                 order_parameter_r2(&tokens, 2)
             };
-            (Box::new(OttAntonsen::new(sh)), vec![r.re, r.im])
+            vec![r.re, r.im]
         }
-        ModelKind::Group => {
-            let flow = GroupFlow::new(attention(scenario), tokens.clone()).ok_or_else(|| {
-                ScenarioError::at(
-                    &scenario.file,
-                    "run.model",
-                    format!(
-                        "the group model needs kernel = \"lsa\"; this scenario has kernel = \"{}\"",
-                        scenario.model.kernel
-                    ),
-                )
-            })?;
-            (Box::new(flow), GroupFlow::initial_state(scenario.model.d))
-        }
+        ModelKind::Group => GroupFlow::initial_state(scenario.model.d),
     };
     Ok(Simulation {
         model,
@@ -159,6 +208,18 @@ pub fn build_with_tokens(
         t_end: scenario.time.t_end,
         samples: scenario.time.samples,
     })
+}
+
+/// The error at `run.model` for the group model with a softmax kernel.
+fn group_needs_lsa(scenario: &Scenario) -> ScenarioError {
+    ScenarioError::at(
+        &scenario.file,
+        "run.model",
+        format!(
+            "the group model needs kernel = \"lsa\"; this scenario has kernel = \"{}\"",
+            scenario.model.kernel
+        ),
+    )
 }
 
 /// Rough peak memory of a run in bytes: the solver's working vectors (about 28 states for

@@ -14,7 +14,10 @@
 
 mod dop853;
 mod dop853_tableau;
+mod piecewise;
 mod stepper;
+
+pub use piecewise::{Boundary, Piecewise};
 
 use std::borrow::Cow;
 use std::fmt;
@@ -38,6 +41,11 @@ pub trait Dynamics {
     fn order_parameters(&self, y: &[f64]) -> OrderParameters;
     /// The tokens (n x d row-major) of a state, when the model carries them.
     fn tokens<'a>(&self, y: &'a [f64]) -> Option<Cow<'a, [f64]>>;
+    /// A stack of layers whose field changes at given times (see [`Piecewise`]); `None` for
+    /// an autonomous field.
+    fn piecewise(&self) -> Option<&Piecewise> {
+        None
+    }
 }
 
 /// An initial-value problem with its output grid.
@@ -134,6 +142,9 @@ pub struct Solution {
     pub step_drift_max: f64,
     /// State at the last sample.
     pub final_state: Vec<f64>,
+    /// For a stack of layers: the order parameters at t = 0 and at every layer boundary
+    /// crossed (empty for an autonomous field).
+    pub boundaries: Vec<Boundary>,
     /// Wall time of the integration, observers included.
     pub wall: Duration,
 }
@@ -174,7 +185,7 @@ pub fn solve(
     let started = Instant::now();
     let dynamics = problem.dynamics;
     let mut y = problem.initial_state.clone();
-    let mut stepper = stepper::Stepper::new(dynamics, method, &y, problem.t_end);
+    let mut stepper = piecewise::SegmentedStepper::new(dynamics, method, &y, problem.t_end);
     let mut drift_max: f64 = 0.0;
     let info = RunInfo {
         samples: problem.samples,
@@ -246,6 +257,7 @@ pub fn solve(
         norm_drift_max: drift_max,
         step_drift_max: stepper.step_drift_max(),
         final_state: y,
+        boundaries: std::mem::take(&mut stepper.boundaries),
         wall: started.elapsed(),
     })
 }

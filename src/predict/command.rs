@@ -51,6 +51,7 @@ pub struct PredictReport {
 
 /// Predicts, compares with a finished run of the same scenario, writes `predict.json`.
 pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<PredictReport, Error> {
+    simulation::require_single_layer(scenario, "predict")?;
     let mut p = prediction(scenario)?;
     p.limit_cycles = super::limit_cycles(
         &simulation::second_harmonic(scenario, ModelKind::Oa)?,

@@ -9,7 +9,9 @@
 //!   no effect on `uniform` and `file` starts;
 //! - `uniform`: for each token in order, d `StandardNormal` draws from
 //!   `ChaCha8Rng::seed_from_u64(seed)`, normalised (a zero draw is redrawn);
-//! - `file`: an n x d `.npy` (float64) or `.csv`, rows normalised.
+//! - `file`: an n x d `.npy` (float64 or float32) or `.csv`, rows normalised;
+//! - `embedding`: rows `tokens.ids` of a checkpoint's embedding matrix (centred when asked),
+//!   normalised.
 //!
 //! The result is n x d row-major: token k is `[k*d .. (k+1)*d]`.
 
@@ -78,6 +80,26 @@ pub fn initial_tokens(s: &Scenario) -> Result<Vec<f64>, ScenarioError> {
                         break;
                     }
                 }
+            }
+        }
+        InitKind::Embedding => {
+            let Some(rows) = &tok.embedding else {
+                return Err(ScenarioError::at(
+                    &s.file,
+                    "tokens.ids",
+                    "missing: init = \"embedding\" needs ids",
+                ));
+            };
+            for (k, row) in rows.chunks_exact(d).enumerate() {
+                let norm = norm(row);
+                if !(norm > 0.0 && norm.is_finite()) {
+                    return Err(ScenarioError::at(
+                        &s.file,
+                        "tokens.ids",
+                        format!("token {k} has a zero embedding row (after centring)"),
+                    ));
+                }
+                x.extend(row.iter().map(|v| v / norm));
             }
         }
         InitKind::File => {

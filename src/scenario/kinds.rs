@@ -151,6 +151,8 @@ word_enum!(
         Splay = "splay",
         /// Read from a .npy or .csv file.
         File = "file",
+        /// Rows of a checkpoint's embedding matrix (`tokens.ids`).
+        Embedding = "embedding",
     ]
 );
 
@@ -175,7 +177,7 @@ mod tests {
         assert_eq!(KernelKind::ALL.len(), 3);
         assert_eq!(MethodKind::ALL.len(), 3);
         assert_eq!(ModelKind::ALL.len(), 5);
-        assert_eq!(InitKind::ALL.len(), 4);
+        assert_eq!(InitKind::ALL.len(), 5);
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod error;
 mod expression;
 mod init;
 mod kinds;
+mod layers;
 mod matrix;
 mod numfile;
 mod overrides;
@@ -61,8 +62,21 @@ pub struct ModelSpec {
     pub beta: f64,
     /// Dimension of the sphere's ambient space, >= 2.
     pub d: usize,
-    /// At least one head; `A = ..., V = ...` in the file is one head.
+    /// At least one head; `A = ..., V = ...` in the file is one head. For a stack of
+    /// layers: the heads of the first layer.
     pub heads: Vec<HeadSpec>,
+    /// A stack of layers (`[[model.layers]]` or a checkpoint); empty for the single layer
+    /// `heads` acting for ever.
+    pub layers: Vec<LayerSpec>,
+    /// `model.loop`: the stack repeats for ever.
+    pub looped: bool,
+}
+
+/// One layer of a stack: its heads, acting for `duration` (> 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerSpec {
+    pub heads: Vec<HeadSpec>,
+    pub duration: f64,
 }
 
 /// One attention head: A = Q^T K and V, both d x d.
@@ -87,6 +101,9 @@ pub struct TokenSpec {
     pub eps: f64,
     /// For `init = "file"`: the token file, resolved relative to the scenario file's folder.
     pub path: Option<PathBuf>,
+    /// For `init = "embedding"`: the embedding rows of `tokens.ids` (centred when asked),
+    /// n x d, not yet normalised.
+    pub embedding: Option<Vec<f64>>,
 }
 
 /// `[time]`.

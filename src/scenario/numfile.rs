@@ -1,4 +1,4 @@
-//! Reading a 2-D table of numbers from a `.npy` (float64) or `.csv` file.
+//! Reading a 2-D table of numbers from a `.npy` (float64 or float32, widened) or `.csv` file.
 //!
 //! Used for `{ file = "A.npy" }` matrices and for `tokens.init = "file"`. The caller states the
 //! shape it needs; the shape is checked before any data is read (an `.npy` header can claim any
@@ -127,11 +127,25 @@ fn read_npy(path: &Path, rows: usize, cols: usize) -> Result<Vec<f64>, String> {
     }
     let order = npy.order();
     let dtype = npy.dtype().descr();
-    let flat: Vec<f64> = match npy.data::<f64>() {
-        Ok(reader) => reader
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("cannot read the data: {e}"))?,
-        Err(_) => return Err(format!("expected float64 data, found dtype {dtype}")),
+    let read_error = |e: std::io::Error| format!("cannot read the data: {e}");
+    let is_f32 = matches!(npy.dtype(), npyz::DType::Plain(t)
+        if t.type_char() == npyz::TypeChar::Float && t.size_field() == 4);
+    let flat: Vec<f64> = match (is_f32, npy) {
+        (true, npy) => match npy.data::<f32>() {
+            Ok(reader) => reader
+                .map(|v| v.map(f64::from))
+                .collect::<Result<_, _>>()
+                .map_err(read_error)?,
+            Err(_) => return Err(format!("cannot read float32 data (dtype {dtype})")),
+        },
+        (false, npy) => match npy.data::<f64>() {
+            Ok(reader) => reader.collect::<Result<_, _>>().map_err(read_error)?,
+            Err(_) => {
+                return Err(format!(
+                    "expected float64 or float32 data, found dtype {dtype}"
+                ))
+            }
+        },
     };
     let data = match order {
         npyz::Order::C => flat,
@@ -224,6 +238,28 @@ pub(crate) mod tests {
         let err = read_table(&p, 3, 2).unwrap_err();
         assert!(err.contains("expected shape (3, 2), found (2, 3)"), "{err}");
         assert!(err.contains("m.npy"), "{err}");
+    }
+
+    #[test]
+    fn npy_float32_is_widened() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f4.npy");
+        let file = std::fs::File::create(&p).unwrap();
+        let mut writer = npyz::WriteOptions::<f32>::new()
+            .default_dtype()
+            .shape(&[2, 2])
+            .writer(std::io::BufWriter::new(file))
+            .begin_nd()
+            .unwrap();
+        writer.extend([0.1f32, -2.5, 3.0, 1e-3]).unwrap();
+        writer.finish().unwrap();
+        let got = read_table(&p, 2, 2).unwrap();
+        let want: Vec<f64> = [0.1f32, -2.5, 3.0, 1e-3]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
+        assert_eq!(got, want);
+        assert_ne!(got[0], 0.1, "widened from float32, not reparsed");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::error::ScenarioError;
 use super::kinds::{InitKind, KernelKind, MethodKind, ModelKind};
 
 /// Top-level keys of a scenario.
-pub const TOP_KEYS: [&str; 10] = [
+pub const TOP_KEYS: [&str; 11] = [
     "name",
     "description",
     "expect",
@@ -28,6 +28,7 @@ pub const TOP_KEYS: [&str; 10] = [
     "solver",
     "run",
     "output",
+    "layers",
 ];
 
 /// Tables that may be absent from a file (and that `--set` may therefore create).
@@ -36,8 +37,20 @@ pub const OPTIONAL_TABLES: [&str; 4] = ["params", "solver", "run", "output"];
 /// The keys of a table section, or `None` for `params` (any identifier) and non-tables.
 pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
     match section {
-        "model" => Some(&["kernel", "beta", "d", "A", "V", "heads"]),
-        "tokens" => Some(&["n", "init", "seed", "r0", "phi0", "eps", "path"]),
+        "model" => Some(&[
+            "kernel",
+            "beta",
+            "d",
+            "A",
+            "V",
+            "heads",
+            "layers",
+            "loop",
+            "checkpoint",
+        ]),
+        "tokens" => Some(&[
+            "n", "init", "seed", "r0", "phi0", "eps", "path", "ids", "center",
+        ]),
         "time" => Some(&["t_end", "samples"]),
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
         "run" => Some(&["model"]),
@@ -78,6 +91,8 @@ pub struct RawScenario {
     pub run: RawRun,
     #[serde(default)]
     pub output: RawOutput,
+    /// The stack of layers spelled `[[layers]]` (same as `[[model.layers]]`).
+    pub layers: Option<Vec<RawLayer>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -85,12 +100,40 @@ pub struct RawScenario {
 pub struct RawModel {
     pub kernel: KernelKind,
     pub beta: f64,
-    pub d: i64,
+    /// Required unless a checkpoint gives it.
+    pub d: Option<i64>,
     #[serde(rename = "A")]
     pub a: Option<Value>,
     #[serde(rename = "V")]
     pub v: Option<Value>,
     pub heads: Option<Vec<RawHead>>,
+    pub layers: Option<Vec<RawLayer>>,
+    #[serde(rename = "loop")]
+    pub looped: Option<bool>,
+    pub checkpoint: Option<RawCheckpoint>,
+}
+
+/// One layer of a stack: its own A and V or heads, and how long it acts.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLayer {
+    #[serde(rename = "A")]
+    pub a: Option<Value>,
+    #[serde(rename = "V")]
+    pub v: Option<Value>,
+    pub heads: Option<Vec<RawHead>>,
+    pub duration: Option<f64>,
+}
+
+/// `[model.checkpoint]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheckpoint {
+    pub path: String,
+    pub format: String,
+    pub layers: Vec<i64>,
+    pub heads: i64,
+    pub layer_time: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,7 +148,8 @@ pub struct RawHead {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTokens {
-    pub n: i64,
+    /// Required unless `ids` gives it.
+    pub n: Option<i64>,
     #[serde(default = "default_init")]
     pub init: InitKind,
     #[serde(default)]
@@ -117,6 +161,8 @@ pub struct RawTokens {
     #[serde(default)]
     pub eps: f64,
     pub path: Option<String>,
+    pub ids: Option<Vec<i64>>,
+    pub center: Option<bool>,
 }
 
 fn default_init() -> InitKind {
@@ -267,6 +313,7 @@ mod tests {
         assert_eq!(r.run.model, ModelKind::Full);
         assert!(!r.output.trajectory && !r.output.animation);
         assert_eq!(r.model.beta, 1.0);
+        assert!(r.model.layers.is_none() && r.layers.is_none() && r.model.checkpoint.is_none());
     }
 
     #[test]

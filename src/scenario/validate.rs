@@ -8,6 +8,7 @@ use toml::Value;
 use super::error::ScenarioError;
 use super::expression::check_param_name;
 use super::kinds::{InitKind, KernelKind, ModelKind, LABELS};
+use super::layers;
 use super::matrix::{build_matrix, describe, matrix_to_toml, MatrixContext};
 use super::schema::RawScenario;
 use super::{HeadSpec, ModelSpec, OutputSpec, RunSpec, Scenario, SolverSpec, TimeSpec, TokenSpec};
@@ -70,12 +71,14 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     // [model]
     let m = &raw.model;
     finite(file, "model.beta", m.beta)?;
-    let d = match usize::try_from(m.d) {
+    let checkpoint = layers::open_checkpoint(&raw, file, base_dir)?;
+    let m_d = layers::model_d(m, checkpoint.as_ref(), file)?;
+    let d = match usize::try_from(m_d) {
         Ok(d) if d >= 2 => d,
         _ => {
             return Err(err(
                 "model.d",
-                format!("must be an integer >= 2, found {}", m.d),
+                format!("must be an integer >= 2, found {m_d}"),
             ))
         }
     };
@@ -97,8 +100,20 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let mut resolved_model = toml::Table::new();
     resolved_model.insert("kernel".into(), Value::String(m.kernel.to_string()));
     resolved_model.insert("beta".into(), Value::Float(m.beta));
-    resolved_model.insert("d".into(), Value::Integer(m.d));
+    resolved_model.insert("d".into(), Value::Integer(m_d));
+    let stack = match layers::has_stack(&raw) {
+        true => Some(layers::build_stack(
+            &raw,
+            checkpoint.as_ref(),
+            &ctx,
+            &mut resolved_model,
+        )?),
+        false => None,
+    };
     let heads = match (&m.a, &m.v, &m.heads) {
+        _ if stack.is_some() => stack
+            .as_ref()
+            .map_or(Vec::new(), |s| s.layers[0].heads.clone()),
         (Some(a), Some(v), None) => {
             let head = HeadSpec {
                 a: build_matrix(a, "model.A", &ctx)?,
@@ -152,16 +167,19 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         beta: m.beta,
         d,
         heads,
+        layers: stack.as_ref().map_or(Vec::new(), |s| s.layers.clone()),
+        looped: stack.as_ref().is_some_and(|s| s.looped),
     };
 
     // [tokens]
     let t = &raw.tokens;
-    let n = match usize::try_from(t.n) {
+    let t_n = layers::token_count(t, file)?;
+    let n = match usize::try_from(t_n) {
         Ok(n) if n >= 1 => n,
         _ => {
             return Err(err(
                 "tokens.n",
-                format!("must be an integer >= 1, found {}", t.n),
+                format!("must be an integer >= 1, found {t_n}"),
             ))
         }
     };
@@ -216,6 +234,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         phi0: t.phi0,
         eps: t.eps,
         path,
+        embedding: layers::embedding_rows(t, checkpoint.as_ref(), file)?,
     };
 
     // [time]
@@ -242,6 +261,9 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         t_end: raw.time.t_end,
         samples,
     };
+    if let Some(stack) = &stack {
+        layers::check_time(stack, time.t_end, file)?;
+    }
 
     // [solver]
     let s = &raw.solver;
@@ -310,7 +332,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     resolved.insert("params".into(), Value::Table(params_table));
     resolved.insert("model".into(), Value::Table(resolved_model));
     let mut tokens_table = toml::Table::new();
-    tokens_table.insert("n".into(), Value::Integer(t.n));
+    tokens_table.insert("n".into(), Value::Integer(t_n));
     tokens_table.insert("init".into(), Value::String(t.init.to_string()));
     tokens_table.insert("seed".into(), Value::Integer(t.seed));
     tokens_table.insert("r0".into(), Value::Float(t.r0));
@@ -322,6 +344,11 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             "path".into(),
             Value::String(absolute.to_string_lossy().into_owned()),
         );
+    }
+    if let Some(ids) = &t.ids {
+        let ids = ids.iter().map(|&i| Value::Integer(i)).collect();
+        tokens_table.insert("ids".into(), Value::Array(ids));
+        tokens_table.insert("center".into(), Value::Boolean(t.center.unwrap_or(false)));
     }
     resolved.insert("tokens".into(), Value::Table(tokens_table));
     let mut time_table = toml::Table::new();

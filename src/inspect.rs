@@ -1,0 +1,221 @@
+//! `tokdyn inspect CHECKPOINT --heads H`: what a checkpoint holds, and per head the spectra
+//! that decide the dynamics.
+//!
+//! For each head, with A_h = W_Q^h (W_K^h)^T / sqrt(d_h) and V_h = (W_V^h W_O^h)^T (see
+//! [`crate::checkpoint`]): the eigenvalues of the symmetric part (A_h + A_h^T) / 2 (its sign
+//! decides clustering against an interior state when V = I), the eigenvalues of V_h (the
+//! largest real part decides clustering when A = I), and the relative commutator
+//! c = |A_h V_h - V_h A_h|_F / (|A_h|_F |V_h|_F); A_h and V_h "nearly commute" when
+//! c < [`NEARLY_COMMUTE`] (non-commuting A and V are what allows rotating clusters).
+
+use std::fmt::Write as _;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use nalgebra::DMatrix;
+use serde::Serialize;
+
+use crate::checkpoint::{Checkpoint, Format, HeadWeights};
+use crate::error::Error;
+
+/// Threshold of the relative commutator below which A_h and V_h count as nearly commuting.
+pub const NEARLY_COMMUTE: f64 = 1e-3;
+
+/// One row of `heads.csv`.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeadRow {
+    pub layer: usize,
+    pub head: usize,
+    /// Smallest and largest eigenvalue of the symmetric part of A_h, and how many are > 0.
+    pub a_sym_min: f64,
+    pub a_sym_max: f64,
+    pub a_sym_positive: usize,
+    /// Smallest and largest real part of V_h's eigenvalues, the largest |imaginary part|,
+    /// and the spectral radius.
+    pub v_re_min: f64,
+    pub v_re_max: f64,
+    pub v_im_max: f64,
+    pub v_radius: f64,
+    /// |A V - V A|_F / (|A|_F |V|_F).
+    pub commutator: f64,
+    pub nearly_commute: bool,
+}
+
+/// What `inspect` found.
+#[derive(Debug, Clone)]
+pub struct InspectReport {
+    /// The printed table.
+    pub table: String,
+    /// Per-head rows (empty without `--heads`).
+    pub heads: Vec<HeadRow>,
+    /// Where `heads.csv` was written.
+    pub dir: Option<PathBuf>,
+}
+
+/// Inspects a checkpoint; with `heads`, computes the per-head spectra and writes `heads.csv`
+/// into `out` (default `output/inspect-<file stem>/`).
+pub fn inspect(
+    path: &Path,
+    heads: Option<usize>,
+    format: Option<&str>,
+    out: Option<PathBuf>,
+) -> Result<InspectReport, Error> {
+    let input = |message: String| Error::Input(format!("{}: {message}", path.display()));
+    let checkpoint = Checkpoint::open(path).map_err(|e| input(e.to_string()))?;
+    let format = match format {
+        Some(word) => Format::from_word(word).ok_or_else(|| {
+            input(format!(
+                "--format: unknown format `{}` (valid: {})",
+                word.escape_debug(),
+                Format::WORDS.join(", ")
+            ))
+        })?,
+        None => checkpoint.detect_format().ok_or_else(|| {
+            input("no gpt2 or bert attention tensors found (see --format)".to_string())
+        })?,
+    };
+    let d = checkpoint.width(format).map_err(|e| input(e.to_string()))?;
+    let layers = checkpoint.layer_indices(format);
+    let mut table = describe(&checkpoint, format, d, &layers);
+    let Some(h) = heads else {
+        return Ok(InspectReport {
+            table,
+            heads: Vec::new(),
+            dir: None,
+        });
+    };
+    if h == 0 || !d.is_multiple_of(h) {
+        return Err(input(format!(
+            "--heads: heads = {h} does not divide d = {d}"
+        )));
+    }
+    let mut rows = Vec::new();
+    for &l in &layers {
+        let weights = checkpoint
+            .layer_heads(format, l, d, h)
+            .map_err(|e| input(format!("layer {l}: {e}")))?;
+        for (i, w) in weights.iter().enumerate() {
+            rows.push(head_row(l, i, w));
+        }
+    }
+    table.push_str(&head_table(&rows));
+    let stem = path
+        .file_stem()
+        .map_or("checkpoint".into(), |s| s.to_string_lossy().into_owned());
+    let target = out.unwrap_or_else(|| Path::new("output").join(format!("inspect-{stem}")));
+    std::fs::create_dir_all(&target).map_err(Error::io(&target))?;
+    let csv_path = target.join("heads.csv");
+    write_heads_csv(&target, &csv_path, &rows).map_err(Error::io(&csv_path))?;
+    let dir = target;
+    Ok(InspectReport {
+        table,
+        heads: rows,
+        dir: Some(dir),
+    })
+}
+
+/// The tensor list, format, d and layers as text.
+fn describe(c: &Checkpoint, format: Format, d: usize, layers: &[usize]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<56} {:>5}  shape", "tensor", "dtype");
+    for name in c.names() {
+        if let Some((dtype, shape)) = c.info(name) {
+            let _ = writeln!(s, "{name:<56} {dtype:>5}  {shape:?}");
+        }
+    }
+    let shown: Vec<String> = layers.iter().map(usize::to_string).collect();
+    let _ = writeln!(
+        s,
+        "format {format}, d = {d}, {} attention layers: [{}]",
+        layers.len(),
+        shown.join(", ")
+    );
+    s
+}
+
+/// The spectra of one head.
+pub fn head_row(layer: usize, head: usize, w: &HeadWeights) -> HeadRow {
+    let sym = (&w.a + w.a.transpose()) * 0.5;
+    let a_eig = sym.symmetric_eigenvalues();
+    let v_eig = nalgebra::Schur::try_new(w.v.clone(), f64::EPSILON, 100_000)
+        .map(|s| s.complex_eigenvalues().iter().copied().collect::<Vec<_>>())
+        .unwrap_or_default();
+    let min = |it: &mut dyn Iterator<Item = f64>| it.fold(f64::INFINITY, f64::min);
+    let max = |it: &mut dyn Iterator<Item = f64>| it.fold(f64::NEG_INFINITY, f64::max);
+    let commutator = relative_commutator(&w.a, &w.v);
+    HeadRow {
+        layer,
+        head,
+        a_sym_min: min(&mut a_eig.iter().copied()),
+        a_sym_max: max(&mut a_eig.iter().copied()),
+        a_sym_positive: a_eig.iter().filter(|&&e| e > 0.0).count(),
+        v_re_min: min(&mut v_eig.iter().map(|z| z.re)),
+        v_re_max: max(&mut v_eig.iter().map(|z| z.re)),
+        v_im_max: max(&mut v_eig.iter().map(|z| z.im.abs())),
+        v_radius: max(&mut v_eig.iter().map(|z| z.norm())),
+        commutator,
+        nearly_commute: commutator < NEARLY_COMMUTE,
+    }
+}
+
+/// |A V - V A|_F / (|A|_F |V|_F); 0 when A or V is zero.
+pub fn relative_commutator(a: &DMatrix<f64>, v: &DMatrix<f64>) -> f64 {
+    let scale = a.norm() * v.norm();
+    if scale == 0.0 {
+        return 0.0;
+    }
+    (a * v - v * a).norm() / scale
+}
+
+fn head_table(rows: &[HeadRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>5} {:>4} {:>11} {:>11} {:>6} {:>11} {:>11} {:>10} {:>10} {:>10} {:>8}",
+        "layer",
+        "head",
+        "symA min",
+        "symA max",
+        "#>0",
+        "Re V min",
+        "Re V max",
+        "|Im V|max",
+        "rho(V)",
+        "[A,V] rel",
+        "commute"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>5} {:>4} {:>11.4e} {:>11.4e} {:>6} {:>11.4e} {:>11.4e} {:>10.3e} {:>10.3e} {:>10.3e} {:>8}",
+            r.layer,
+            r.head,
+            r.a_sym_min,
+            r.a_sym_max,
+            r.a_sym_positive,
+            r.v_re_min,
+            r.v_re_max,
+            r.v_im_max,
+            r.v_radius,
+            r.commutator,
+            if r.nearly_commute { "yes" } else { "no" }
+        );
+    }
+    s
+}
+
+/// Writes `heads.csv` beside its final place and renames it there (never half written).
+fn write_heads_csv(dir: &Path, path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
+    let file = tempfile::NamedTempFile::new_in(dir)?;
+    let mut w = csv::Writer::from_writer(BufWriter::new(file));
+    for r in rows {
+        w.serialize(r).map_err(std::io::Error::other)?;
+    }
+    let file = w
+        .into_inner()
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .into_inner()
+        .map_err(|e| e.into_error())?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

@@ -1,0 +1,403 @@
+//! A stack of attention layers: `[[model.layers]]` (also spelled `[[layers]]`), `model.loop`,
+//! `[model.checkpoint]`, and tokens from a checkpoint's embedding.
+//!
+//! Layer i, with duration tau_i (default 1), acts on [s_i, s_i + tau_i), s_0 = 0,
+//! s_{i+1} = s_i + tau_i; the stack's time is T = sum_i tau_i. Without `loop = true`,
+//! `time.t_end` must not exceed T. A checkpoint's layer l becomes a layer with heads
+//! A_h = W_Q^h (W_K^h)^T / sqrt(d_h), V_h = (W_V^h W_O^h)^T (see `crate::checkpoint`) and
+//! duration `layer_time`. `tokens.init = "embedding"` takes rows `ids` of the embedding matrix
+//! E (minus the mean row of E when `center = true`); they are normalised when the tokens are made.
+
+use std::path::Path;
+
+use toml::Value;
+
+use super::error::ScenarioError;
+use super::matrix::{build_matrix, matrix_to_toml, MatrixContext};
+use super::schema::{RawCheckpoint, RawLayer, RawModel, RawScenario, RawTokens};
+use super::{HeadSpec, LayerSpec};
+use crate::checkpoint::{Checkpoint, Format};
+
+/// A checkpoint named by `[model.checkpoint]`, opened.
+pub struct OpenCheckpoint {
+    pub checkpoint: Checkpoint,
+    pub format: Format,
+    /// The checkpoint's d.
+    pub d: usize,
+}
+
+/// The layer tables of a scenario and the key they were written under, if any; both
+/// spellings at once is an error.
+fn layer_tables<'r>(
+    raw: &'r RawScenario,
+    file: &Path,
+) -> Result<Option<(&'r [RawLayer], &'static str)>, ScenarioError> {
+    match (&raw.model.layers, &raw.layers) {
+        (Some(_), Some(_)) => Err(ScenarioError::at(
+            file,
+            "layers",
+            "the stack is given twice: use [[model.layers]] or [[layers]], not both",
+        )),
+        (Some(l), None) => Ok(Some((l, "model.layers"))),
+        (None, Some(l)) => Ok(Some((l, "layers"))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Whether the scenario describes a stack (layers or a checkpoint) rather than one layer.
+pub fn has_stack(raw: &RawScenario) -> bool {
+    raw.model.layers.is_some() || raw.layers.is_some() || raw.model.checkpoint.is_some()
+}
+
+/// Opens `[model.checkpoint]` when there is one.
+pub fn open_checkpoint(
+    raw: &RawScenario,
+    file: &Path,
+    base_dir: &Path,
+) -> Result<Option<OpenCheckpoint>, ScenarioError> {
+    let Some(c) = &raw.model.checkpoint else {
+        return Ok(None);
+    };
+    let err = |key: &str, message: String| ScenarioError::at(file, key, message);
+    let format = Format::from_word(&c.format).ok_or_else(|| {
+        err(
+            "model.checkpoint.format",
+            format!(
+                "unknown format `{}` (valid: {})",
+                c.format.escape_debug(),
+                Format::WORDS.join(", ")
+            ),
+        )
+    })?;
+    let path = base_dir.join(&c.path);
+    let checkpoint =
+        Checkpoint::open(&path).map_err(|e| err("model.checkpoint.path", e.to_string()))?;
+    let d = checkpoint
+        .width(format)
+        .map_err(|e| err("model.checkpoint", format!("`{}`: {e}", path.display())))?;
+    Ok(Some(OpenCheckpoint {
+        checkpoint,
+        format,
+        d,
+    }))
+}
+
+/// `model.d`: as written, or the checkpoint's (given both, they must agree).
+pub fn model_d(
+    m: &RawModel,
+    checkpoint: Option<&OpenCheckpoint>,
+    file: &Path,
+) -> Result<i64, ScenarioError> {
+    match (m.d, checkpoint) {
+        (Some(d), Some(c)) if usize::try_from(d) != Ok(c.d) => Err(ScenarioError::at(
+            file,
+            "model.d",
+            format!("d = {d} does not match the checkpoint's d = {}", c.d),
+        )),
+        (Some(d), _) => Ok(d),
+        (None, Some(c)) => Ok(c.d as i64),
+        (None, None) => Err(ScenarioError::at(file, "model.d", "missing (required key)")),
+    }
+}
+
+/// `tokens.n`: as written, or the number of `tokens.ids` (given both, they must agree).
+pub fn token_count(t: &RawTokens, file: &Path) -> Result<i64, ScenarioError> {
+    match (t.n, &t.ids) {
+        (Some(n), Some(ids)) if usize::try_from(n) != Ok(ids.len()) => Err(ScenarioError::at(
+            file,
+            "tokens.n",
+            format!("n = {n} does not match the {} tokens.ids", ids.len()),
+        )),
+        (Some(n), _) => Ok(n),
+        (None, Some(ids)) => Ok(ids.len() as i64),
+        (None, None) => Err(ScenarioError::at(
+            file,
+            "tokens.n",
+            "missing (required key)",
+        )),
+    }
+}
+
+/// The checked stack.
+pub struct Stack {
+    pub layers: Vec<LayerSpec>,
+    pub looped: bool,
+}
+
+/// Builds the stack from `[[model.layers]]` / `[[layers]]` or `[model.checkpoint]`, and writes
+/// its resolved form into `resolved_model`.
+pub fn build_stack(
+    raw: &RawScenario,
+    checkpoint: Option<&OpenCheckpoint>,
+    ctx: &MatrixContext,
+    resolved_model: &mut toml::Table,
+) -> Result<Stack, ScenarioError> {
+    let file = ctx.file;
+    let m = &raw.model;
+    if m.a.is_some() || m.v.is_some() || m.heads.is_some() {
+        let key = if m.heads.is_some() {
+            "model.heads"
+        } else {
+            "model.A"
+        };
+        return Err(ScenarioError::at(
+            file,
+            key,
+            "with a stack of layers, give A and V (or heads) in each layer, not in [model]",
+        ));
+    }
+    let tables = layer_tables(raw, file)?;
+    let layers = match (tables, &m.checkpoint, checkpoint) {
+        (Some(_), Some(_), _) => {
+            return Err(ScenarioError::at(
+                file,
+                "model.checkpoint",
+                "give either the layers or a checkpoint, not both",
+            ))
+        }
+        (Some((tables, key)), None, _) => explicit_layers(tables, key, ctx, resolved_model)?,
+        (None, Some(raw_c), Some(open)) => checkpoint_layers(raw_c, open, ctx, resolved_model)?,
+        _ => return Err(ScenarioError::at(file, "model.layers", "missing")),
+    };
+    let looped = m.looped.unwrap_or(false);
+    resolved_model.insert("loop".into(), Value::Boolean(looped));
+    Ok(Stack { layers, looped })
+}
+
+fn duration(value: Option<f64>, key: &str, file: &Path) -> Result<f64, ScenarioError> {
+    let tau = value.unwrap_or(1.0);
+    if !(tau.is_finite() && tau > 0.0) {
+        return Err(ScenarioError::at(
+            file,
+            key,
+            format!("must be a finite number > 0, found {tau}"),
+        ));
+    }
+    Ok(tau)
+}
+
+/// Layers written in the scenario: each with A and V, or heads, and a duration.
+fn explicit_layers(
+    tables: &[RawLayer],
+    key: &str,
+    ctx: &MatrixContext,
+    resolved_model: &mut toml::Table,
+) -> Result<Vec<LayerSpec>, ScenarioError> {
+    if tables.is_empty() {
+        return Err(ScenarioError::at(ctx.file, key, "needs at least one layer"));
+    }
+    let mut layers = Vec::with_capacity(tables.len());
+    let mut resolved = Vec::with_capacity(tables.len());
+    for (i, t) in tables.iter().enumerate() {
+        let at = format!("{key}[{i}]");
+        let heads = layer_heads(t, &at, ctx)?;
+        let duration = duration(t.duration, &format!("{at}.duration"), ctx.file)?;
+        let mut table = toml::Table::new();
+        let heads_toml = heads
+            .iter()
+            .map(|h| {
+                let mut ht = toml::Table::new();
+                ht.insert("A".into(), matrix_to_toml(&h.a));
+                ht.insert("V".into(), matrix_to_toml(&h.v));
+                Value::Table(ht)
+            })
+            .collect();
+        table.insert("heads".into(), Value::Array(heads_toml));
+        table.insert("duration".into(), Value::Float(duration));
+        resolved.push(Value::Table(table));
+        layers.push(LayerSpec { heads, duration });
+    }
+    resolved_model.insert("layers".into(), Value::Array(resolved));
+    Ok(layers)
+}
+
+/// The heads of one written layer.
+fn layer_heads(
+    t: &RawLayer,
+    at: &str,
+    ctx: &MatrixContext,
+) -> Result<Vec<HeadSpec>, ScenarioError> {
+    let err = |key: String, message: &str| ScenarioError::at(ctx.file, key, message);
+    match (&t.a, &t.v, &t.heads) {
+        (Some(a), Some(v), None) => Ok(vec![HeadSpec {
+            a: build_matrix(a, &format!("{at}.A"), ctx)?,
+            v: build_matrix(v, &format!("{at}.V"), ctx)?,
+        }]),
+        (None, None, Some(heads)) if !heads.is_empty() => heads
+            .iter()
+            .enumerate()
+            .map(|(h, raw)| {
+                Ok(HeadSpec {
+                    a: build_matrix(&raw.a, &format!("{at}.heads[{h}].A"), ctx)?,
+                    v: build_matrix(&raw.v, &format!("{at}.heads[{h}].V"), ctx)?,
+                })
+            })
+            .collect(),
+        (None, None, Some(_)) => Err(err(format!("{at}.heads"), "needs at least one head")),
+        (_, _, Some(_)) => Err(err(
+            format!("{at}.heads"),
+            "give either A and V or heads, not both",
+        )),
+        (Some(_), None, None) => Err(err(format!("{at}.V"), "missing (A is given, V is not)")),
+        (None, Some(_), None) => Err(err(format!("{at}.A"), "missing (V is given, A is not)")),
+        (None, None, None) => Err(err(
+            format!("{at}.A"),
+            "missing: give A and V, or heads = [{ A = ..., V = ... }, ...]",
+        )),
+    }
+}
+
+/// Layers read from a checkpoint.
+fn checkpoint_layers(
+    raw: &RawCheckpoint,
+    open: &OpenCheckpoint,
+    ctx: &MatrixContext,
+    resolved_model: &mut toml::Table,
+) -> Result<Vec<LayerSpec>, ScenarioError> {
+    let file = ctx.file;
+    let err = |key: &str, message: String| ScenarioError::at(file, key, message);
+    let heads = usize::try_from(raw.heads)
+        .ok()
+        .filter(|&h| h >= 1)
+        .ok_or_else(|| {
+            err(
+                "model.checkpoint.heads",
+                format!("must be an integer >= 1, found {}", raw.heads),
+            )
+        })?;
+    if !open.d.is_multiple_of(heads) {
+        return Err(err(
+            "model.checkpoint.heads",
+            format!("heads = {heads} does not divide d = {}", open.d),
+        ));
+    }
+    if raw.layers.is_empty() {
+        return Err(err(
+            "model.checkpoint.layers",
+            "needs at least one layer index".to_string(),
+        ));
+    }
+    let tau = duration(raw.layer_time, "model.checkpoint.layer_time", file)?;
+    let shown = open.checkpoint.path().display();
+    let mut layers = Vec::with_capacity(raw.layers.len());
+    for &l in &raw.layers {
+        let index = usize::try_from(l).map_err(|_| {
+            err(
+                "model.checkpoint.layers",
+                format!("layer index {l} is negative"),
+            )
+        })?;
+        let heads = open
+            .checkpoint
+            .layer_heads(open.format, index, open.d, heads)
+            .map_err(|e| err("model.checkpoint", format!("`{shown}`: layer {index}: {e}")))?;
+        let heads = heads
+            .into_iter()
+            .map(|h| HeadSpec { a: h.a, v: h.v })
+            .collect();
+        layers.push(LayerSpec {
+            heads,
+            duration: tau,
+        });
+    }
+    let absolute = std::fs::canonicalize(open.checkpoint.path())
+        .unwrap_or_else(|_| open.checkpoint.path().to_path_buf());
+    let mut table = toml::Table::new();
+    table.insert(
+        "path".into(),
+        Value::String(absolute.to_string_lossy().into_owned()),
+    );
+    table.insert("format".into(), Value::String(open.format.to_string()));
+    table.insert(
+        "layers".into(),
+        Value::Array(raw.layers.iter().map(|&l| Value::Integer(l)).collect()),
+    );
+    table.insert("heads".into(), Value::Integer(raw.heads));
+    table.insert("layer_time".into(), Value::Float(tau));
+    resolved_model.insert("checkpoint".into(), Value::Table(table));
+    Ok(layers)
+}
+
+/// `time.t_end` must lie within a stack that does not loop.
+pub fn check_time(stack: &Stack, t_end: f64, file: &Path) -> Result<(), ScenarioError> {
+    let total: f64 = stack.layers.iter().map(|l| l.duration).sum();
+    if !stack.looped && t_end > total {
+        return Err(ScenarioError::at(
+            file,
+            "time.t_end",
+            format!(
+                "t_end = {t_end} is beyond the end of the stack of layers at t = {total} \
+                 (shorten t_end, or set model.loop = true to repeat the stack)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The embedding rows for `tokens.init = "embedding"` (centred when asked), n x d; `None` for
+/// other starts. `ids` and `center` belong to the embedding start only.
+pub fn embedding_rows(
+    t: &RawTokens,
+    checkpoint: Option<&OpenCheckpoint>,
+    file: &Path,
+) -> Result<Option<Vec<f64>>, ScenarioError> {
+    let err = |key: &str, message: String| ScenarioError::at(file, key, message);
+    let embedding = t.init == super::InitKind::Embedding;
+    if !embedding {
+        if t.ids.is_some() {
+            return Err(err(
+                "tokens.ids",
+                format!(
+                    "ids are only used with init = \"embedding\" (init is \"{}\")",
+                    t.init
+                ),
+            ));
+        }
+        if t.center.is_some() {
+            return Err(err(
+                "tokens.center",
+                format!(
+                    "center is only used with init = \"embedding\" (init is \"{}\")",
+                    t.init
+                ),
+            ));
+        }
+        return Ok(None);
+    }
+    let Some(ids) = &t.ids else {
+        return Err(err(
+            "tokens.ids",
+            "missing: init = \"embedding\" needs ids = [...] (token ids)".to_string(),
+        ));
+    };
+    let Some(open) = checkpoint else {
+        return Err(err(
+            "tokens.init",
+            "init = \"embedding\" needs a [model.checkpoint]".to_string(),
+        ));
+    };
+    if ids.is_empty() {
+        return Err(err("tokens.ids", "needs at least one token id".to_string()));
+    }
+    let mut indices = Vec::with_capacity(ids.len());
+    for &id in ids {
+        indices.push(
+            usize::try_from(id)
+                .map_err(|_| err("tokens.ids", format!("token id {id} is negative")))?,
+        );
+    }
+    let name = open.checkpoint.embedding_name(open.format);
+    let shown = open.checkpoint.path().display();
+    let (mut rows, mean, d) = open
+        .checkpoint
+        .rows_and_mean(&name, &indices)
+        .map_err(|e| err("tokens.ids", format!("`{shown}`: {e}")))?;
+    if t.center.unwrap_or(false) {
+        for row in rows.chunks_exact_mut(d.max(1)) {
+            for (v, m) in row.iter_mut().zip(&mean) {
+                *v -= m;
+            }
+        }
+    }
+    Ok(Some(rows))
+}

@@ -38,7 +38,7 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
     match section {
         "model" => Some(&["kernel", "beta", "d", "A", "V", "heads"]),
         "tokens" => Some(&["n", "init", "seed", "r0", "phi0", "eps", "path"]),
-        "time" => Some(&["t_end", "samples"]),
+        "time" => Some(&["t_end", "samples", "t_max"]),
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
         "run" => Some(&["model"]),
         "output" => Some(&["trajectory", "animation"]),
@@ -128,6 +128,8 @@ fn default_init() -> InitKind {
 pub struct RawTime {
     pub t_end: f64,
     pub samples: i64,
+    #[serde(default)]
+    pub t_max: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -216,7 +216,7 @@ pub fn solve_until(
         let t = if i < problem.samples {
             problem.sample_time(i)
         } else {
-            (i as f64 * spacing).min(t_max)
+            (problem.t_end * i as f64 / (problem.samples - 1) as f64).min(t_max)
         };
         if crate::interrupt::is_requested() {
             status = Status::Interrupted { t: t_last };

@@ -335,7 +335,7 @@ pub fn classify_prefix(series: &OrderSeries, len: usize) -> Classification {
     f.r2_arg_rate = rate;
     let (limit, how) = match limit_of_s(t, s, swing, &mut f) {
         Ok(found) => found,
-        Err(done) => return done,
+        Err(done) => return *done,
     };
     f.limit = Some(limit);
 
@@ -389,7 +389,7 @@ fn limit_of_s(
     s: &[f64],
     swing: f64,
     f: &mut Features,
-) -> Result<(f64, String), Classification> {
+) -> Result<(f64, String), Box<Classification>> {
     let s_final = s[s.len() - 1];
     let (s_lo, s_hi) = (f.nematic_tail_min, f.nematic_tail_max);
     // An algebraic approach to 1 moves little over the tail: it is tested before "settled".
@@ -424,32 +424,32 @@ fn limit_of_s(
             ));
         }
         if c.decay_rate * tail_time < -0.3 {
-            return Err(undetermined(
+            return Err(Box::new(undetermined(
                 f.clone(),
                 format!(
                     "s oscillates with a growing swing (rate {:.3e}, period {:.4}); run longer (time.t_max)",
                     -c.decay_rate, c.period
                 ),
-            ));
+            )));
         }
         f.amplitude = Some(0.5 * swing);
         let reason = format!(
             "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4} ({} periods in the tail, correlation {:.3} one period apart)",
             c.period, c.count, c.correlation
         );
-        return Err(Classification {
+        return Err(Box::new(Classification {
             label: Label::Oscillation,
             reason,
             features: f.clone(),
-        });
+        }));
     }
     if turning_points(s, swing) > 0 {
-        return Err(undetermined(
+        return Err(Box::new(undetermined(
             f.clone(),
             format!(
                 "s turns within the tail (swing {swing:.2e}) but shows fewer than two full cycles: the period may be longer than the tail; run longer (time.t_max)"
             ),
-        ));
+        )));
     }
     if s_lo > 1.0 - 2.0 * CLUSTERED_EXTRAPOLATED
         && s_final >= s_hi - 0.25 * swing
@@ -471,12 +471,12 @@ fn limit_of_s(
         };
         return Ok((limit, format!("approaches its limit at rate {rate:.3e}")));
     }
-    Err(undetermined(
+    Err(Box::new(undetermined(
         f.clone(),
         format!(
             "s still moves by {swing:.2e} over the tail without a clear limit or cycle; run longer (time.t_max)"
         ),
-    ))
+    )))
 }
 
 fn undetermined(features: Features, reason: String) -> Classification {

@@ -208,6 +208,41 @@ fn turning_points(s: &[f64], swing: f64) -> usize {
     maxima + minima
 }
 
+/// The cycles of s from the spacing of its peaks: the fallback when the tail is too short or
+/// too irregular for the autocorrelation (e.g. few samples per cycle).
+fn peak_cycles(t: &[f64], s: &[f64], swing: f64) -> Option<period::Cycles> {
+    let (lo, _) = min_max(s);
+    let maxima: Vec<usize> = peaks(s)
+        .into_iter()
+        .filter(|&i| s[i] - lo > 0.05 * swing)
+        .collect();
+    if maxima.len() < 3 {
+        return None;
+    }
+    let (mut times, mut log_amplitudes) = (Vec::new(), Vec::new());
+    for w in maxima.windows(2) {
+        let trough = s[w[0]..=w[1]].iter().copied().fold(f64::INFINITY, f64::min);
+        let amplitude = 0.5 * (s[w[0]] + s[w[1]]) - trough;
+        if amplitude <= 0.0 {
+            return None;
+        }
+        times.push(0.5 * (t[w[0]] + t[w[1]]));
+        log_amplitudes.push(amplitude.ln());
+    }
+    let count = maxima.len() - 1;
+    let period = (t[maxima[count]] - t[maxima[0]]) / count as f64;
+    let (a, b) = (maxima[count - 1], maxima[count]);
+    let (w_lo, w_hi) = min_max(&s[a..=b]);
+    Some(period::Cycles {
+        period,
+        correlation: f64::NAN,
+        decay_rate: -slope(&times, &log_amplitudes),
+        last_mean: s[a..b].iter().sum::<f64>() / (b - a) as f64,
+        last_swing: w_hi - w_lo,
+        count,
+    })
+}
+
 /// A monotone approach: (limit, exponential rate), when the changes shrink.
 fn approach(t: &[f64], s: &[f64]) -> Option<(f64, f64)> {
     let m = s.len() / 2;
@@ -410,7 +445,7 @@ fn limit_of_s(
             .unwrap_or(s_final);
         return Ok((limit, "settles".to_string()));
     }
-    if let Some(c) = period::cycles(t, s) {
+    if let Some(c) = period::cycles(t, s).or_else(|| peak_cycles(t, s, swing)) {
         f.period = Some(c.period);
         let tail_time = t[t.len() - 1] - t[0];
         if c.decay_rate * tail_time > 0.3 {
@@ -433,9 +468,14 @@ fn limit_of_s(
             )));
         }
         f.amplitude = Some(0.5 * swing);
+        let how = if c.correlation.is_nan() {
+            "from the spacing of its peaks".to_string()
+        } else {
+            format!("correlation {:.3} one period apart", c.correlation)
+        };
         let reason = format!(
-            "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4} ({} periods in the tail, correlation {:.3} one period apart)",
-            c.period, c.count, c.correlation
+            "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4} ({} periods in the tail, {how})",
+            c.period, c.count
         );
         return Err(Box::new(Classification {
             label: Label::Oscillation,

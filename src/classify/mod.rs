@@ -237,6 +237,7 @@ fn peak_cycles(t: &[f64], s: &[f64], swing: f64) -> Option<period::Cycles> {
         period,
         correlation: f64::NAN,
         decay_rate: -slope(&times, &log_amplitudes),
+        decay_fit: 1.0,
         last_mean: s[a..b].iter().sum::<f64>() / (b - a) as f64,
         last_swing: w_hi - w_lo,
         count,
@@ -448,7 +449,14 @@ fn limit_of_s(
     if let Some(c) = period::cycles(t, s).or_else(|| peak_cycles(t, s, swing)) {
         f.period = Some(c.period);
         let tail_time = t[t.len() - 1] - t[0];
-        if c.decay_rate * tail_time > 0.3 {
+        // A trend in the swing counts when the swings lie on it (few samples per period
+        // scatter them).
+        let trend = if c.decay_fit > 0.6 {
+            c.decay_rate * tail_time
+        } else {
+            0.0
+        };
+        if trend > 0.3 {
             f.decay_rate = Some(c.decay_rate);
             return Ok((
                 c.last_mean,
@@ -458,7 +466,7 @@ fn limit_of_s(
                 ),
             ));
         }
-        if c.decay_rate * tail_time < -0.3 {
+        if trend < -0.3 {
             return Err(Box::new(undetermined(
                 f.clone(),
                 format!(

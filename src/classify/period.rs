@@ -34,6 +34,8 @@ pub struct Cycles {
     pub correlation: f64,
     /// lambda of swing_k ~ e^{-lambda t}; negative when the swing grows.
     pub decay_rate: f64,
+    /// r^2 of that fit: a trend in the swing counts only when the swings lie on it.
+    pub decay_fit: f64,
     /// Mean of s over the last period.
     pub last_mean: f64,
     /// Swing (max - min) of s over the last period.
@@ -194,10 +196,12 @@ pub fn cycles(t: &[f64], s: &[f64]) -> Option<Cycles> {
     }
     let &(a, b) = w.last()?;
     let (lo, hi) = super::min_max(&s[a..b]);
+    let (slope, _, decay_fit) = super::fit(&times, &log_swings);
     Some(Cycles {
         period,
         correlation,
-        decay_rate: -super::slope(&times, &log_swings),
+        decay_rate: -slope,
+        decay_fit,
         last_mean: s[a..b].iter().sum::<f64>() / (b - a) as f64,
         last_swing: hi - lo,
         count: w.len(),

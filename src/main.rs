@@ -70,6 +70,9 @@ enum Command {
         /// Continue an interrupted sweep without recomputing finished points.
         #[arg(long)]
         resume: bool,
+        /// Override a key of the base scenario (repeatable), e.g. time.t_max=20000.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// Assemble the shard files of a sweep folder into sweep.csv.
     Merge { dir: PathBuf },
@@ -219,11 +222,13 @@ fn execute(command: Command) -> Result<(), Error> {
             out,
             shard,
             resume,
+            sets,
         } => {
             let options = tokdyn::sweep::SweepOptions {
                 out,
                 shard,
                 resume,
+                sets,
                 progress: true,
                 command_line: std::env::args().collect(),
             };

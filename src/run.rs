@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::classify::{classify, Classification, Features};
+use crate::classify::{classify, CertaintyWatch, Classification, Features};
 use crate::error::Error;
-use crate::integrate::{solve, Solution};
+use crate::integrate::Solution;
 use crate::observe::{Observer, OrderSeries, Progress};
 use crate::output::{write_json, write_tokens_csv, OrderCsv, ResultKind, StagedDir, TrajectoryNpy};
 use crate::plot::{self, TokenSnapshots};
@@ -62,6 +62,9 @@ pub struct Summary {
     pub rejected_steps: u64,
     pub samples: usize,
     pub t_end: f64,
+    /// Time of the last sample: t_end, or later when the run went on until its label was
+    /// certain (at most time.t_max).
+    pub t_final: f64,
     pub wall_seconds: f64,
     pub version: String,
     pub seed: u64,
@@ -105,6 +108,7 @@ impl Summary {
             rejected_steps: solution.rejected_steps,
             samples: solution.samples,
             t_end: scenario.time.t_end,
+            t_final: solution.t_last,
             wall_seconds: solution.wall.as_secs_f64(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             seed: scenario.tokens.seed,
@@ -179,7 +183,7 @@ pub fn solve_into_observed(
 ) -> Result<(Solution, OrderSeries, TokenSnapshots), Error> {
     let order_path = dir.join("order.csv");
     let mut order = OrderCsv::create(&order_path).map_err(Error::io(&order_path))?;
-    let mut series = OrderSeries::new();
+    let mut watch = CertaintyWatch::default();
     let mut progress = Progress::new(&scenario.name, options.progress);
     let mut trajectory = scenario.output.trajectory.then(|| {
         TrajectoryNpy::new(
@@ -195,7 +199,7 @@ pub fn solve_into_observed(
     };
     let mut snapshots =
         TokenSnapshots::new(sim.samples, scenario.tokens.n, scenario.model.d, frames);
-    let mut observers: Vec<&mut dyn Observer> = vec![&mut order, &mut series, &mut progress];
+    let mut observers: Vec<&mut dyn Observer> = vec![&mut order, &mut watch, &mut progress];
     if sim.model != ModelKind::Oa {
         observers.push(&mut snapshots);
     }
@@ -205,7 +209,8 @@ pub fn solve_into_observed(
     for o in extra.iter_mut() {
         observers.push(&mut **o);
     }
-    let solution = solve(&sim.problem(), sim.method, &mut observers).map_err(Error::io(dir))?;
+    let solution = sim.solve(&mut observers).map_err(Error::io(dir))?;
+    let series = watch.series;
     if !solution.status.is_success() {
         return Err(Error::RunFailed {
             name: scenario.name.clone(),
@@ -346,13 +351,15 @@ pub fn run_in_memory(
     let model = scenario.run.model;
     check_memory(scenario, model)?;
     let sim = simulation::build(scenario, model)?;
-    let mut series = OrderSeries::new();
-    let mut observers: Vec<&mut dyn Observer> = vec![&mut series];
+    let mut watch = CertaintyWatch::default();
+    let mut observers: Vec<&mut dyn Observer> = vec![&mut watch];
     for o in extra.iter_mut() {
         observers.push(&mut **o);
     }
-    let solution =
-        solve(&sim.problem(), sim.method, &mut observers).map_err(Error::io(&scenario.file))?;
+    let solution = sim
+        .solve(&mut observers)
+        .map_err(Error::io(&scenario.file))?;
+    let series = watch.series;
     if !solution.status.is_success() {
         return Err(Error::RunFailed {
             name: scenario.name.clone(),

@@ -31,6 +31,8 @@ pub struct Simulation {
     pub t_end: f64,
     /// Number of output samples.
     pub samples: usize,
+    /// Latest time the run may go on to while its label is not certain.
+    pub t_max: f64,
 }
 
 impl Simulation {
@@ -42,6 +44,14 @@ impl Simulation {
             t_end: self.t_end,
             samples: self.samples,
         }
+    }
+
+    /// Solves with the observers; past t_end (up to t_max) while `watch` is not certain.
+    pub fn solve(
+        &self,
+        observers: &mut [&mut dyn crate::observe::Observer],
+    ) -> std::io::Result<crate::integrate::Solution> {
+        crate::integrate::solve_until(&self.problem(), self.method, observers, self.t_max)
     }
 }
 
@@ -207,6 +217,7 @@ pub fn build_with_tokens(
         method: method(scenario),
         t_end: scenario.time.t_end,
         samples: scenario.time.samples,
+        t_max: scenario.time.t_max,
     })
 }
 

@@ -182,10 +182,35 @@ pub fn solve(
     method: Method,
     observers: &mut [&mut dyn Observer],
 ) -> io::Result<Solution> {
+    solve_until(problem, method, observers, problem.t_end)
+}
+
+/// How much later than the last checkpoint the next one comes (a factor on t).
+pub const CHECKPOINT_GROWTH: f64 = 1.25;
+
+/// Like [`solve`], but when `t_max > t_end` the run goes on past `t_end` with the same stepper
+/// and the same sample spacing, up to `t_max` at most, and stops at the first checkpoint
+/// (t_end, then each [`CHECKPOINT_GROWTH`] times later) where an observer says it has seen
+/// enough ([`Observer::enough`]).
+pub fn solve_until(
+    problem: &Problem<'_>,
+    method: Method,
+    observers: &mut [&mut dyn Observer],
+    t_max: f64,
+) -> io::Result<Solution> {
     let started = Instant::now();
     let dynamics = problem.dynamics;
     let mut y = problem.initial_state.clone();
-    let mut stepper = piecewise::SegmentedStepper::new(dynamics, method, &y, problem.t_end);
+    let spacing = problem.t_end / (problem.samples.max(2) - 1) as f64;
+    let extended = t_max > problem.t_end && spacing > 0.0;
+    let horizon = if extended { t_max } else { problem.t_end };
+    let total = if extended {
+        ((t_max / spacing + 1e-9).floor() as usize + 1).max(problem.samples)
+    } else {
+        problem.samples
+    };
+    let mut next_check = problem.t_end;
+    let mut stepper = piecewise::SegmentedStepper::new(dynamics, method, &y, horizon);
     let mut drift_max: f64 = 0.0;
     let info = RunInfo {
         samples: problem.samples,
@@ -197,8 +222,12 @@ pub fn solve(
     let mut status = Status::Success;
     let mut samples = 0;
     let mut t_last = 0.0;
-    for i in 0..problem.samples {
-        let t = problem.sample_time(i);
+    for i in 0..total {
+        let t = if i < problem.samples {
+            problem.sample_time(i)
+        } else {
+            (problem.t_end * i as f64 / (problem.samples - 1) as f64).min(t_max)
+        };
         if crate::interrupt::is_requested() {
             status = Status::Interrupted { t: t_last };
             break;
@@ -242,6 +271,12 @@ pub fn solve(
         }
         samples += 1;
         t_last = t;
+        if extended && i + 1 >= problem.samples && t >= next_check {
+            next_check = t * CHECKPOINT_GROWTH;
+            if observers.iter_mut().any(|o| o.enough()) {
+                break;
+            }
+        }
     }
     for o in observers.iter_mut() {
         o.finish()?;

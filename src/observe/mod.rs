@@ -61,6 +61,11 @@ pub trait Observer {
     fn sample(&mut self, _sample: &Sample<'_>) -> io::Result<()> {
         Ok(())
     }
+    /// Asked at the checkpoints of a run that may go on past t_end (see
+    /// [`crate::integrate::solve_until`]): true when this observer has seen enough to stop.
+    fn enough(&mut self) -> bool {
+        false
+    }
     /// Called once after the last sample (also after a failed run).
     fn finish(&mut self) -> io::Result<()> {
         Ok(())

@@ -113,6 +113,9 @@ pub struct TimeSpec {
     pub t_end: f64,
     /// Number of output samples including t = 0, >= 2.
     pub samples: usize,
+    /// Latest time a run may go on to when its label at t_end is not certain (>= t_end;
+    /// t_end when absent: no extension).
+    pub t_max: f64,
 }
 
 /// `[solver]`.

@@ -51,7 +51,7 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "tokens" => Some(&[
             "n", "init", "seed", "r0", "phi0", "eps", "path", "ids", "center",
         ]),
-        "time" => Some(&["t_end", "samples"]),
+        "time" => Some(&["t_end", "samples", "t_max"]),
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
         "run" => Some(&["model"]),
         "output" => Some(&["trajectory", "animation"]),
@@ -174,6 +174,8 @@ fn default_init() -> InitKind {
 pub struct RawTime {
     pub t_end: f64,
     pub samples: i64,
+    #[serde(default)]
+    pub t_max: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -135,7 +135,8 @@ fn base_scenario_loads_with_defaults() {
         s.time,
         TimeSpec {
             t_end: 20.0,
-            samples: 201
+            samples: 201,
+            t_max: 20.0
         }
     );
     assert_eq!(

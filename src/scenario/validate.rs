@@ -257,9 +257,18 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             ))
         }
     };
+    let t_max = raw.time.t_max.unwrap_or(raw.time.t_end);
+    finite(file, "time.t_max", t_max)?;
+    if t_max < raw.time.t_end {
+        return Err(err(
+            "time.t_max",
+            format!("must be >= time.t_end = {}, found {t_max}", raw.time.t_end),
+        ));
+    }
     let time = TimeSpec {
         t_end: raw.time.t_end,
         samples,
+        t_max,
     };
     if let Some(stack) = &stack {
         layers::check_time(stack, time.t_end, file)?;
@@ -354,6 +363,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let mut time_table = toml::Table::new();
     time_table.insert("t_end".into(), Value::Float(time.t_end));
     time_table.insert("samples".into(), Value::Integer(raw.time.samples));
+    time_table.insert("t_max".into(), Value::Float(time.t_max));
     resolved.insert("time".into(), Value::Table(time_table));
     let mut solver_table = toml::Table::new();
     solver_table.insert("method".into(), Value::String(solver.method.to_string()));

@@ -68,6 +68,8 @@ pub struct SweepOptions {
     pub progress: bool,
     /// The command line, for provenance.
     pub command_line: Vec<String>,
+    /// `--set KEY=VALUE` overrides of the base scenario, in order.
+    pub sets: Vec<String>,
 }
 
 /// Shard `K` of `N` (1-based).
@@ -275,7 +277,7 @@ pub fn sweep_with_env(
 ) -> Result<PathBuf, Error> {
     let started = Instant::now();
     let shard = resolve_shard(path, options.shard.as_deref(), env)?;
-    let plan = spec::load(path)?;
+    let plan = spec::load_with_sets(path, &options.sets)?;
     // Every input, continuation included, is checked before the first point.
     if let Some(c) = &plan.continuation {
         continuation::check(&plan, c)?;

@@ -2,16 +2,14 @@
 //! simulation, solve it with an order-parameter series as the only observer (no files), and
 //! classify.
 
-use crate::classify::classify;
-use crate::integrate::solve;
-use crate::observe::OrderSeries;
+use crate::classify::{classify, CertaintyWatch};
 use crate::simulation;
 
 use super::format::{fmt_f64, fmt_opt};
 use super::spec::Plan;
 
 /// The result columns of `sweep.csv`, after the axis names.
-pub const RESULT_COLUMNS: [&str; 7] = [
+pub const RESULT_COLUMNS: [&str; 9] = [
     "label",
     "r2_abs_final",
     "r2_abs_tail_min",
@@ -19,6 +17,8 @@ pub const RESULT_COLUMNS: [&str; 7] = [
     "r2_arg_rate",
     "period",
     "error",
+    "t_final",
+    "reason",
 ];
 
 /// The result cells of one point, formatted once (see [`RESULT_COLUMNS`]).
@@ -31,12 +31,7 @@ impl Outcome {
     /// A failed point: empty label and numbers, the message in `error`.
     pub fn failure(message: &str) -> Self {
         let mut cells = vec![String::new(); RESULT_COLUMNS.len()];
-        cells[6] = message
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<_>>()
-            .join("; ");
+        cells[6] = one_line(message);
         if cells[6].is_empty() {
             cells[6] = "failed".into();
         }
@@ -65,6 +60,16 @@ impl Outcome {
     }
 }
 
+/// A message on one line: its lines trimmed and joined by "; ".
+pub fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Runs the point at axis values `coords`; a failure of this point is an [`Outcome`] too.
 pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
     let scenario = match plan.scenario_at(coords) {
@@ -75,8 +80,8 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Ok(sim) => sim,
         Err(e) => return Outcome::failure(&e.to_string()),
     };
-    let mut series = OrderSeries::new();
-    let solution = match solve(&sim.problem(), sim.method, &mut [&mut series]) {
+    let mut watch = CertaintyWatch::default();
+    let solution = match sim.solve(&mut [&mut watch]) {
         Ok(solution) => solution,
         Err(e) => return Outcome::failure(&format!("the {} run failed: {e}", plan.model)),
     };
@@ -86,6 +91,7 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
             plan.model, solution.status
         ));
     }
+    let series = watch.series;
     if series.len() < 2 {
         return Outcome::failure("the run produced fewer than two samples");
     }
@@ -100,6 +106,8 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
             fmt_f64(f.r2_arg_rate),
             fmt_opt(f.period),
             String::new(),
+            fmt_f64(solution.t_last),
+            one_line(&c.reason),
         ],
     }
 }

@@ -452,8 +452,26 @@ pub fn load(path: &Path) -> Result<Plan, Error> {
     from_table(&table, path)
 }
 
+/// Reads and checks a sweep file whose base scenario gets the `--set KEY=VALUE` overrides,
+/// in order, before the sweep's `model` and axes.
+pub fn load_with_sets(path: &Path, sets: &[String]) -> Result<Plan, Error> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError::file(path, format!("cannot read: {e}")))?;
+    let table = parse_toml(&text, path)?;
+    from_table_with_sets(&table, path, sets)
+}
+
 /// Checks a parsed sweep file.
 pub fn from_table(table: &toml::Table, file: &Path) -> Result<Plan, Error> {
+    from_table_with_sets(table, file, &[])
+}
+
+/// Checks a parsed sweep file, with overrides of the base scenario.
+pub fn from_table_with_sets(
+    table: &toml::Table,
+    file: &Path,
+    sets: &[String],
+) -> Result<Plan, Error> {
     check_keys(file, "", table, &TOP_KEYS)?;
 
     let name = string(file, "name", required(file, "", table, "name")?)?.to_string();
@@ -508,6 +526,11 @@ pub fn from_table(table: &toml::Table, file: &Path) -> Result<Plan, Error> {
         .unwrap_or(Path::new(""))
         .to_path_buf();
     let mut template = parse_toml(&scenario_text, &scenario_file)?;
+    for set in sets {
+        crate::scenario::apply_set(&mut template, set).map_err(|message| {
+            ScenarioError::at(&scenario_file, format!("--set {}", set.trim()), message)
+        })?;
+    }
 
     let model_override = match table.get("model") {
         Some(v) => {

@@ -452,9 +452,11 @@ mod tests {
             "0.0".into(),
             String::new(),
             String::new(),
+            "200.0".into(),
+            "s settles, \"quoted\"".into(),
         ];
         if label.is_empty() {
-            cells = vec![String::new(); 7];
+            cells = vec![String::new(); RESULT_COLUMNS.len()];
             cells[6] = "boom, \"quoted\"".into();
         }
         Outcome { cells }

@@ -28,6 +28,11 @@ use serde::Serialize;
 
 use crate::observe::OrderSeries;
 
+pub mod certainty;
+pub mod period;
+
+pub use certainty::{certain, Certainty, CertaintyWatch};
+
 /// Fraction of the samples that make the tail.
 pub const TAIL_FRACTION: f64 = 0.25;
 /// s counts as settled when its swing over the tail is below this.
@@ -40,6 +45,8 @@ pub const CLUSTERED_EXTRAPOLATED: f64 = 1e-2;
 pub const NO_AXIS: f64 = 1e-2;
 /// The axis counts as turning above this rate (radians of arg R2 per unit time).
 pub const TURNING: f64 = 1e-3;
+/// The samples resolve the axis when it turns by less than this between two of them.
+pub const ALIASING: f64 = std::f64::consts::FRAC_PI_2;
 
 /// The labels of SPEC section 4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -108,6 +115,8 @@ pub struct Features {
     pub amplitude: Option<f64>,
     /// Exponential rate at which s approaches its limit (or a spiral's amplitude decays).
     pub decay_rate: Option<f64>,
+    /// Exponent p of an algebraic approach to 1 (1 - s ~ t^-p), as at a regime boundary.
+    pub algebraic_exponent: Option<f64>,
     /// For clustering: "one" (R1 -> 1), "two-antipodal" (R1 -> 0) or "unequal".
     pub clusters: Option<String>,
     /// Start time of the tail the features are measured on.
@@ -199,28 +208,18 @@ fn turning_points(s: &[f64], swing: f64) -> usize {
     maxima + minima
 }
 
-/// What the cycles of s say, if there are at least two.
-struct Cycles {
-    period: f64,
-    /// lambda of A_k ~ e^{-lambda t}.
-    decay_rate: f64,
-    /// Mean of s over the last full cycle.
-    last_mean: f64,
-}
-
-fn cycles(t: &[f64], s: &[f64], swing: f64) -> Option<Cycles> {
-    // Ignore wiggles far below the swing (round-off on a plateau).
-    let maxima: Vec<usize> = peaks(s);
+/// The cycles of s from the spacing of its peaks: the fallback when the tail is too short or
+/// too irregular for the autocorrelation (e.g. few samples per cycle).
+fn peak_cycles(t: &[f64], s: &[f64], swing: f64) -> Option<period::Cycles> {
     let (lo, _) = min_max(s);
-    let maxima: Vec<usize> = maxima
+    let maxima: Vec<usize> = peaks(s)
         .into_iter()
         .filter(|&i| s[i] - lo > 0.05 * swing)
         .collect();
     if maxima.len() < 3 {
         return None;
     }
-    let mut times = Vec::new();
-    let mut log_amplitudes = Vec::new();
+    let (mut times, mut log_amplitudes) = (Vec::new(), Vec::new());
     for w in maxima.windows(2) {
         let trough = s[w[0]..=w[1]].iter().copied().fold(f64::INFINITY, f64::min);
         let amplitude = 0.5 * (s[w[0]] + s[w[1]]) - trough;
@@ -230,14 +229,18 @@ fn cycles(t: &[f64], s: &[f64], swing: f64) -> Option<Cycles> {
         times.push(0.5 * (t[w[0]] + t[w[1]]));
         log_amplitudes.push(amplitude.ln());
     }
-    let spacing: Vec<f64> = maxima.windows(2).map(|w| t[w[1]] - t[w[0]]).collect();
-    let period = spacing.iter().sum::<f64>() / spacing.len() as f64;
-    let (a, b) = (maxima[maxima.len() - 2], maxima[maxima.len() - 1]);
-    let last_mean = s[a..b].iter().sum::<f64>() / (b - a) as f64;
-    Some(Cycles {
+    let count = maxima.len() - 1;
+    let period = (t[maxima[count]] - t[maxima[0]]) / count as f64;
+    let (a, b) = (maxima[count - 1], maxima[count]);
+    let (w_lo, w_hi) = min_max(&s[a..=b]);
+    Some(period::Cycles {
         period,
+        correlation: f64::NAN,
         decay_rate: -slope(&times, &log_amplitudes),
-        last_mean,
+        decay_fit: 1.0,
+        last_mean: s[a..b].iter().sum::<f64>() / (b - a) as f64,
+        last_swing: w_hi - w_lo,
+        count,
     })
 }
 
@@ -258,17 +261,43 @@ fn approach(t: &[f64], s: &[f64]) -> Option<(f64, f64)> {
     Some((limit, -q.ln() / half))
 }
 
-/// 1 - s ~ c t^{-p} with a good fit: returns p.
+/// 1 - s ~ c t^{-p}, the approach to 1 at a regime boundary: returns p.
+///
+/// s must rise over the tail with rises that shrink ever more slowly: at five equally spaced
+/// points the ratios of successive rises increase (an exponential approach has one constant
+/// ratio, exactly e^{-lambda h}), and ln(1 - s) must be a straight line in ln t with a small
+/// exponent (over a short window an exponential approach also looks straight, with an apparent
+/// exponent lambda t).
 fn algebraic_approach_to_one(t: &[f64], s: &[f64]) -> Option<f64> {
-    if t[0] <= 0.0 || s.iter().any(|v| *v >= 1.0) {
+    let last = s.len() - 1;
+    if t[0] <= 0.0 || s.iter().any(|v| *v >= 1.0) || s[last] < 0.9 {
+        return None;
+    }
+    let q: Vec<f64> = (0..5).map(|k| s[k * last / 4]).collect();
+    let rises: Vec<f64> = q.windows(2).map(|w| w[1] - w[0]).collect();
+    if rises.iter().any(|d| *d <= 1e-13) {
+        return None;
+    }
+    let ratios: Vec<f64> = rises.windows(2).map(|w| w[1] / w[0]).collect();
+    let slowing = ratios[0] < ratios[1] && ratios[1] < ratios[2] && ratios[2] < 1.0;
+    if !slowing || ratios[2] - ratios[0] < 0.005 {
         return None;
     }
     let x: Vec<f64> = t.iter().map(|v| v.ln()).collect();
     let y: Vec<f64> = s.iter().map(|v| (1.0 - v).ln()).collect();
     let (a, _, r2) = fit(&x, &y);
-    // Over a short window an exponential approach also looks straight on log-log axes, with
-    // an apparent exponent lambda t; a boundary's algebraic approach has a small exponent.
-    (a < -0.3 && a > -2.0 && r2 > 0.99).then_some(-a)
+    (a < -0.3 && a > -3.0 && r2 > 0.99).then_some(-a)
+}
+
+/// Largest change of the axis angle between two samples: above [`ALIASING`] a turning axis
+/// cannot be told from one turning the other way (the angle is known modulo 2 pi).
+/// Only steps between samples where s is above `floor` count (near s = 0 the axis is not
+/// defined and may jump).
+fn largest_axis_step(angle: &[f64], s: &[f64], floor: f64) -> f64 {
+    (1..angle.len())
+        .filter(|&i| s[i] > floor && s[i - 1] > floor)
+        .map(|i| (angle[i] - angle[i - 1]).abs())
+        .fold(0.0, f64::max)
 }
 
 /// The axis over the tail: (turning, rate of the second half, reason when it decelerates).
@@ -297,18 +326,23 @@ fn axis_motion(t: &[f64], angle: &[f64]) -> (bool, f64) {
 /// assert!((c.features.r2_arg_rate - 0.2).abs() < 1e-9);
 /// ```
 pub fn classify(series: &OrderSeries) -> Classification {
-    let len = series.len();
+    classify_prefix(series, series.len())
+}
+
+/// Classifies the first `len` samples of a series (the window [0, t_len]).
+pub fn classify_prefix(series: &OrderSeries, len: usize) -> Classification {
+    let len = len.min(series.len());
     let tail_len = ((len as f64 * TAIL_FRACTION).ceil() as usize).clamp(len.min(2), len);
     let start = len - tail_len;
-    let t = &series.t[start..];
-    let s = &series.nematic[start..];
-    let angle = &series.axis_angle[start..];
-    let r2_abs: Vec<f64> = series.r2[start..].iter().map(|z| z.norm()).collect();
+    let t = &series.t[start..len];
+    let s = &series.nematic[start..len];
+    let angle = &series.axis_angle[start..len];
+    let r2_abs: Vec<f64> = series.r2[start..len].iter().map(|z| z.norm()).collect();
     let (r_lo, r_hi) = min_max(&r2_abs);
     let (s_lo, s_hi) = min_max(s);
     let s_final = s.last().copied().unwrap_or(0.0);
     let swing = s_hi - s_lo;
-    let r1_final = series.r1.last().copied().flatten();
+    let r1_final = series.r1[..len].last().copied().flatten();
     let mut f = Features {
         r2_abs_final: r2_abs.last().copied().unwrap_or(0.0),
         r2_abs_tail_min: r_lo,
@@ -322,6 +356,7 @@ pub fn classify(series: &OrderSeries) -> Classification {
         period: None,
         amplitude: None,
         decay_rate: None,
+        algebraic_exponent: None,
         clusters: None,
         tail_start: t.first().copied().unwrap_or(0.0),
     };
@@ -334,82 +369,9 @@ pub fn classify(series: &OrderSeries) -> Classification {
     }
     let (turning, rate) = axis_motion(t, angle);
     f.r2_arg_rate = rate;
-    let tail_time = t[t.len() - 1] - t[0];
-
-    // The limit of s, and how it was reached.
-    let (limit, how) = if swing < SETTLED {
-        (s_final, "settles".to_string())
-    } else if let Some(c) = cycles(t, s, swing) {
-        f.period = Some(c.period);
-        if c.decay_rate * tail_time > 0.3 {
-            f.decay_rate = Some(c.decay_rate);
-            (
-                c.last_mean,
-                format!(
-                    "spirals in (amplitude decays at rate {:.3e}, period {:.4})",
-                    c.decay_rate, c.period
-                ),
-            )
-        } else if c.decay_rate * tail_time < -0.3 {
-            return undetermined(
-                f,
-                format!(
-                    "s oscillates with a growing amplitude (rate {:.3e}); run longer",
-                    -c.decay_rate
-                ),
-            );
-        } else {
-            f.amplitude = Some(0.5 * swing);
-            let reason = format!(
-                "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4}",
-                c.period
-            );
-            return Classification {
-                label: Label::Oscillation,
-                reason,
-                features: f,
-            };
-        }
-    } else if turning_points(s, swing) > 0 {
-        return undetermined(
-            f,
-            format!(
-                "s turns within the tail (swing {swing:.2e}) but shows fewer than two full cycles: the period may be longer than the tail; run longer (time.t_end)"
-            ),
-        );
-    } else if let Some(p) = algebraic_approach_to_one(t, s)
-        .filter(|_| s_final > 0.9 && approach(t, s).is_none_or(|(limit, _)| limit > 0.95))
-    {
-        (
-            1.0,
-            format!("approaches 1 algebraically (1 - s ~ t^-{p:.2})"),
-        )
-    } else if s_lo > 1.0 - 2.0 * CLUSTERED_EXTRAPOLATED
-        && s_final >= s_hi - 0.25 * swing
-        && mean(&s[s.len() / 2..]) > mean(&s[..s.len() / 2])
-    {
-        // Finite-n clustering: s creeps up to 1 with small wiggles (the Watanabe–Strogatz
-        // angle modulates R2 while |Z| -> 1).
-        (
-            1.0,
-            format!("creeps up to 1 (above {s_lo:.4} over the tail, highest at the end)"),
-        )
-    } else if let Some((limit, rate)) = approach(t, s).filter(|(l, _)| (-0.01..=1.01).contains(l)) {
-        f.decay_rate = Some(rate);
-        let limit = if limit > 1.0 - CLUSTERED_EXTRAPOLATED {
-            1.0
-        } else {
-            limit.max(0.0)
-        };
-        (limit, format!("approaches its limit at rate {rate:.3e}"))
-    } else {
-        f.period = None;
-        return undetermined(
-            f,
-            format!(
-                "s still moves by {swing:.2e} over the tail without a clear limit or cycle; run longer (time.t_end)"
-            ),
-        );
+    let (limit, how) = match limit_of_s(t, s, swing, &mut f) {
+        Ok(found) => found,
+        Err(done) => return *done,
     };
     f.limit = Some(limit);
 
@@ -426,6 +388,15 @@ pub fn classify(series: &OrderSeries) -> Classification {
                 "unequal".to_string()
             }
         });
+    }
+    let step = largest_axis_step(angle, s, 0.5 * limit);
+    if has_axis && step > ALIASING {
+        return undetermined(
+            f,
+            format!(
+                "s -> {limit:.6}, but the axis turns by up to {step:.2} rad between samples, too far to tell its direction and rate; raise time.samples"
+            ),
+        );
     }
     let label = match (clustered, rotating) {
         (true, true) => Label::RotatingClusters,
@@ -445,6 +416,115 @@ pub fn classify(series: &OrderSeries) -> Classification {
         reason: format!("s {how} -> {limit:.6}; {axis}"),
         features: f,
     }
+}
+
+/// The limit of s over the tail and how it is reached, or the finished classification when the
+/// tail shows an oscillation or cannot decide.
+fn limit_of_s(
+    t: &[f64],
+    s: &[f64],
+    swing: f64,
+    f: &mut Features,
+) -> Result<(f64, String), Box<Classification>> {
+    let s_final = s[s.len() - 1];
+    let (s_lo, s_hi) = (f.nematic_tail_min, f.nematic_tail_max);
+    // An algebraic approach to 1 moves little over the tail: it is tested before "settled".
+    if let Some(p) = algebraic_approach_to_one(t, s)
+        .filter(|_| approach(t, s).is_none_or(|(limit, _)| limit > 0.95))
+    {
+        f.algebraic_exponent = Some(p);
+        return Ok((
+            1.0,
+            format!("approaches 1 algebraically (1 - s ~ t^-{p:.2})"),
+        ));
+    }
+    if swing < SETTLED {
+        // An exponential approach is extrapolated exactly; a settled s is its own limit.
+        let limit = approach(t, s)
+            .map(|(l, _)| l)
+            .filter(|l| (0.0..=1.0).contains(l) && (l - s_final).abs() <= 10.0 * swing)
+            .unwrap_or(s_final);
+        return Ok((limit, "settles".to_string()));
+    }
+    if let Some(c) = period::cycles(t, s).or_else(|| peak_cycles(t, s, swing)) {
+        f.period = Some(c.period);
+        let tail_time = t[t.len() - 1] - t[0];
+        // A trend in the swing counts when the swings lie on it (few samples per period
+        // scatter them).
+        let trend = if c.decay_fit > 0.6 {
+            c.decay_rate * tail_time
+        } else {
+            0.0
+        };
+        if trend > 0.3 {
+            f.decay_rate = Some(c.decay_rate);
+            return Ok((
+                c.last_mean,
+                format!(
+                    "spirals in (swing per period decays at rate {:.3e}, period {:.4})",
+                    c.decay_rate, c.period
+                ),
+            ));
+        }
+        if trend < -0.3 {
+            return Err(Box::new(undetermined(
+                f.clone(),
+                format!(
+                    "s oscillates with a growing swing (rate {:.3e}, period {:.4}); run longer (time.t_max)",
+                    -c.decay_rate, c.period
+                ),
+            )));
+        }
+        f.amplitude = Some(0.5 * swing);
+        let how = if c.correlation.is_nan() {
+            "from the spacing of its peaks".to_string()
+        } else {
+            format!("correlation {:.3} one period apart", c.correlation)
+        };
+        let reason = format!(
+            "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4} ({} periods in the tail, {how})",
+            c.period, c.count
+        );
+        return Err(Box::new(Classification {
+            label: Label::Oscillation,
+            reason,
+            features: f.clone(),
+        }));
+    }
+    if turning_points(s, swing) > 0 {
+        return Err(Box::new(undetermined(
+            f.clone(),
+            format!(
+                "s turns within the tail (swing {swing:.2e}) but shows fewer than two full cycles: the period may be longer than the tail; run longer (time.t_max)"
+            ),
+        )));
+    }
+    if s_lo > 1.0 - 2.0 * CLUSTERED_EXTRAPOLATED
+        && s_final >= s_hi - 0.25 * swing
+        && mean(&s[s.len() / 2..]) > mean(&s[..s.len() / 2])
+    {
+        // Finite-n clustering: s creeps up to 1 with small wiggles (the Watanabe–Strogatz
+        // angle modulates R2 while |Z| -> 1).
+        return Ok((
+            1.0,
+            format!("creeps up to 1 (above {s_lo:.4} over the tail, highest at the end)"),
+        ));
+    }
+    if let Some((limit, rate)) = approach(t, s).filter(|(l, _)| (-0.01..=1.01).contains(l)) {
+        f.decay_rate = Some(rate);
+        let limit = if limit > 1.0 - CLUSTERED_EXTRAPOLATED {
+            1.0
+        } else {
+            limit.max(0.0)
+        };
+        return Ok((limit, format!("approaches its limit at rate {rate:.3e}")));
+    }
+    Err(Box::new(undetermined(
+        f.clone(),
+        format!(
+            "s still moves by {swing:.2e} over the tail without a clear limit or cycle; run longer (time.t_max)"
+        ),
+    )))
 }
 
 fn undetermined(features: Features, reason: String) -> Classification {

@@ -39,7 +39,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use nalgebra::DMatrix;
-use tokdyn::model::{Attention, Head, Kernel, SphereField};
+use tokdyn::model::{Attention, Head, Kernel, KernelMethod, SphereField};
 use tokdyn::plot::{loglog_slope, scaling_plot, ScalingSeries};
 
 /// Points with n below this are drawn but not fitted (fixed costs dominate there).
@@ -130,12 +130,18 @@ fn default_out(quick: bool) -> PathBuf {
     }
 }
 
-fn kernel_named(name: &str) -> Result<Kernel, String> {
+/// A series name: the kernel, and `-spectral` for the spectral kernel (d = 2) instead of the
+/// direct one.
+fn kernel_named(name: &str) -> Result<(Kernel, KernelMethod), String> {
     match name {
-        "lsa" => Ok(Kernel::Lsa),
-        "usa" => Ok(Kernel::Usa),
-        "sa" => Ok(Kernel::Sa),
-        other => Err(format!("unknown kernel {other:?} (lsa, usa, sa)")),
+        "lsa" => Ok((Kernel::Lsa, KernelMethod::Direct)),
+        "usa" => Ok((Kernel::Usa, KernelMethod::Direct)),
+        "sa" => Ok((Kernel::Sa, KernelMethod::Direct)),
+        "usa-spectral" => Ok((Kernel::Usa, KernelMethod::Spectral)),
+        "sa-spectral" => Ok((Kernel::Sa, KernelMethod::Spectral)),
+        other => Err(format!(
+            "unknown kernel {other:?} (lsa, usa, sa, usa-spectral, sa-spectral)"
+        )),
     }
 }
 
@@ -152,6 +158,7 @@ fn grid(lo: u32, top: usize) -> Vec<usize> {
 
 struct Plan {
     kernel: Kernel,
+    method: KernelMethod,
     name: &'static str,
     d: usize,
     ns: Vec<usize>,
@@ -160,6 +167,7 @@ struct Plan {
 fn plans(quick: bool) -> Vec<Plan> {
     let plan = |kernel, name, d, top| Plan {
         kernel,
+        method: kernel_named(name).map_or(KernelMethod::Direct, |(_, m)| m),
         name,
         d,
         ns: grid(2, top),
@@ -170,6 +178,8 @@ fn plans(quick: bool) -> Vec<Plan> {
             plan(Kernel::Lsa, "lsa", 100, 10_000),
             plan(Kernel::Usa, "usa", 2, 5_000),
             plan(Kernel::Sa, "sa", 2, 5_000),
+            plan(Kernel::Usa, "usa-spectral", 2, 100_000),
+            plan(Kernel::Sa, "sa-spectral", 2, 100_000),
             plan(Kernel::Usa, "usa", 100, 2_000),
             plan(Kernel::Sa, "sa", 100, 2_000),
         ]
@@ -180,6 +190,8 @@ fn plans(quick: bool) -> Vec<Plan> {
             plan(Kernel::Lsa, "lsa", 100, 1_000_000),
             plan(Kernel::Usa, "usa", 2, 100_000),
             plan(Kernel::Sa, "sa", 2, 100_000),
+            plan(Kernel::Usa, "usa-spectral", 2, 10_000_000),
+            plan(Kernel::Sa, "sa-spectral", 2, 10_000_000),
             plan(Kernel::Usa, "usa", 100, 100_000),
             plan(Kernel::Sa, "sa", 100, 100_000),
         ]
@@ -210,11 +222,13 @@ fn tokens(n: usize, d: usize) -> Vec<f64> {
     x
 }
 
-/// The attention weights of `benches/field.rs`.
-fn field(kernel: Kernel, d: usize, n: usize) -> SphereField {
+/// The attention weights of `benches/field.rs`, with the kernel method of the series.
+fn field(kernel: Kernel, method: KernelMethod, d: usize, n: usize) -> SphereField {
     let a = DMatrix::from_fn(d, d, |i, j| if i == j { 1.0 } else { 0.1 / d as f64 });
     let v = DMatrix::from_fn(d, d, |i, j| if i == j { 0.5 } else { -0.2 / d as f64 });
-    SphereField::new(Attention::new(kernel, 1.0, vec![Head { a, v }]), n)
+    let attention = Attention::new(kernel, 1.0, vec![Head { a, v }]);
+    SphereField::with_kernel_method(attention.clone(), n, method)
+        .unwrap_or_else(|_| SphereField::with_kernel_method(attention, n, KernelMethod::Direct).expect("direct always builds"))
 }
 
 /// Bytes the measurement of one point holds: x and dx, the field's scratch.
@@ -231,8 +245,8 @@ fn memory_available() -> Option<usize> {
 }
 
 /// Warm-up, then timed evaluations until `min_time`; returns (median seconds, evaluations).
-fn measure(kernel: Kernel, d: usize, n: usize, min_time: f64) -> (f64, usize) {
-    let field = field(kernel, d, n);
+fn measure(kernel: (Kernel, KernelMethod), d: usize, n: usize, min_time: f64) -> (f64, usize) {
+    let field = field(kernel.0, kernel.1, d, n);
     let x = tokens(n, d);
     let mut dx = vec![0.0; n * d];
     field.eval(&x, &mut dx);
@@ -388,7 +402,8 @@ fn measure_all(options: &Options, csv_path: &Path) -> io::Result<Vec<Measured>> 
                 continue;
             }
         }
-        let power = if plan.kernel == Kernel::Lsa { 1.0 } else { 2.0 };
+        let linear = plan.kernel == Kernel::Lsa || plan.method == KernelMethod::Spectral;
+        let power = if linear { 1.0 } else { 2.0 };
         let mut measured = Measured {
             name: plan.name.to_string(),
             d: plan.d,

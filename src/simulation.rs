@@ -9,10 +9,13 @@
 //! | `oa` | (Re R, Im R) | r0 e^{i phi0} for `poisson`, else R2 of the tokens |
 
 use crate::integrate::{Dynamics, Method, Problem};
+use crate::model::spectral::{self, KernelChoice, KernelMethod, SpectralField};
 use crate::model::{Attention, Head, Kernel, SphereField};
 use crate::observe::order_parameter_r2;
 use crate::reduced::{OttAntonsen, PhaseModel, SecondHarmonic, WatanabeStrogatz};
-use crate::scenario::{InitKind, KernelKind, MethodKind, ModelKind, Scenario, ScenarioError};
+use crate::scenario::{
+    InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind, Scenario, ScenarioError,
+};
 
 /// A scenario made ready to solve with one model.
 pub struct Simulation {
@@ -63,6 +66,29 @@ pub fn attention(scenario: &Scenario) -> Attention {
     Attention::new(kernel, scenario.model.beta, heads)
 }
 
+/// `model.kernel_method` of a scenario.
+pub fn kernel_method(scenario: &Scenario) -> KernelMethod {
+    match scenario.model.kernel_method {
+        KernelMethodKind::Auto => KernelMethod::Auto,
+        KernelMethodKind::Direct => KernelMethod::Direct,
+        KernelMethodKind::Spectral => KernelMethod::Spectral,
+    }
+}
+
+/// The kernel the `full` model of `scenario` runs with (`Direct` for the reductions), or an
+/// error at `model.kernel_method` when `spectral` was asked for where it does not hold.
+pub fn kernel_choice(scenario: &Scenario, model: ModelKind) -> Result<KernelChoice, ScenarioError> {
+    if model != ModelKind::Full {
+        return Ok(KernelChoice::Direct);
+    }
+    spectral::choose(
+        &attention(scenario),
+        scenario.tokens.n,
+        kernel_method(scenario),
+    )
+    .map_err(|message| ScenarioError::at(&scenario.file, "model.kernel_method", message))
+}
+
 /// The integration method of a scenario.
 pub fn method(scenario: &Scenario) -> Method {
     let s = &scenario.solver;
@@ -111,7 +137,10 @@ pub fn build_with_tokens(
     let n = scenario.tokens.n;
     let (dynamics, initial_state): (Box<dyn Dynamics + Send + Sync>, Vec<f64>) = match model {
         ModelKind::Full => (
-            Box::new(SphereField::new(attention(scenario), n)),
+            Box::new(
+                SphereField::with_kernel_method(attention(scenario), n, kernel_method(scenario))
+                    .map_err(|m| ScenarioError::at(&scenario.file, "model.kernel_method", m))?,
+            ),
             tokens.clone(),
         ),
         ModelKind::Phase => (
@@ -157,7 +186,11 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         ModelKind::Ws | ModelKind::Oa => 3,
     }
     .saturating_mul(8);
+    let spectral = kernel_choice(scenario, model).ok().and_then(KernelChoice::terms);
     let scratch = match model {
+        ModelKind::Full if spectral.is_some() => {
+            SpectralField::scratch_bytes(scenario.tokens.n, 2 * spectral.unwrap_or(0)) as u64
+        }
         ModelKind::Full => SphereField::scratch_bytes(
             scenario.tokens.n,
             scenario.model.d,

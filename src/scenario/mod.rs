@@ -27,7 +27,9 @@ use std::path::{Path, PathBuf};
 
 pub use error::ScenarioError;
 pub use expression::RESERVED as RESERVED_NAMES;
-pub use kinds::{InitKind, KernelKind, MethodKind, ModelKind, UnknownWord, LABELS};
+pub use kinds::{
+    InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind, UnknownWord, LABELS,
+};
 pub use overrides::{apply_set, parse_set_value, set_value};
 pub use validate::{check_description, MAX_D, MAX_SAMPLES, MIN_T_END};
 
@@ -63,6 +65,8 @@ pub struct ModelSpec {
     pub d: usize,
     /// At least one head; `A = ..., V = ...` in the file is one head.
     pub heads: Vec<HeadSpec>,
+    /// `kernel_method`: which kernel evaluates `usa` and `sa` (default `auto`).
+    pub kernel_method: KernelMethodKind,
 }
 
 /// One attention head: A = Q^T K and V, both d x d.

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use toml::Value;
 
 use super::error::ScenarioError;
-use super::kinds::{InitKind, KernelKind, MethodKind, ModelKind};
+use super::kinds::{InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind};
 
 /// Top-level keys of a scenario.
 pub const TOP_KEYS: [&str; 10] = [
@@ -36,7 +36,7 @@ pub const OPTIONAL_TABLES: [&str; 4] = ["params", "solver", "run", "output"];
 /// The keys of a table section, or `None` for `params` (any identifier) and non-tables.
 pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
     match section {
-        "model" => Some(&["kernel", "beta", "d", "A", "V", "heads"]),
+        "model" => Some(&["kernel", "beta", "d", "A", "V", "heads", "kernel_method"]),
         "tokens" => Some(&["n", "init", "seed", "r0", "phi0", "eps", "path"]),
         "time" => Some(&["t_end", "samples"]),
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
@@ -54,6 +54,7 @@ pub fn is_string_key(key: &str) -> bool {
             | "description"
             | "expect"
             | "model.kernel"
+            | "model.kernel_method"
             | "tokens.init"
             | "tokens.path"
             | "solver.method"
@@ -91,6 +92,8 @@ pub struct RawModel {
     #[serde(rename = "V")]
     pub v: Option<Value>,
     pub heads: Option<Vec<RawHead>>,
+    #[serde(default)]
+    pub kernel_method: KernelMethodKind,
 }
 
 #[derive(Debug, Deserialize)]

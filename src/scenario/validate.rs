@@ -147,11 +147,16 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             ))
         }
     };
+    resolved_model.insert(
+        "kernel_method".into(),
+        Value::String(m.kernel_method.to_string()),
+    );
     let model = ModelSpec {
         kernel: m.kernel,
         beta: m.beta,
         d,
         heads,
+        kernel_method: m.kernel_method,
     };
 
     // [tokens]

@@ -94,14 +94,13 @@ fn spectral_field_matches_the_direct_sums() {
                     eprintln!(
                         "{kernel:?} heads {heads} beta {beta} clustered {clustered}: error {error:.2e}, bound {bound:.2e}"
                     );
-                    // Below 1e-12 for spread tokens at every beta and wherever the a-priori
-                    // bound is; clustered tokens at large beta (two heads: 2e-10 measured at
-                    // beta = 3 and 8) stay below the bound, which keeps `auto` off there.
-                    let limit = if clustered && bound > 1e-12 {
-                        bound
-                    } else {
-                        1e-12
-                    };
+                    // Below 1e-12 wherever the a-priori bound is (here every case with
+                    // beta <= 1); beyond, below the bound, which keeps `auto` off there (two
+                    // heads at beta = 3 and 8: up to 5e-9 measured, for sa and clustered usa).
+                    let limit = if bound > 1e-12 { bound } else { 1e-12 };
+                    if beta <= 1.0 {
+                        assert!(bound <= 1e-12 && error < 1e-12, "beta {beta}: {error:e}");
+                    }
                     assert!(
                         error < limit,
                         "{kernel:?}, {heads} heads, beta {beta}, clustered {clustered}: {error:e} (bound {bound:e})"

@@ -65,7 +65,7 @@ pub const SPECTRAL_MAX_ERROR: f64 = 1e-13;
 
 /// From this many tokens on, `auto` prefers the spectral kernel (measured crossover, see
 /// docs/DESIGN.md "Spectral kernel").
-pub const SPECTRAL_MIN_TOKENS: usize = 64;
+pub const SPECTRAL_MIN_TOKENS: usize = 128;
 
 /// The scaled tail of a Bessel series at its truncation.
 const TAIL: f64 = f64::EPSILON / 4.0;

@@ -17,7 +17,8 @@
 //! - `usa`, `sa`: n = 10^2..10^5 for d = 2 and d = 100; a series stops before the first n whose
 //!   evaluation, extrapolated from the previous point with the asymptotic power (n^2), would
 //!   take more than `--max-seconds` (default 60), and before any n whose vectors would not fit in
-//!   the available memory.
+//!   the available memory. These series run the direct (pairwise) kernel.
+//! - `usa-spectral`, `sa-spectral`: the spectral kernel (d = 2, O(n M) work), n = 10^2..10^7.
 //!
 //! Each point is measured in a child process (this program with `--point KERNEL D N`), so that
 //! a crash of the field loses only that point (the series stops there, the log says why) and
@@ -57,7 +58,7 @@ struct Options {
     point: Option<(String, usize, usize)>,
 }
 
-const USAGE: &str = "usage: cargo bench --bench scaling -- [--quick] [--max-seconds S] [--min-time S] [--only lsa,usa,sa] [--out DIR] [--replot]";
+const USAGE: &str = "usage: cargo bench --bench scaling -- [--quick] [--max-seconds S] [--min-time S] [--only lsa,usa,sa,usa-spectral,sa-spectral] [--out DIR] [--replot]";
 
 fn parse_options() -> Result<Options, String> {
     let mut quick = false;
@@ -227,8 +228,10 @@ fn field(kernel: Kernel, method: KernelMethod, d: usize, n: usize) -> SphereFiel
     let a = DMatrix::from_fn(d, d, |i, j| if i == j { 1.0 } else { 0.1 / d as f64 });
     let v = DMatrix::from_fn(d, d, |i, j| if i == j { 0.5 } else { -0.2 / d as f64 });
     let attention = Attention::new(kernel, 1.0, vec![Head { a, v }]);
-    SphereField::with_kernel_method(attention.clone(), n, method)
-        .unwrap_or_else(|_| SphereField::with_kernel_method(attention, n, KernelMethod::Direct).expect("direct always builds"))
+    SphereField::with_kernel_method(attention.clone(), n, method).unwrap_or_else(|_| {
+        SphereField::with_kernel_method(attention, n, KernelMethod::Direct)
+            .expect("direct always builds")
+    })
 }
 
 /// Bytes the measurement of one point holds: x and dx, the field's scratch.

@@ -186,7 +186,9 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         ModelKind::Ws | ModelKind::Oa => 3,
     }
     .saturating_mul(8);
-    let spectral = kernel_choice(scenario, model).ok().and_then(KernelChoice::terms);
+    let spectral = kernel_choice(scenario, model)
+        .ok()
+        .and_then(KernelChoice::terms);
     let scratch = match model {
         ModelKind::Full if spectral.is_some() => {
             SpectralField::scratch_bytes(scenario.tokens.n, 2 * spectral.unwrap_or(0)) as u64

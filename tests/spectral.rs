@@ -145,12 +145,22 @@ fn the_bound_holds_token_by_token_where_the_kernel_runs() {
             );
             let exponent = 0.5 * (error_bound(&att).unwrap() / f64::EPSILON).ln();
             a *= 3.0 / exponent;
-            let att = Attention::new(kernel, 1.0, vec![Head { a, ..att.heads[0].clone() }]);
+            let att = Attention::new(
+                kernel,
+                1.0,
+                vec![Head {
+                    a,
+                    ..att.heads[0].clone()
+                }],
+            );
             let bound = error_bound(&att).unwrap();
             let x = tokens(300, true, &mut rng);
-            let field = SphereField::with_kernel_method(att.clone(), 300, KernelMethod::Auto)
-                .unwrap();
-            assert!(matches!(field.kernel_choice(), KernelChoice::Spectral { .. }));
+            let field =
+                SphereField::with_kernel_method(att.clone(), 300, KernelMethod::Auto).unwrap();
+            assert!(matches!(
+                field.kernel_choice(),
+                KernelChoice::Spectral { .. }
+            ));
             let mut got = vec![0.0; x.len()];
             field.eval(&x, &mut got);
             let want = direct(&att, &x);
@@ -168,7 +178,11 @@ fn the_bound_holds_token_by_token_where_the_kernel_runs() {
                     })
                     .sum::<f64>()
                     / 300.0;
-                let scale = if kernel == Kernel::Usa { v_norm * mean_weight } else { v_norm };
+                let scale = if kernel == Kernel::Usa {
+                    v_norm * mean_weight
+                } else {
+                    v_norm
+                };
                 assert!(
                     error <= 10.0 * bound * scale,
                     "{kernel:?}: {error:e} vs scale {scale:e}, bound {bound:e}"
@@ -205,10 +219,16 @@ fn auto_picks_spectral_where_it_holds_and_falls_back_where_it_fails() {
         else {
             panic!("spectral at beta = 40 must be refused");
         };
-        assert!(message.contains("bound") && message.contains("1e-13"), "{message}");
+        assert!(
+            message.contains("bound") && message.contains("1e-13"),
+            "{message}"
+        );
         // LSA and d = 3 never take it.
         let lsa = Attention::new(Kernel::Lsa, 1.0, vec![head(1.0)]);
-        assert_eq!(SphereField::new(lsa.clone(), 1000).kernel_choice(), KernelChoice::Direct);
+        assert_eq!(
+            SphereField::new(lsa.clone(), 1000).kernel_choice(),
+            KernelChoice::Direct
+        );
         assert!(SphereField::with_kernel_method(lsa, 1000, KernelMethod::Spectral).is_err());
     }
 }
@@ -305,7 +325,10 @@ fn whole_runs_with_auto_match_the_direct_kernel() {
             .map(|(a, b)| (a - b).norm())
             .fold(0.0, f64::max);
         eprintln!("{kernel}: token diff {token_diff:.2e}, R2 diff {r2_diff:.2e}");
-        assert!(token_diff < 1e-8 && r2_diff < 1e-8, "{kernel}: {token_diff:e}, {r2_diff:e}");
+        assert!(
+            token_diff < 1e-8 && r2_diff < 1e-8,
+            "{kernel}: {token_diff:e}, {r2_diff:e}"
+        );
         // ... and they did move: the comparison is not between two unchanged states.
         assert!((series_auto.r2[0] - series_auto.r2[40]).norm() > 1e-3);
     }
@@ -357,7 +380,12 @@ samples = 11
         .arg(&file)
         .arg("--out")
         .arg(dir.path().join("hot"))
-        .args(["--set", "model.kernel_method=spectral", "--set", "model.beta=40"])
+        .args([
+            "--set",
+            "model.kernel_method=spectral",
+            "--set",
+            "model.beta=40",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

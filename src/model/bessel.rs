@@ -87,8 +87,9 @@ mod tests {
     use super::*;
 
     /// e^{-x} I_m(x) for the orders ORDERS, computed with mpmath 1.3.0 (`mp.dps = 40`,
-    /// `mp.besseli(m, x) * mp.exp(-x)`), rounded to 17 significant digits.
+    /// `mp.besseli(m, x) * mp.exp(-x)`), rounded to 17 significant digits (kept as printed).
     const ORDERS: [usize; 7] = [0, 1, 2, 5, 10, 20, 40];
+    #[allow(clippy::excessive_precision)]
     const TABLE: [(f64, [f64; 7]); 9] = [
         (
             1e-3,

@@ -120,9 +120,7 @@ pub fn applies(attention: &Attention) -> bool {
 /// The a-priori relative error eps e^{2 (|a| + |b|)} (largest over the heads), or `None` where
 /// the spectral kernel does not apply.
 pub fn error_bound(attention: &Attention) -> Option<f64> {
-    applies(attention).then(|| {
-        f64::EPSILON * (2.0 * largest_exponent(attention)).exp()
-    })
+    applies(attention).then(|| f64::EPSILON * (2.0 * largest_exponent(attention)).exp())
 }
 
 /// max over heads of |a| + |b| (beta included): the log of the largest weight.

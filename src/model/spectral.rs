@@ -1,8 +1,8 @@
 //! The spectral (Fourier–Bessel) kernel: the `usa` and `sa` fields in d = 2 in O(n M) work
-//! instead of O(n^2) (docs/MATH.md, "The spectral kernel").
+//! instead of O(n^2) (docs/MATH.md, section 4, "The spectral kernel").
 //!
 //! Tokens are z = e^{i theta} = x_1 + i x_2, and a real 2 x 2 matrix acts as
-//! M x <-> m+ z + m- conj(z) (docs/MATH.md, "The d = 2 reductions"). With beta folded in,
+//! M x <-> m+ z + m- conj(z) (docs/MATH.md, section 3.1, "Complex notation"). With beta folded in,
 //!
 //! ```text
 //! beta <x_k, A x_j> = Re(a e^{i(theta_k - theta_j)}) + Re(b e^{i(theta_k + theta_j)}),

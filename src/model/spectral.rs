@@ -41,8 +41,8 @@
 //!
 //! the relative error of a token's field when all its weights are the smallest possible (tokens
 //! clustered where the kernel is weakest); for spread tokens the error is far smaller. The
-//! kernel runs only where bound <= [`SPECTRAL_MAX_ERROR`] (`auto` also needs n >=
-//! [`SPECTRAL_MIN_TOKENS`]).
+//! kernel runs only where bound <= [`BOUND_LIMIT`] (`auto` also needs n >=
+//! [`AUTO_MIN_TOKENS`]).
 //!
 //! **Cost.** Moments O(n P): the powers z^p by repeated multiplication, pulled back onto the unit
 //! circle every [`RENORMALISE`] steps. Coefficients O(M_a M_b) per head. Evaluation at every token
@@ -61,11 +61,11 @@ use super::{Attention, Kernel};
 use crate::parallel::{chunk_count, chunked_sum, for_each_chunk};
 
 /// Largest a-priori relative error (`bound` above) for which the spectral kernel runs.
-pub const SPECTRAL_MAX_ERROR: f64 = 1e-13;
+pub const BOUND_LIMIT: f64 = 1e-13;
 
 /// From this many tokens on, `auto` prefers the spectral kernel (measured crossover, see
 /// docs/DESIGN.md "Spectral kernel").
-pub const SPECTRAL_MIN_TOKENS: usize = 128;
+pub const AUTO_MIN_TOKENS: usize = 128;
 
 /// The scaled tail of a Bessel series at its truncation.
 const TAIL: f64 = f64::EPSILON / 4.0;
@@ -148,7 +148,7 @@ pub fn choose(
     match (method, error_bound(attention)) {
         (KernelMethod::Direct, _) => Ok(KernelChoice::Direct),
         (KernelMethod::Auto, Some(bound))
-            if bound <= SPECTRAL_MAX_ERROR && n >= SPECTRAL_MIN_TOKENS =>
+            if bound <= BOUND_LIMIT && n >= AUTO_MIN_TOKENS =>
         {
             Ok(spectral())
         }
@@ -162,10 +162,10 @@ pub fn choose(
                 Kernel::Sa => "\"sa\"",
             }
         )),
-        (KernelMethod::Spectral, Some(bound)) if bound > SPECTRAL_MAX_ERROR => Err(format!(
-            "\"spectral\": its error bound eps e^(2 beta (|a| + |b|)) = {bound:.2e} is above {SPECTRAL_MAX_ERROR:.0e} (beta (|a| + |b|) = {:.4} here, at most {:.4}); use \"auto\" or \"direct\"",
+        (KernelMethod::Spectral, Some(bound)) if bound > BOUND_LIMIT => Err(format!(
+            "\"spectral\": its error bound eps e^(2 beta (|a| + |b|)) = {bound:.2e} is above {BOUND_LIMIT:.0e} (beta (|a| + |b|) = {:.4} here, at most {:.4}); use \"auto\" or \"direct\"",
             largest_exponent(attention),
-            0.5 * (SPECTRAL_MAX_ERROR / f64::EPSILON).ln()
+            0.5 * (BOUND_LIMIT / f64::EPSILON).ln()
         )),
         (KernelMethod::Spectral, Some(_)) => Ok(spectral()),
     }

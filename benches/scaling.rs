@@ -43,7 +43,7 @@ use std::time::Instant;
 
 use nalgebra::DMatrix;
 use tokdyn::integrate::Dynamics;
-use tokdyn::model::{Attention, Head, Kernel, SphereField};
+use tokdyn::model::{Attention, Head, Kernel, KernelMethod, SphereField};
 use tokdyn::plot::{loglog_slope, scaling_plot, ScalingSeries};
 use tokdyn::reduced::GroupFlow;
 
@@ -62,7 +62,7 @@ struct Options {
     point: Option<(String, usize, usize)>,
 }
 
-const USAGE: &str = "usage: cargo bench --bench scaling -- [--quick] [--max-seconds S] [--min-time S] [--only lsa,usa,sa,group] [--out DIR] [--replot]";
+const USAGE: &str = "usage: cargo bench --bench scaling -- [--quick] [--max-seconds S] [--min-time S] [--only lsa,usa,sa,usa-spectral,sa-spectral,group] [--out DIR] [--replot]";
 
 fn parse_options() -> Result<Options, String> {
     let mut quick = false;
@@ -142,7 +142,12 @@ fn kernel_named(name: &str) -> Result<Kernel, String> {
         "sa" => Ok(Kernel::Sa),
         // The group model's evaluation (LSA weights).
         "group" => Ok(Kernel::Lsa),
-        other => Err(format!("unknown kernel {other:?} (lsa, usa, sa, group)")),
+        // The spectral (Fourier–Bessel) kernel, d = 2.
+        "usa-spectral" => Ok(Kernel::Usa),
+        "sa-spectral" => Ok(Kernel::Sa),
+        other => Err(format!(
+            "unknown kernel {other:?} (lsa, usa, sa, usa-spectral, sa-spectral, group)"
+        )),
     }
 }
 
@@ -179,6 +184,8 @@ fn plans(quick: bool) -> Vec<Plan> {
             plan(Kernel::Lsa, "group", 100, 10_000),
             plan(Kernel::Usa, "usa", 2, 5_000),
             plan(Kernel::Sa, "sa", 2, 5_000),
+            plan(Kernel::Usa, "usa-spectral", 2, 100_000),
+            plan(Kernel::Sa, "sa-spectral", 2, 100_000),
             plan(Kernel::Usa, "usa", 100, 2_000),
             plan(Kernel::Sa, "sa", 100, 2_000),
         ]
@@ -191,6 +198,8 @@ fn plans(quick: bool) -> Vec<Plan> {
             plan(Kernel::Lsa, "group", 100, 1_000_000),
             plan(Kernel::Usa, "usa", 2, 100_000),
             plan(Kernel::Sa, "sa", 2, 100_000),
+            plan(Kernel::Usa, "usa-spectral", 2, 10_000_000),
+            plan(Kernel::Sa, "sa-spectral", 2, 10_000_000),
             plan(Kernel::Usa, "usa", 100, 100_000),
             plan(Kernel::Sa, "sa", 100, 100_000),
         ]
@@ -254,7 +263,13 @@ fn evaluation(name: &str, kernel: Kernel, d: usize, n: usize) -> Box<dyn FnMut()
             black_box(&dphi);
         });
     }
-    let field = SphereField::new(attention(kernel, d), n);
+    let method = if name.ends_with("-spectral") {
+        KernelMethod::Spectral
+    } else {
+        KernelMethod::Direct
+    };
+    let field = SphereField::with_kernel_method(attention(kernel, d), n, method)
+        .expect("the series' kernel method applies");
     let mut dx = vec![0.0; n * d];
     Box::new(move || {
         field.eval(black_box(&x), &mut dx);

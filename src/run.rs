@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::classify::{classify, CertaintyWatch, Classification, Features};
 use crate::error::Error;
 use crate::integrate::Solution;
+use crate::model::KernelChoice;
 use crate::observe::{Observer, OrderSeries, Progress};
 use crate::output::{write_json, write_tokens_csv, OrderCsv, ResultKind, StagedDir, TrajectoryNpy};
 use crate::plot::{self, TokenSnapshots};
@@ -45,6 +46,10 @@ pub struct Summary {
     pub description: Option<String>,
     pub model: String,
     pub kernel: String,
+    /// `"spectral"` when the spectral kernel evaluated the field, else `"direct"`.
+    pub kernel_method: String,
+    /// The spectral kernel's truncation M (|m|, |l| <= M); null for the direct kernel.
+    pub spectral_terms: Option<usize>,
     pub n: usize,
     pub d: usize,
     pub label: String,
@@ -89,11 +94,14 @@ impl Summary {
         options: &RunOptions,
     ) -> Self {
         let label = classification.label.as_str().to_string();
+        let choice = simulation::kernel_choice(scenario, model).unwrap_or(KernelChoice::Direct);
         Summary {
             name: scenario.name.clone(),
             description: scenario.description.clone(),
             model: model.to_string(),
             kernel: scenario.model.kernel.to_string(),
+            kernel_method: choice.as_str().to_string(),
+            spectral_terms: choice.terms(),
             n: scenario.tokens.n,
             d: scenario.model.d,
             expect_met: scenario.expect.as_ref().map(|e| *e == label),

@@ -10,10 +10,13 @@
 //! | `group` | Phi (d x d, column-major) | Phi = I, with the tokens as constants |
 
 use crate::integrate::{Dynamics, Method, Piecewise, Problem};
+use crate::model::spectral::{self, KernelChoice, KernelMethod, SpectralField};
 use crate::model::{Attention, Head, Kernel, SphereField};
 use crate::observe::order_parameter_r2;
 use crate::reduced::{GroupFlow, OttAntonsen, PhaseModel, SecondHarmonic, WatanabeStrogatz};
-use crate::scenario::{InitKind, KernelKind, MethodKind, ModelKind, Scenario, ScenarioError};
+use crate::scenario::{
+    InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind, Scenario, ScenarioError,
+};
 
 /// A scenario made ready to solve with one model.
 pub struct Simulation {
@@ -110,6 +113,29 @@ fn attention_of(scenario: &Scenario, heads: &[crate::scenario::HeadSpec]) -> Att
     Attention::new(kernel, scenario.model.beta, heads)
 }
 
+/// `model.kernel_method` of a scenario.
+pub fn kernel_method(scenario: &Scenario) -> KernelMethod {
+    match scenario.model.kernel_method {
+        KernelMethodKind::Auto => KernelMethod::Auto,
+        KernelMethodKind::Direct => KernelMethod::Direct,
+        KernelMethodKind::Spectral => KernelMethod::Spectral,
+    }
+}
+
+/// The kernel the `full` model of `scenario` runs with (`Direct` for the reductions), or an
+/// error at `model.kernel_method` when `spectral` was asked for where it does not hold.
+pub fn kernel_choice(scenario: &Scenario, model: ModelKind) -> Result<KernelChoice, ScenarioError> {
+    if model != ModelKind::Full {
+        return Ok(KernelChoice::Direct);
+    }
+    spectral::choose(
+        &attention(scenario),
+        scenario.tokens.n,
+        kernel_method(scenario),
+    )
+    .map_err(|message| ScenarioError::at(&scenario.file, "model.kernel_method", message))
+}
+
 /// The integration method of a scenario.
 pub fn method(scenario: &Scenario) -> Method {
     let s = &scenario.solver;
@@ -181,7 +207,10 @@ pub fn build_with_tokens(
     };
     let layer = |attention: Attention| -> Result<Box<dyn Dynamics + Send + Sync>, ScenarioError> {
         Ok(match model {
-            ModelKind::Full => Box::new(SphereField::new(attention, n)),
+            ModelKind::Full => Box::new(
+                SphereField::with_kernel_method(attention, n, kernel_method(scenario))
+                    .map_err(|m| ScenarioError::at(&scenario.file, "model.kernel_method", m))?,
+            ),
             ModelKind::Phase => Box::new(PhaseModel::new(harmonic(&attention)?, n)),
             ModelKind::Ws => Box::new(WatanabeStrogatz::new(harmonic(&attention)?, &tokens)),
             ModelKind::Oa => Box::new(OttAntonsen::new(harmonic(&attention)?)),
@@ -245,7 +274,13 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         ModelKind::Group => d.saturating_mul(d),
     }
     .saturating_mul(8);
+    let spectral = kernel_choice(scenario, model)
+        .ok()
+        .and_then(KernelChoice::terms);
     let scratch = match model {
+        ModelKind::Full if spectral.is_some() => {
+            SpectralField::scratch_bytes(scenario.tokens.n, 2 * spectral.unwrap_or(0)) as u64
+        }
         ModelKind::Full => SphereField::scratch_bytes(
             scenario.tokens.n,
             scenario.model.d,

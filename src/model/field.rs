@@ -29,6 +29,7 @@ use rayon::prelude::*;
 
 use super::gemm::{gemm, MatMut, MatRef};
 use super::pairwise::{pairwise_sum, Columns};
+use super::spectral::{choose, KernelChoice, KernelMethod, SpectralField};
 use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
 use super::tiles::{
     general_scratch_len, general_tiles, symmetric_scratch_len as symmetric_tiles_scratch_len,
@@ -112,11 +113,51 @@ pub struct SphereField {
     /// Whether each head's A equals its transpose (one exponential per pair, see `symmetric`).
     symmetric_heads: Vec<bool>,
     scratch: Mutex<Scratch>,
+    /// The spectral kernel, when chosen at construction (`usa`/`sa`, d = 2; see `spectral`).
+    spectral: Option<SpectralField>,
 }
 
 impl SphereField {
-    /// Prepares the field of `attention` for `n` tokens (allocates all scratch once).
+    /// Prepares the field of `attention` for `n` tokens (allocates all scratch once), with the
+    /// kernel `auto` picks: spectral for `usa`/`sa` in d = 2 where it is accurate and pays.
     pub fn new(attention: Attention, n: usize) -> Self {
+        Self::with_kernel_method(attention.clone(), n, KernelMethod::Auto)
+            .unwrap_or_else(|_| Self::direct(attention, n))
+    }
+
+    /// The field with the kernel chosen by `method`, once; `Err` (one line) where `method` is
+    /// `Spectral` and the spectral kernel does not apply or its error bound fails.
+    pub fn with_kernel_method(
+        attention: Attention,
+        n: usize,
+        method: KernelMethod,
+    ) -> Result<Self, String> {
+        let spectral = match choose(&attention, n, method)? {
+            KernelChoice::Direct => None,
+            KernelChoice::Spectral { .. } => SpectralField::new(&attention, n),
+        };
+        Ok(match spectral {
+            None => Self::direct(attention, n),
+            Some(spectral) => {
+                // The direct kernel's buffers are not needed: make them for no tokens.
+                let mut field = Self::direct(attention, 0);
+                field.n = n;
+                field.spectral = Some(spectral);
+                field
+            }
+        })
+    }
+
+    /// Which kernel evaluates this field.
+    pub fn kernel_choice(&self) -> KernelChoice {
+        match &self.spectral {
+            Some(s) => KernelChoice::Spectral { terms: s.terms() },
+            None => KernelChoice::Direct,
+        }
+    }
+
+    /// The direct (pairwise or moment-matrix) field.
+    fn direct(attention: Attention, n: usize) -> Self {
         let d = attention.d();
         let lsa = attention.kernel == Kernel::Lsa;
         let pairwise = if lsa { 0 } else { n * d };
@@ -168,13 +209,14 @@ impl SphereField {
             d,
             symmetric_heads,
             scratch: Mutex::new(scratch),
+            spectral: None,
         }
     }
 
     /// The field with other tile sizes for the tiled kernels (tests use small tiles).
     #[cfg(test)]
     fn with_tiles(attention: Attention, n: usize, tiles: Tiles, symmetric_tile: usize) -> Self {
-        let field = SphereField::new(attention, n);
+        let field = SphereField::direct(attention, n);
         {
             let mut scratch = field.scratch.lock().unwrap();
             if !scratch.weights.is_empty() {
@@ -227,6 +269,9 @@ impl SphereField {
 
     /// Writes x' into `dx` for the tokens `x` (n x d row-major; rows need not be exactly unit).
     pub fn eval(&self, x: &[f64], dx: &mut [f64]) {
+        if let Some(spectral) = &self.spectral {
+            return spectral.eval(x, dx);
+        }
         let d = self.d;
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let scratch = &mut *guard;

@@ -10,19 +10,23 @@
 //! [`Kernel::Usa`]), or the normalised softmax weights exp(beta <x_k, A x_j>) / sum_l exp(beta
 //! <x_k, A x_l>) without the 1/n ([`Kernel::Sa`]). [`attention`] holds the weights,
 //! [`field`] evaluates the vector field, [`pairwise`] and [`exp`] are its inner loops for the
-//! exponential kernels.
+//! exponential kernels, and [`spectral`] (with [`bessel`]) evaluates `usa` and `sa` in d = 2
+//! in O(n M) work.
 
 pub mod attention;
+pub mod bessel;
 pub mod exp;
 pub mod field;
 pub mod gemm;
 pub mod pairwise;
+pub mod spectral;
 pub mod symmetric;
 pub mod tiles;
 
 pub use attention::{Attention, Head};
 pub use exp::exp_in_place;
 pub use field::SphereField;
+pub use spectral::{KernelChoice, KernelMethod};
 
 /// The attention kernel h.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -113,6 +113,21 @@ word_enum!(
 );
 
 word_enum!(
+    /// Which kernel evaluates `usa` and `sa` (`model.kernel_method`): the spectral one in d = 2
+    /// where its error bound holds, or the direct pairwise sums.
+    #[derive(Default)]
+    KernelMethodKind, "kernel_method", [
+        /// Spectral where accurate and worth it, direct otherwise.
+        #[default]
+        Auto = "auto",
+        /// The pairwise sums.
+        Direct = "direct",
+        /// The spectral (Fourier-Bessel) kernel; an error where its bound fails.
+        Spectral = "spectral",
+    ]
+);
+
+word_enum!(
     /// The time integrator.
     MethodKind, "method", [
         /// Dormand-Prince 8(5,3), adaptive.

@@ -28,7 +28,9 @@ use std::path::{Path, PathBuf};
 
 pub use error::ScenarioError;
 pub use expression::RESERVED as RESERVED_NAMES;
-pub use kinds::{InitKind, KernelKind, MethodKind, ModelKind, UnknownWord, LABELS};
+pub use kinds::{
+    InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind, UnknownWord, LABELS,
+};
 pub use overrides::{apply_set, parse_set_value, set_value};
 pub use validate::{check_description, MAX_D, MAX_SAMPLES, MIN_T_END};
 
@@ -70,6 +72,8 @@ pub struct ModelSpec {
     pub layers: Vec<LayerSpec>,
     /// `model.loop`: the stack repeats for ever.
     pub looped: bool,
+    /// `kernel_method`: which kernel evaluates `usa` and `sa` (default `auto`).
+    pub kernel_method: KernelMethodKind,
 }
 
 /// One layer of a stack: its heads, acting for `duration` (> 0).

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use toml::Value;
 
 use super::error::ScenarioError;
-use super::kinds::{InitKind, KernelKind, MethodKind, ModelKind};
+use super::kinds::{InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind};
 
 /// Top-level keys of a scenario.
 pub const TOP_KEYS: [&str; 11] = [
@@ -47,6 +47,7 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
             "layers",
             "loop",
             "checkpoint",
+            "kernel_method",
         ]),
         "tokens" => Some(&[
             "n", "init", "seed", "r0", "phi0", "eps", "path", "ids", "center",
@@ -67,6 +68,7 @@ pub fn is_string_key(key: &str) -> bool {
             | "description"
             | "expect"
             | "model.kernel"
+            | "model.kernel_method"
             | "tokens.init"
             | "tokens.path"
             | "solver.method"
@@ -111,6 +113,8 @@ pub struct RawModel {
     #[serde(rename = "loop")]
     pub looped: Option<bool>,
     pub checkpoint: Option<RawCheckpoint>,
+    #[serde(default)]
+    pub kernel_method: KernelMethodKind,
 }
 
 /// One layer of a stack: its own A and V or heads, and how long it acts.

@@ -162,6 +162,10 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             ))
         }
     };
+    resolved_model.insert(
+        "kernel_method".into(),
+        Value::String(m.kernel_method.to_string()),
+    );
     let model = ModelSpec {
         kernel: m.kernel,
         beta: m.beta,
@@ -169,6 +173,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         heads,
         layers: stack.as_ref().map_or(Vec::new(), |s| s.layers.clone()),
         looped: stack.as_ref().is_some_and(|s| s.looped),
+        kernel_method: m.kernel_method,
     };
 
     // [tokens]

@@ -147,16 +147,16 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         &classification,
         staged.path(),
     )?;
-    let oa_name = format!("oa (max |dR2| {:.1e})", rows[3].max_dr2);
     crate::plot::compare_plot(
         &full_series.t,
         &[
             ("full", &full_series.r2[..]),
             ("phase", &reduced_series[0].r2[..]),
             ("ws", &reduced_series[1].r2[..]),
-            (oa_name.as_str(), &reduced_series[2].r2[..]),
+            ("oa", &reduced_series[2].r2[..]),
         ],
         &format!("{}: full model and its reductions", scenario.name),
+        scenario.output.figure,
         staged.path(),
     )
     .map_err(Error::io(staged.path()))?;

@@ -41,7 +41,7 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "time" => Some(&["t_end", "samples"]),
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
         "run" => Some(&["model"]),
-        "output" => Some(&["trajectory", "animation"]),
+        "output" => Some(&["trajectory", "animation", "window", "snapshots", "figure"]),
         _ => None,
     }
 }
@@ -58,6 +58,7 @@ pub fn is_string_key(key: &str) -> bool {
             | "tokens.path"
             | "solver.method"
             | "run.model"
+            | "output.figure"
     )
 }
 
@@ -169,6 +170,9 @@ impl Default for RawRun {
 pub struct RawOutput {
     pub trajectory: bool,
     pub animation: bool,
+    pub window: Option<Vec<f64>>,
+    pub snapshots: Option<Vec<f64>>,
+    pub figure: crate::plot::Figure,
 }
 
 /// Deserialize a scenario table into the raw structs; errors name the key.

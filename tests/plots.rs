@@ -1013,3 +1013,58 @@ fn a_run_writes_every_picture_as_png_and_svg() {
         );
     }
 }
+
+#[test]
+fn portrait_draws_a_centre_where_it_is() {
+    let (_keep, dir) = out_dir("portrait_centre");
+    let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
+    let draw_kind = |z: Complex64, kind: FixedKind| {
+        portrait_plot(&sh, &[(z, kind)], &[], 0.0, "centre", Figure::Paper, &dir).unwrap();
+        read_png(&dir.join("portrait.png"))
+    };
+    let draw = |z: Complex64| draw_kind(z, FixedKind::Centre);
+    let a = draw(Complex64::new(0.5, 0.5));
+    let b = draw(Complex64::new(-0.5, -0.5));
+    assert!(svg_text(&dir, "portrait").contains("centre (neutral)"));
+    let grey = [150u8, 150, 150];
+    // Pixels grey in one picture only: the marker. Its centre moves with the point (x right,
+    // y up: smaller row numbers).
+    let centroid = |p: &Image, q: &Image| -> (f64, f64, usize) {
+        let w = p.width as usize;
+        let (mut sx, mut sy, mut n) = (0.0, 0.0, 0usize);
+        for i in 0..p.pixels.len() {
+            if p.pixels[i] == grey && q.pixels[i] != grey {
+                sx += (i % w) as f64;
+                sy += (i / w) as f64;
+                n += 1;
+            }
+        }
+        (sx / n.max(1) as f64, sy / n.max(1) as f64, n)
+    };
+    let (ax, ay, an) = centroid(&a, &b);
+    let (bx, by, bn) = centroid(&b, &a);
+    assert!(an > 150 && bn > 150, "{an} {bn}");
+    assert!(
+        ax - bx > 200.0 && by - ay > 200.0,
+        "({ax}, {ay}) vs ({bx}, {by})"
+    );
+    // The same place as a stable point's disc (drawn in data coordinates).
+    let black = [0u8, 0, 0];
+    let c = draw_kind(Complex64::new(0.5, 0.5), FixedKind::Stable);
+    let w = c.width as usize;
+    let (mut sx, mut sy, mut n) = (0.0, 0.0, 0usize);
+    for i in 0..c.pixels.len() {
+        if c.pixels[i] == black && b.pixels[i] != black && (i % w) < 1000 {
+            sx += (i % w) as f64;
+            sy += (i / w) as f64;
+            n += 1;
+        }
+    }
+    let (cx, cy) = (sx / n.max(1) as f64, sy / n.max(1) as f64);
+    assert!(n > 100, "{n}");
+    assert!(
+        (cx - ax).abs() < 3.0 && (cy - ay).abs() < 3.0,
+        "centre ({ax}, {ay}), stable point ({cx}, {cy})"
+    );
+    assert!(svg_text(&dir, "portrait").contains("stable fixed point"));
+}

@@ -3,9 +3,10 @@
 //!
 //! Top: |R2(t)| of every model in one panel. The models agree to round-off when the reductions
 //! are exact, so the styles stay visible on top of each other: `full` wide and light underneath,
-//! `phase` solid, `ws` dashed, `oa` dotted, `group` dash-dot red, all thinner. Bottom: the error
-//! e_m(t) = |R2_m(t) - R2_full(t)| of each other model on a log scale (values below 1e-17 are
-//! drawn at 1e-17), each with its maximum over the samples in the legend.
+//! `phase` solid, `ws` dashed, `oa` dotted, `group` long-dashed red, all thinner. Bottom: the
+//! error e_m(t) = |R2_m(t) - R2_full(t)| of each other model on a log scale, solid lines in the
+//! model's colour (values below 1e-17 are drawn at 1e-17), each with its maximum over the
+//! samples in the legend.
 
 use std::io;
 use std::path::Path;
@@ -205,7 +206,7 @@ impl ComparePicture<'_> {
             .fold(ERROR_FLOOR * 10.0, f64::max);
         let y_range = (
             ERROR_FLOOR / 2.0,
-            (hi * 5.0).min(10.0).max(ERROR_FLOOR * 100.0),
+            (hi * 5.0).clamp(ERROR_FLOOR * 100.0, 10.0),
         );
         let mut chart = ChartBuilder::on(area)
             .margin(12)
@@ -231,8 +232,10 @@ impl ComparePicture<'_> {
             let n = e.len().min(self.t.len());
             let clamped: Vec<f64> = e[..n].iter().map(|v| v.max(ERROR_FLOOR)).collect();
             let pts = envelope(&self.t[..n], &clamped, 2500);
+            // Solid lines: dashes on a noisy error curve read as more noise.
             let thin_style = CurveStyle {
-                width: style.width.min(3),
+                width: 2,
+                dash: None,
                 ..*style
             };
             draw_curve(&mut chart, pts, thin_style)?;

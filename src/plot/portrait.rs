@@ -6,7 +6,7 @@
 //! nullclines Re R' = 0 and Im R' = 0 (marching squares on a 321 x 321 grid), a few OA
 //! trajectories from starts on the circles |R| = 0.5 and 0.9 (fixed-step RK4 up to the guide
 //! time; guide curves of the picture, not results), the fixed points given by the caller
-//! (stable filled, unstable hollow), the invariant circle |R| = 1, and the run's R2 path on top.
+//! (stable filled, unstable hollow, a centre a grey square), the invariant circle |R| = 1, and the run's R2 path on top.
 
 use std::f64::consts::PI;
 use std::io;
@@ -417,18 +417,13 @@ impl Picture for PortraitPicture<'_> {
             }
             let p = (z.re, z.im);
             if kind == FixedKind::Centre {
-                let (x, y) = chart.backend_coord(&p);
-                let area = chart.plotting_area().strip_coord_spec();
-                area.draw(&Rectangle::new(
-                    [(x - 9, y - 9), (x + 9, y + 9)],
-                    CENTRE_COLOR.filled(),
-                ))
-                .io()?;
-                area.draw(&Rectangle::new(
-                    [(x - 9, y - 9), (x + 9, y + 9)],
-                    BLACK.stroke_width(2),
-                ))
-                .io()?;
+                chart
+                    .draw_series(std::iter::once(
+                        EmptyElement::at(p)
+                            + Rectangle::new([(-9, -9), (9, 9)], CENTRE_COLOR.filled())
+                            + Rectangle::new([(-9, -9), (9, 9)], BLACK.stroke_width(2)),
+                    ))
+                    .io()?;
             } else if kind == FixedKind::Stable {
                 chart
                     .draw_series(std::iter::once(Circle::new(p, 9, BLACK.filled())))

@@ -79,7 +79,7 @@ fn ring_stride(samples: usize) -> usize {
 /// The sample indices nearest to `times` on the grid t_i = i t_end / (samples - 1), sorted and
 /// distinct (negative or non-finite times are left out).
 fn given_indices(times: &[f64], samples: usize, t_end: f64) -> Vec<usize> {
-    if samples < 2 || !(t_end > 0.0) {
+    if samples < 2 || t_end.is_nan() || t_end <= 0.0 {
         return if samples > 0 { vec![0] } else { Vec::new() };
     }
     let dt = t_end / (samples - 1) as f64;
@@ -114,7 +114,7 @@ pub fn snapshot_times(t: &[f64], s: &[f64], period: Option<f64>, count: usize) -
     let tol = (0.02 * (hi - lo)).max(1e-12);
     let settled = (0..n)
         .rev()
-        .find(|&i| !((s[i] - s_end).abs() < tol))
+        .find(|&i| (s[i] - s_end).abs().is_nan() || (s[i] - s_end).abs() >= tol)
         .map(|i| (i + 1).min(n - 1))
         .unwrap_or(0);
     let tc = t[settled].max(t0 + (t_end - t0) / (count as f64 * 4.0));

@@ -247,7 +247,7 @@ fn density_ring(tokens: &[f64], d: usize) -> Vec<Vec<(f64, f64)>> {
 
 /// A time for panel captions: two decimals at most, trailing zeros cut (196.55, 200).
 fn time_text(t: f64) -> String {
-    if !(t.abs() < 1e5) {
+    if !t.is_finite() || t.abs() >= 1e5 {
         return short(t);
     }
     let s = format!("{t:.2}");

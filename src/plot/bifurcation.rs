@@ -228,7 +228,7 @@ impl Picture for BifurcationPicture<'_> {
         if !self.special.is_empty() {
             entries.push(Entry::new(
                 Mark::DiamondOutline(BLACK),
-                "special points (LP fold, H Hopf)",
+                "LP fold, H Hopf",
             ));
         }
         draw_legend(&right, (10, 70), &entries)?;

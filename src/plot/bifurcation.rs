@@ -226,10 +226,7 @@ impl Picture for BifurcationPicture<'_> {
             ));
         }
         if !self.special.is_empty() {
-            entries.push(Entry::new(
-                Mark::DiamondOutline(BLACK),
-                "LP fold, H Hopf",
-            ));
+            entries.push(Entry::new(Mark::DiamondOutline(BLACK), "LP fold, H Hopf"));
         }
         draw_legend(&right, (10, 70), &entries)?;
         let (_, lh) = super::legend_size(&right, &entries);

@@ -286,8 +286,16 @@ impl Picture for KymographPicture<'_> {
         let (main, bar) = area.split_horizontally(w.saturating_sub(bar_w));
         let cols = self.drawn();
         let t_range = padded(finite_range(cols.iter().flat_map(|c| [c.0, c.1])), 0.0);
+        let mut label = self.axis_label();
+        let desc = if label.len() > 40 {
+            label = "angle (principal plane)".into();
+            Some(self.axis_label())
+        } else {
+            None
+        };
         let mut chart = ChartBuilder::on(&main)
             .margin(12)
+            .margin_top(if desc.is_some() { 30 } else { 12 })
             .margin_right(16)
             .x_label_area_size(55)
             .y_label_area_size(95)
@@ -302,13 +310,6 @@ impl Picture for KymographPicture<'_> {
                 4 => "2π".into(),
                 _ => format!("{}π", tick(v)),
             }
-        };
-        let mut label = self.axis_label();
-        let desc = if label.len() > 40 {
-            label = "angle (principal plane)".into();
-            Some(self.axis_label())
-        } else {
-            None
         };
         chart
             .configure_mesh()
@@ -349,18 +350,18 @@ impl Picture for KymographPicture<'_> {
             }
         }
         if let Some(full) = desc {
-            let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Left, VPos::Bottom);
-            let (_, mh) = main.dim_in_pixel();
-            main.draw_text(&full, &style, (110, mh as i32 - 2)).io()?;
+            let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Left, VPos::Top);
+            main.draw_text(&full, &style, (107, 4)).io()?;
         }
         if self.history.tokens_used() < self.history.n() {
-            let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Right, VPos::Top);
+            let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Right, VPos::Bottom);
             let note = format!(
                 "{} of {} tokens",
                 self.history.tokens_used(),
                 self.history.n()
             );
-            main.draw_text(&note, &style, (w as i32 - bar_w as i32 - 20, 0))
+            let (_, mh) = main.dim_in_pixel();
+            main.draw_text(&note, &style, (w as i32 - bar_w as i32 - 20, mh as i32 - 2))
                 .io()?;
         }
         draw_colour_bar(&bar, max, h)

@@ -226,10 +226,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
     )?;
     let names: Vec<String> = rows[1..]
         .iter()
-        .map(|r| match r.model.as_str() {
-            "oa" => format!("oa (max |dR2| {:.1e})", r.max_dr2),
-            other => other.to_string(),
-        })
+        .map(|r| r.model.to_string())
         .collect();
     let mut lines = vec![("full", &full_series.r2[..])];
     lines.extend(
@@ -242,6 +239,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         &full_series.t,
         &lines,
         &format!("{}: full model and its reductions", scenario.name),
+        scenario.output.figure,
         staged.path(),
     )
     .map_err(Error::io(staged.path()))?;

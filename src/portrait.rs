@@ -28,6 +28,19 @@ pub enum PathSource {
     OttAntonsen,
 }
 
+/// The title of `portrait.png`, the same from `tokdyn run` and `tokdyn portrait`: the path is the
+/// run's (`from_run`) or the OA equation's from R2(0).
+pub fn portrait_title(name: &str, from_run: bool) -> String {
+    format!(
+        "{name}: Ott–Antonsen phase portrait, R2 path of {}",
+        if from_run {
+            "the run"
+        } else {
+            "the OA equation from R2(0)"
+        }
+    )
+}
+
 /// Reads (r2_re, r2_im) from an `order.csv`.
 pub fn read_r2_path(path: &std::path::Path) -> Result<Vec<Complex64>, Error> {
     let bad = |m: String| Error::Input(format!("{}: {m}", path.display()));
@@ -80,29 +93,20 @@ pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, P
         }
         (series.r2, PathSource::OttAntonsen)
     };
-    let fixed: Vec<_> = fixed_points(&sh)
-        .iter()
-        .map(|p| (p.r, p.is_stable()))
-        .collect();
+    let fixed = plot::portrait::fixed_kinds(&fixed_points(&sh));
     fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
     let staging = tempfile::Builder::new()
         .prefix(".portrait.tmp-")
         .tempdir_in(&dir)
         .map_err(Error::io(&dir))?;
-    let title = format!(
-        "{}: Ott–Antonsen phase portrait, R2 path of {}",
-        scenario.name,
-        match &source {
-            PathSource::Run(_) => "the run",
-            PathSource::OttAntonsen => "the OA equation from R2(0)",
-        }
-    );
+    let title = portrait_title(&scenario.name, matches!(source, PathSource::Run(_)));
     plot::portrait_plot(
         &sh,
         &fixed,
         &path,
         PORTRAIT_GUIDE_TIME,
         &title,
+        scenario.output.figure,
         staging.path(),
     )
     .map_err(Error::io(&dir))?;

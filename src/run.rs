@@ -206,7 +206,11 @@ pub fn solve_into_observed(
         PICTURE_SNAPSHOTS
     };
     let mut snapshots =
-        TokenSnapshots::new(sim.samples, scenario.tokens.n, scenario.model.d, frames);
+        TokenSnapshots::new(sim.samples, scenario.tokens.n, scenario.model.d, frames).with_times(
+            &scenario.output.snapshots,
+            sim.samples,
+            scenario.time.t_end,
+        );
     let mut observers: Vec<&mut dyn Observer> = vec![&mut order, &mut watch, &mut progress];
     if sim.model != ModelKind::Oa {
         observers.push(&mut snapshots);
@@ -265,9 +269,24 @@ pub fn draw_run_pictures(
 ) -> Result<(), Error> {
     let title = picture_title(scenario, model, c);
     let io = |e| Error::io(dir)(e);
-    plot::order_plot(series, &title, dir).map_err(io)?;
-    if !snapshots.is_empty() {
-        plot::tokens_plot(snapshots, &title, dir).map_err(io)?;
+    let figure = scenario.output.figure;
+    let view = plot::OrderView {
+        window: scenario.output.window,
+        period: c.features.period,
+        figure,
+    };
+    plot::order_plot(series, &view, &title, dir).map_err(io)?;
+    if !snapshots.history().is_empty() {
+        plot::kymograph_plot(snapshots.history(), &title, figure, dir).map_err(io)?;
+    }
+    if !snapshots.candidates().is_empty() {
+        let times = plot::snapshot_times(
+            &series.t,
+            &series.nematic,
+            c.features.period,
+            plot::MAX_PANELS,
+        );
+        plot::tokens_plot(snapshots, &times, &title, figure, dir).map_err(io)?;
         if scenario.output.animation {
             plot::tokens_gif(snapshots, &title, dir).map_err(io)?;
         }
@@ -278,12 +297,18 @@ pub fn draw_run_pictures(
         .ok()
         .filter(|_| single)
     {
-        let fixed: Vec<_> = crate::predict::fixed_points(&sh)
-            .iter()
-            .map(|p| (p.r, p.is_stable()))
-            .collect();
-        plot::portrait_plot(&sh, &fixed, &series.r2, PORTRAIT_GUIDE_TIME, &title, dir)
-            .map_err(io)?;
+        let fixed = plot::portrait::fixed_kinds(&crate::predict::fixed_points(&sh));
+        let title = crate::portrait::portrait_title(&scenario.name, true);
+        plot::portrait_plot(
+            &sh,
+            &fixed,
+            &series.r2,
+            PORTRAIT_GUIDE_TIME,
+            &title,
+            figure,
+            dir,
+        )
+        .map_err(io)?;
     }
     Ok(())
 }

@@ -12,9 +12,11 @@ use num_complex::Complex64;
 use tokdyn::classify::Label;
 use tokdyn::model::{Attention, Head, Kernel};
 use tokdyn::observe::{Observer, OrderParameters, OrderSeries, RunInfo, Sample};
+use tokdyn::plot::bifurcation::FixedKind;
 use tokdyn::plot::{
-    bifurcation_plot, compare_plot, label_color, order_plot, portrait_plot, regime_map, tokens_gif,
-    tokens_plot, TokenSnapshots, LABELS,
+    bifurcation_plot, compare_plot, kymograph_plot, label_color, order_plot, portrait_plot,
+    regime_map, snapshot_times, tokens_gif, tokens_plot, zero_level, AngleHistory, Figure,
+    OrderView, Theory, TokenSnapshots, LABELS,
 };
 use tokdyn::reduced::SecondHarmonic;
 
@@ -162,13 +164,14 @@ fn order_plot_draws_both_panels() {
     let series = spiral(801, 80.0);
     order_plot(
         &series,
+        &OrderView::default(),
         "spiral — rotating-interior\nrate 0.3 rad/unit time, decay 0.1",
         &dir,
     )
     .unwrap();
     let img = check_png(&dir, "order", 1100);
     // The |R2| curve colour and the arg R2 colour are both there.
-    assert!(img.count((110, 165, 225)) > 500);
+    assert!(img.count((70, 130, 200)) > 500);
     assert!(img.count((150, 40, 120)) > 500);
     check_svg(&dir, "order");
 }
@@ -220,7 +223,14 @@ fn tokens_plot_on_the_circle_and_animation() {
     let (_keep, dir) = out_dir("tokens_circle");
     let snaps = observed_circle_snapshots(64, 101, 8);
     assert_eq!(snaps.len(), 8);
-    tokens_plot(&snaps, "circle — converged-clusters", &dir).unwrap();
+    tokens_plot(
+        &snaps,
+        &[],
+        "circle — converged-clusters",
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
     let img = check_png(&dir, "tokens", 1600);
     assert!(img.distinct() > 100);
     tokens_gif(&snaps, "circle — converged-clusters", &dir).unwrap();
@@ -260,7 +270,7 @@ fn tokens_plot_on_the_sphere_and_on_principal_axes() {
     for d in [3, 6, 1000] {
         let (_keep, dir) = out_dir(&format!("tokens_d{d}"));
         let snaps = TokenSnapshots::from_snapshots(d, &sphere_snapshots(d, 300, 4));
-        tokens_plot(&snaps, &format!("d = {d}"), &dir).unwrap();
+        tokens_plot(&snaps, &[], &format!("d = {d}"), Figure::Paper, &dir).unwrap();
         let img = read_png(&dir.join("tokens.png"));
         assert!(img.width >= 1000 && img.distinct() > 100, "d = {d}");
         tokens_gif(&snaps, &format!("d = {d}"), &dir).unwrap();
@@ -275,10 +285,19 @@ fn portrait_shows_field_nullclines_fixed_points_and_path() {
     let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
     let path = oa_path(&sh, Complex64::new(0.3, 0.0), 30.0, 3000);
     let fixed = [
-        (Complex64::new(0.0, 0.0), false),
-        (Complex64::new(0.5, 0.5), true),
+        (Complex64::new(0.0, 0.0), FixedKind::Unstable),
+        (Complex64::new(0.5, 0.5), FixedKind::Stable),
     ];
-    portrait_plot(&sh, &fixed, &path, 15.0, "case4 — oscillation", &dir).unwrap();
+    portrait_plot(
+        &sh,
+        &fixed,
+        &path,
+        15.0,
+        "case4 — oscillation",
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
     let img = check_png(&dir, "portrait", 1400);
     assert!(img.count((210, 20, 40)) > 300, "run path");
     assert!(
@@ -307,10 +326,11 @@ fn compare_plot_draws_four_models() {
             ("oa (max |ΔR₂| 9e-3)", &oa[..]),
         ],
         "compare",
+        Figure::Paper,
         &dir,
     )
     .unwrap();
-    let img = check_png(&dir, "compare", 1600);
+    let img = check_png(&dir, "compare", 1100);
     assert!(img.count((160, 200, 240)) > 500, "full drawn wide");
     check_svg(&dir, "compare");
 }
@@ -341,7 +361,9 @@ fn regime_map_has_the_colour_of_each_label_present_and_no_other() {
         &ys,
         &labels,
         &boundary,
+        None,
         "case4-map",
+        Figure::Paper,
         &dir,
     )
     .unwrap();
@@ -382,9 +404,10 @@ fn bifurcation_plot_colours_points_by_label() {
     bifurcation_plot(
         "v11",
         &points,
-        &[(stable, true), (unstable, false)],
+        &[(stable, FixedKind::Stable), (unstable, FixedKind::Unstable)],
         &[(0.5, 0.5, "LP".to_string()), (0.25, 0.5, "H".to_string())],
         "case4 — one-axis sweep",
+        Figure::Paper,
         &dir,
     )
     .unwrap();
@@ -400,8 +423,8 @@ fn degenerate_inputs_draw_without_panicking() {
     let (_keep, dir) = out_dir("degenerate");
     let p = &dir;
     // Empty and one-sample series, constant |R2| = 1.
-    order_plot(&OrderSeries::new(), "", p).unwrap();
-    order_plot(&spiral(1, 0.0), "one sample", p).unwrap();
+    order_plot(&OrderSeries::new(), &OrderView::default(), "", p).unwrap();
+    order_plot(&spiral(1, 0.0), &OrderView::default(), "one sample", p).unwrap();
     let mut constant = OrderSeries::new();
     for i in 0..50 {
         constant.push(
@@ -409,30 +432,46 @@ fn degenerate_inputs_draw_without_panicking() {
             &OrderParameters::from_r2(Complex64::new(1.0, 0.0)),
         );
     }
-    order_plot(&constant, "constant", p).unwrap();
+    order_plot(&constant, &OrderView::default(), "constant", p).unwrap();
     check_png(p, "order", 1100);
     // No snapshots, one token, one snapshot, d = 1.
     let empty = TokenSnapshots::new(10, 5, 2, 0);
-    tokens_plot(&empty, "none", p).unwrap();
+    tokens_plot(&empty, &[], "none", Figure::Paper, p).unwrap();
     tokens_gif(&empty, "none", p).unwrap();
     let one = TokenSnapshots::from_snapshots(2, &[(0.0, vec![1.0, 0.0])]);
-    tokens_plot(&one, "n = 1", p).unwrap();
+    tokens_plot(&one, &[], "n = 1", Figure::Paper, p).unwrap();
     tokens_gif(&one, "n = 1", p).unwrap();
     let line = TokenSnapshots::from_snapshots(1, &[(0.0, vec![1.0, -1.0]), (1.0, vec![1.0, 1.0])]);
-    tokens_plot(&line, "d = 1", p).unwrap();
+    tokens_plot(&line, &[], "d = 1", Figure::Paper, p).unwrap();
     let pca_one = TokenSnapshots::from_snapshots(5, &[(0.0, vec![0.0, 0.0, 1.0, 0.0, 0.0])]);
-    tokens_plot(&pca_one, "d = 5, n = 1", p).unwrap();
+    tokens_plot(&pca_one, &[], "d = 5, n = 1", Figure::Paper, p).unwrap();
     // A zero field, no path, no guides; a stiff field.
     let zero = second_harmonic([[0.0, 0.0], [0.0, 0.0]]);
-    portrait_plot(&zero, &[], &[], 0.0, "zero", p).unwrap();
+    portrait_plot(&zero, &[], &[], 0.0, "zero", Figure::Paper, p).unwrap();
     let stiff = second_harmonic([[300.0, 10.0], [-5.0, 200.0]]);
-    portrait_plot(&stiff, &[], &[Complex64::new(0.1, 0.0)], 1e6, "stiff", p).unwrap();
+    portrait_plot(
+        &stiff,
+        &[],
+        &[Complex64::new(0.1, 0.0)],
+        1e6,
+        "stiff",
+        Figure::Paper,
+        p,
+    )
+    .unwrap();
     // Compare with nothing, with one sample, with short series.
-    compare_plot(&[], &[], "", p).unwrap();
+    compare_plot(&[], &[], "", Figure::Paper, p).unwrap();
     let one = [Complex64::new(0.5, 0.5)];
-    compare_plot(&[0.0], &[("full", &one[..]), ("oa", &[][..])], "", p).unwrap();
+    compare_plot(
+        &[0.0],
+        &[("full", &one[..]), ("oa", &[][..])],
+        "",
+        Figure::Paper,
+        p,
+    )
+    .unwrap();
     // Sweeps: empty, a single point, missing labels, duplicate axis values.
-    regime_map("a", &[], "b", &[], &[], &[], "", p).unwrap();
+    regime_map("a", &[], "b", &[], &[], &[], None, "", Figure::Paper, p).unwrap();
     regime_map(
         "a",
         &[0.5],
@@ -440,7 +479,9 @@ fn degenerate_inputs_draw_without_panicking() {
         &[2.0],
         &[Some(Label::Undetermined)],
         &[],
+        None,
         "",
+        Figure::Paper,
         p,
     )
     .unwrap();
@@ -451,21 +492,33 @@ fn degenerate_inputs_draw_without_panicking() {
         &[1.0, 0.0],
         &[None],
         &[(0.5, 0.5)],
+        None,
         "",
+        Figure::Paper,
         p,
     )
     .unwrap();
-    bifurcation_plot("p", &[], &[], &[], "", p).unwrap();
+    bifurcation_plot("p", &[], &[], &[], "", Figure::Paper, p).unwrap();
     bifurcation_plot(
         "p",
         &[(1.0, 0.3, 0.3, Some(Label::InteriorPoint))],
         &[],
         &[],
         "",
+        Figure::Paper,
         p,
     )
     .unwrap();
-    bifurcation_plot("p", &[(1.0, 0.0, 0.0, None)], &[(vec![], true)], &[], "", p).unwrap();
+    bifurcation_plot(
+        "p",
+        &[(1.0, 0.0, 0.0, None)],
+        &[(vec![], FixedKind::Centre)],
+        &[],
+        "",
+        Figure::Paper,
+        p,
+    )
+    .unwrap();
     check_png(p, "bifurcation", 1400);
 }
 
@@ -505,8 +558,8 @@ fn pictures_are_deterministic() {
     let series = spiral(300, 30.0);
     let snaps = observed_circle_snapshots(40, 31, 3);
     for dir in [&one, &two] {
-        order_plot(&series, "same", dir).unwrap();
-        tokens_plot(&snaps, "same", dir).unwrap();
+        order_plot(&series, &OrderView::default(), "same", dir).unwrap();
+        tokens_plot(&snaps, &[], "same", Figure::Paper, dir).unwrap();
         tokens_gif(&snaps, "same", dir).unwrap();
     }
     for f in ["order.png", "order.svg", "tokens.png", "tokens.gif"] {
@@ -533,9 +586,485 @@ fn a_large_regime_map_stays_a_small_svg() {
             })
         })
         .collect();
-    regime_map("a", &xs, "b", &ys, &labels, &[], "200 x 200", &dir).unwrap();
+    regime_map(
+        "a",
+        &xs,
+        "b",
+        &ys,
+        &labels,
+        &[],
+        None,
+        "200 x 200",
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
     let img = check_png(&dir, "regime_map", 1400);
     assert!(img.count(rgb(label_color(Some(Label::InteriorPoint)))) > 10_000);
     let svg = std::fs::metadata(dir.join("regime_map.svg")).unwrap().len();
     assert!(svg < 200_000, "regime_map.svg is {svg} bytes");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pictures for papers: kymograph, windows and zooms, honest labels, theory curves, formats.
+
+fn viridis(c: f64) -> (u8, u8, u8) {
+    use plotters::style::colors::colormaps::{ColorMap, ViridisRGB};
+    rgb(ColorMap::<plotters::style::RGBColor, f64>::get_color_normalized(&ViridisRGB, c, 0.0, 1.0))
+}
+
+fn svg_text(dir: &Path, stem: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("{stem}.svg"))).expect("svg exists")
+}
+
+/// The texts of an SVG (the content of each `<text>` element, trimmed).
+fn svg_texts(dir: &Path, stem: &str) -> Vec<String> {
+    let svg = svg_text(dir, stem);
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|part| {
+            let body = part.split_once('>')?.1;
+            Some(body.split("</text>").next()?.trim().to_string())
+        })
+        .collect()
+}
+
+/// Pixels within the top 15% of the viridis scale.
+fn count_top_of_scale(img: &Image) -> usize {
+    let top: HashSet<(u8, u8, u8)> = (850..=1000).map(|k| viridis(k as f64 / 1000.0)).collect();
+    img.pixels
+        .iter()
+        .filter(|p| top.contains(&(p[0], p[1], p[2])))
+        .count()
+}
+
+#[test]
+fn kymograph_shows_clusters_where_the_doubled_angle_is() {
+    let (_keep, dir) = out_dir("kymograph");
+    // Uniform angles contracting to antipodal clusters at 0 and pi: doubled angle 0 (= 2 pi).
+    let snaps = observed_circle_snapshots(400, 201, 6);
+    let history = snaps.history();
+    assert_eq!(history.len(), 201);
+    kymograph_plot(history, "kymograph", Figure::Paper, &dir).unwrap();
+    let img = check_png(&dir, "kymograph", 1100);
+    assert_eq!(img.height, 700);
+    check_svg(&dir, "kymograph");
+    // The top of the scale (the final clusters) and the bottom (empty bins) are both drawn.
+    let top = viridis(1.0);
+    let bottom = viridis(0.0);
+    assert!(count_top_of_scale(&img) > 300, "cluster colours");
+    assert!(img.count(bottom) > 10_000, "empty-bin colour");
+    // The cluster colour sits only next to angle 0 or 2 pi: the bottom or top tenth of the rows
+    // that hold the heat map (the colour bar's top end is in its own columns, right of 950).
+    let rows: Vec<usize> = (0..img.pixels.len())
+        .filter(|&i| {
+            let p = img.pixels[i];
+            (p[0], p[1], p[2]) == bottom && (i % img.width as usize) < 900
+        })
+        .map(|i| i / img.width as usize)
+        .collect();
+    let (r0, r1) = (*rows.iter().min().unwrap(), *rows.iter().max().unwrap());
+    let band = (r1 - r0) / 10;
+    for i in 0..img.pixels.len() {
+        let p = img.pixels[i];
+        let (x, y) = (i % img.width as usize, i / img.width as usize);
+        if (p[0], p[1], p[2]) == top && x < 900 && y > 60 {
+            assert!(
+                y <= r0 + band || y >= r1 - band,
+                "cluster colour at row {y}"
+            );
+        }
+    }
+    assert!(svg_text(&dir, "kymograph").contains("doubled angle"));
+}
+
+#[test]
+fn kymograph_in_high_dimension_names_its_plane() {
+    let (_keep, dir) = out_dir("kymograph_d6");
+    let d = 6;
+    let mut history = AngleHistory::new(300, d);
+    for (i, (t, tokens)) in sphere_snapshots(d, 300, 20).iter().enumerate() {
+        history.record(i, *t, tokens);
+    }
+    kymograph_plot(&history, "d = 6", Figure::Slide, &dir).unwrap();
+    let img = read_png(&dir.join("kymograph.png"));
+    assert_eq!((img.width, img.height), (1600, 900));
+    assert!(img.distinct() > 40);
+    assert!(svg_text(&dir, "kymograph").contains("principal axes 1, 2"));
+}
+
+#[test]
+fn order_plot_draws_one_curve_in_d2_and_says_what_r2_is_in_d3() {
+    let (_keep, dir) = out_dir("order_labels");
+    // d = 2 (s = |R2|): no s curve, no "projection" wording.
+    order_plot(&spiral(400, 40.0), &OrderView::default(), "d = 2", &dir).unwrap();
+    let img = check_png(&dir, "order", 1100);
+    assert!(img.count((25, 25, 25)) < 100, "no separate s curve");
+    let svg = svg_text(&dir, "order");
+    assert!(svg.contains("= s"), "one curve stands for both");
+    // d > 2: s differs from |R2| of the projection; both drawn, the legend says which is which.
+    let mut s = OrderSeries::new();
+    for i in 0..400 {
+        let t = i as f64 * 0.1;
+        let mut o = OrderParameters::from_r2(Complex64::from_polar(0.3 + 0.01 * t, 0.2 * t));
+        o.nematic = 0.8 + 0.1 * (0.5 * t).sin();
+        s.push(t, &o);
+    }
+    order_plot(&s, &OrderView::default(), "d = 3", &dir).unwrap();
+    let img = check_png(&dir, "order", 1100);
+    assert!(img.count((25, 25, 25)) > 300, "s curve");
+    assert!(img.count((70, 130, 200)) > 300, "|R2| curve");
+    let svg = svg_text(&dir, "order");
+    assert!(svg.contains("projections on (x₁, x₂)") && svg.contains("nematic"));
+}
+
+#[test]
+fn order_plot_window_and_zoom_on_the_last_periods() {
+    let (_keep, dir) = out_dir("order_zoom");
+    let series = spiral(2001, 200.0);
+    let view = OrderView {
+        window: None,
+        period: Some(2.0 * PI / 0.3),
+        figure: Figure::Paper,
+    };
+    order_plot(&series, &view, "long", &dir).unwrap();
+    check_png(&dir, "order", 1100);
+    assert!(svg_text(&dir, "order").contains("last 3 periods"));
+    // A window of two periods: no zoom; ticks only inside the window.
+    let view = OrderView {
+        window: Some((50.0, 90.0)),
+        ..view
+    };
+    order_plot(&series, &view, "window", &dir).unwrap();
+    let texts = svg_texts(&dir, "order");
+    assert!(!texts.iter().any(|t| t == "last 3 periods"));
+    assert!(
+        texts.iter().any(|t| t == "60") && !texts.iter().any(|t| t == "150"),
+        "ticks of the window: {texts:?}"
+    );
+    // Slide format.
+    let view = OrderView {
+        figure: Figure::Slide,
+        ..view
+    };
+    order_plot(&series, &view, "slide", &dir).unwrap();
+    let img = read_png(&dir.join("order.png"));
+    assert_eq!((img.width, img.height), (1600, 900));
+}
+
+#[test]
+fn compare_plot_has_group_and_every_max_error_in_its_legend() {
+    let (_keep, dir) = out_dir("compare_errors");
+    let t: Vec<f64> = (0..401).map(|i| i as f64 * 0.1).collect();
+    let full: Vec<Complex64> = t
+        .iter()
+        .map(|t| Complex64::from_polar(0.9 - 0.6 * (-0.2 * t).exp(), 0.5 * t))
+        .collect();
+    let shifted = |e: f64| -> Vec<Complex64> { full.iter().map(|z| z * (1.0 + e)).collect() };
+    let (phase, ws, oa, group) = (
+        shifted(1e-13),
+        shifted(-2e-12),
+        shifted(0.01),
+        shifted(3e-15),
+    );
+    compare_plot(
+        &t,
+        &[
+            ("full", &full[..]),
+            ("phase", &phase[..]),
+            ("ws", &ws[..]),
+            ("oa", &oa[..]),
+            ("group", &group[..]),
+        ],
+        "compare",
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
+    check_png(&dir, "compare", 1100);
+    let svg = svg_text(&dir, "compare");
+    // The largest |R2_m - R2_full| over the samples, computed here independently.
+    for (name, other) in [
+        ("phase", &phase),
+        ("ws", &ws),
+        ("oa", &oa),
+        ("group", &group),
+    ] {
+        let max = full
+            .iter()
+            .zip(other.iter())
+            .map(|(a, b)| ((a.re - b.re).powi(2) + (a.im - b.im).powi(2)).sqrt())
+            .fold(0.0, f64::max);
+        let text = format!("{name} (max error {max:.1e})");
+        assert!(svg.contains(&text), "legend {text}");
+    }
+    // The group curve's colour is drawn.
+    let img = read_png(&dir.join("compare.png"));
+    assert!(img.count((200, 30, 60)) > 200, "group curve");
+}
+
+#[test]
+fn regime_map_draws_the_theory_line_and_the_title_lines() {
+    let (_keep, dir) = out_dir("regime_theory");
+    let xs: Vec<f64> = (0..11).map(|i| i as f64 / 10.0).collect();
+    let ys = xs.clone();
+    let labels: Vec<Option<Label>> = xs
+        .iter()
+        .flat_map(|&x| {
+            ys.iter().map(move |&y| {
+                Some(if x < y {
+                    Label::Oscillation
+                } else {
+                    Label::ConvergedClusters
+                })
+            })
+        })
+        .collect();
+    let fine: Vec<f64> = (0..101).map(|i| i as f64 / 100.0).collect();
+    let f: Vec<f64> = fine
+        .iter()
+        .flat_map(|x| fine.iter().map(move |y| x - y))
+        .collect();
+    let theory = Theory {
+        segments: zero_level(&f, &fine, &fine),
+        text: "theory: v11 - v12 = 0".into(),
+    };
+    let title = "case4-map (oa model)\nfixed: beta = 1; start: poisson";
+    regime_map(
+        "v11",
+        &xs,
+        "v12",
+        &ys,
+        &labels,
+        &[],
+        None,
+        title,
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
+    let without = read_png(&dir.join("regime_map.png")).count((0, 0, 0));
+    regime_map(
+        "v11",
+        &xs,
+        "v12",
+        &ys,
+        &labels,
+        &[],
+        Some(&theory),
+        title,
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
+    let img = check_png(&dir, "regime_map", 1400);
+    assert!(
+        img.count((0, 0, 0)) > without + 1500,
+        "theory line: {} vs {without} black pixels",
+        img.count((0, 0, 0))
+    );
+    let svg = svg_text(&dir, "regime_map");
+    assert!(svg.contains("theory: v11 - v12 = 0") && svg.contains("fixed: beta = 1"));
+}
+
+#[test]
+fn bifurcation_special_points_leave_grid_points_visible_and_centres_have_their_style() {
+    let (_keep, dir) = out_dir("bifurcation_special");
+    let points: Vec<(f64, f64, f64, Option<Label>)> = (0..21)
+        .map(|i| {
+            let p = i as f64 / 20.0;
+            (p, 0.5, 0.5, Some(Label::RotatingInterior))
+        })
+        .collect();
+    let centre: Vec<(f64, f64)> = (0..=20).map(|i| (i as f64 / 20.0, 0.8)).collect();
+    let colour = rgb(label_color(Some(Label::RotatingInterior)));
+    bifurcation_plot(
+        "v11",
+        &points,
+        &[(centre.clone(), FixedKind::Centre)],
+        &[],
+        "no special",
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
+    let bare = read_png(&dir.join("bifurcation.png")).count(colour);
+    let special: Vec<(f64, f64, String)> = (0..21)
+        .map(|i| (i as f64 / 20.0, 0.5, "LP".to_string()))
+        .collect();
+    bifurcation_plot(
+        "v11",
+        &points,
+        &[(centre, FixedKind::Centre)],
+        &special,
+        "special on every grid point",
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
+    let img = check_png(&dir, "bifurcation", 1400);
+    assert!(
+        img.count(colour) * 100 >= bare * 95,
+        "{} of {bare}",
+        img.count(colour)
+    );
+    assert!(img.count((150, 150, 150)) > 200, "centre line");
+    assert!(svg_text(&dir, "bifurcation").contains("centre (neutral)"));
+}
+
+#[test]
+fn tokens_plot_ring_times_and_meaningful_axis_labels() {
+    let (_keep, dir) = out_dir("tokens_paper");
+    let snaps = observed_circle_snapshots(200, 201, 6);
+    // Times chosen from the dynamics: the nearest kept snapshots, one panel each.
+    let times = [0.0, 2.0, 4.0, 10.0];
+    tokens_plot(&snaps, &times, "chosen", Figure::Paper, &dir).unwrap();
+    let img = check_png(&dir, "tokens", 1300);
+    assert!(img.distinct() > 100);
+    let texts = svg_texts(&dir, "tokens");
+    for t in ["t = 0", "t = 2", "t = 4", "t = 10"] {
+        assert!(texts.iter().any(|x| x == t), "{t} in {texts:?}");
+    }
+    assert!(svg_text(&dir, "tokens").contains("density of the angle"));
+    // d = 5 with every token on one point: no meaningless percentage, a note instead.
+    let one_point: Vec<f64> = (0..10).flat_map(|_| [0.0, 0.0, 1.0, 0.0, 0.0]).collect();
+    let snaps = TokenSnapshots::from_snapshots(5, &[(0.0, one_point.clone()), (1.0, one_point)]);
+    tokens_plot(&snaps, &[], "one point", Figure::Paper, &dir).unwrap();
+    let svg = svg_text(&dir, "tokens");
+    assert!(svg.contains("no spread"), "note for a one-point cloud");
+    assert!(!svg.contains("e-1"), "no tiny percentages");
+}
+
+#[test]
+fn snapshot_times_follow_the_dynamics() {
+    let t: Vec<f64> = (0..=200).map(|i| i as f64).collect();
+    // Periodic: spread over the last period, ending at t_end.
+    let s = vec![0.5; t.len()];
+    let times = snapshot_times(&t, &s, Some(12.0), 6);
+    assert_eq!(times.len(), 6);
+    assert_eq!(times[5], 200.0);
+    assert!((times[0] - (200.0 - 10.0)).abs() < 1e-12);
+    // Convergence that settles at t = 50: five times over [0, 50], then t_end.
+    let s: Vec<f64> = t.iter().map(|&x| (x / 50.0).min(1.0)).collect();
+    let times = snapshot_times(&t, &s, None, 6);
+    assert_eq!(times[0], 0.0);
+    assert_eq!(times[5], 200.0);
+    assert!(times[4] > 45.0 && times[4] <= 50.0, "{times:?}");
+    assert!(snapshot_times(&[], &[], None, 6).is_empty());
+}
+
+#[test]
+fn output_keys_are_read_and_checked() {
+    let base = "name = \"x\"\n[model]\nkernel = \"lsa\"\nbeta = 1.0\nd = 2\nA = \"identity\"\nV = \"identity\"\n[tokens]\nn = 4\n[time]\nt_end = 1.0\nsamples = 11\n";
+    let load = |extra: &str| {
+        tokdyn::scenario::Scenario::from_toml_str(
+            &format!("{base}[output]\n{extra}"),
+            Path::new("x.toml"),
+            Path::new("."),
+            &[],
+        )
+    };
+    let s = load("window = [0.2, 0.8]\nsnapshots = [0.5, 0.1]\nfigure = \"slide\"").unwrap();
+    assert_eq!(s.output.window, Some((0.2, 0.8)));
+    assert_eq!(s.output.snapshots, vec![0.1, 0.5]);
+    assert_eq!(s.output.figure, Figure::Slide);
+    assert_eq!(load("").unwrap().output.figure, Figure::Paper);
+    for (bad, key) in [
+        ("window = [1.0, 0.5]", "output.window"),
+        ("window = [0.0]", "output.window"),
+        ("snapshots = []", "output.snapshots"),
+        ("snapshots = [-1.0]", "output.snapshots"),
+        ("figure = \"poster\"", "output.figure"),
+    ] {
+        let e = load(bad).unwrap_err();
+        assert!(e.to_string().contains(key), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_run_writes_every_picture_as_png_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"small\"\n[model]\nkernel = \"lsa\"\nbeta = 1.0\nd = 3\nA = \"identity\"\nV = \"identity\"\n[tokens]\nn = 40\nseed = 2\n[time]\nt_end = 4.0\nsamples = 41\n[output]\nsnapshots = [0.0, 1.0, 4.0]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    assert_cmd::Command::cargo_bin("tokdyn")
+        .unwrap()
+        .args([
+            "run",
+            scenario.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    for stem in ["order", "kymograph", "tokens"] {
+        check_png(&out, stem, read_png(&out.join(format!("{stem}.png"))).width);
+        check_svg(&out, stem);
+    }
+    let texts = svg_texts(&out, "tokens");
+    for t in ["t = 0", "t = 1", "t = 4"] {
+        assert!(
+            texts.iter().any(|x| x == t),
+            "asked-for time {t} in {texts:?}"
+        );
+    }
+}
+
+#[test]
+fn portrait_draws_a_centre_where_it_is() {
+    let (_keep, dir) = out_dir("portrait_centre");
+    let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
+    let draw_kind = |z: Complex64, kind: FixedKind| {
+        portrait_plot(&sh, &[(z, kind)], &[], 0.0, "centre", Figure::Paper, &dir).unwrap();
+        read_png(&dir.join("portrait.png"))
+    };
+    let draw = |z: Complex64| draw_kind(z, FixedKind::Centre);
+    let a = draw(Complex64::new(0.5, 0.5));
+    let b = draw(Complex64::new(-0.5, -0.5));
+    assert!(svg_text(&dir, "portrait").contains("centre (neutral)"));
+    let grey = [150u8, 150, 150];
+    // Pixels grey in one picture only: the marker. Its centre moves with the point (x right,
+    // y up: smaller row numbers).
+    let centroid = |p: &Image, q: &Image| -> (f64, f64, usize) {
+        let w = p.width as usize;
+        let (mut sx, mut sy, mut n) = (0.0, 0.0, 0usize);
+        for i in 0..p.pixels.len() {
+            if p.pixels[i] == grey && q.pixels[i] != grey {
+                sx += (i % w) as f64;
+                sy += (i / w) as f64;
+                n += 1;
+            }
+        }
+        (sx / n.max(1) as f64, sy / n.max(1) as f64, n)
+    };
+    let (ax, ay, an) = centroid(&a, &b);
+    let (bx, by, bn) = centroid(&b, &a);
+    assert!(an > 150 && bn > 150, "{an} {bn}");
+    assert!(
+        ax - bx > 200.0 && by - ay > 200.0,
+        "({ax}, {ay}) vs ({bx}, {by})"
+    );
+    // The same place as a stable point's disc (drawn in data coordinates).
+    let black = [0u8, 0, 0];
+    let c = draw_kind(Complex64::new(0.5, 0.5), FixedKind::Stable);
+    let w = c.width as usize;
+    let (mut sx, mut sy, mut n) = (0.0, 0.0, 0usize);
+    for i in 0..c.pixels.len() {
+        if c.pixels[i] == black && b.pixels[i] != black && (i % w) < 1000 {
+            sx += (i % w) as f64;
+            sy += (i / w) as f64;
+            n += 1;
+        }
+    }
+    let (cx, cy) = (sx / n.max(1) as f64, sy / n.max(1) as f64);
+    assert!(n > 100, "{n}");
+    assert!(
+        (cx - ax).abs() < 3.0 && (cy - ay).abs() < 3.0,
+        "centre ({ax}, {ay}), stable point ({cx}, {cy})"
+    );
+    assert!(svg_text(&dir, "portrait").contains("stable fixed point"));
 }

@@ -2,8 +2,10 @@
 //!
 //! Each sweep point is a bar from the tail minimum to the tail maximum of |R2| (a dot when they
 //! agree), in the colour of its label; failed points are crosses on the bottom edge. Branches of
-//! fixed points are drawn underneath (stable solid, unstable dashed) and special points (fold
-//! "LP", Hopf "H", ...) as labelled diamonds.
+//! fixed points are drawn underneath (stable solid, unstable dashed, centres — both eigenvalues
+//! on the imaginary axis — as a grey dotted "centre (neutral)" line) and special points (fold
+//! "LP", Hopf "H", ...) as labelled diamond outlines beneath the sweep points, so no grid point
+//! is hidden. The title states the fixed parameters and the start (the caller writes it).
 
 use std::io;
 use std::path::Path;
@@ -12,9 +14,11 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
+pub use super::portrait::FixedKind;
+use super::portrait::CENTRE_COLOR;
 use super::{
     diamond, draw_legend, draw_title, finite_range, label_color, label_name, padded, text, text_at,
-    tick, Entry, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
+    tick, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
 };
 use crate::classify::Label;
 
@@ -27,14 +31,15 @@ const BRANCH: RGBColor = RGBColor(30, 30, 30);
 ///
 /// - `points`: `(parameter, tail min |R2|, tail max |R2|, label)`, `None` = failed run (its
 ///   numbers are ignored);
-/// - `branches`: polylines `(parameter, |R|)` of fixed points, `true` = stable;
+/// - `branches`: polylines `(parameter, |R|)` of fixed points and their kind;
 /// - `special`: `(parameter, |R|, name)`, e.g. `"LP"`, `"H"`.
 pub fn bifurcation_plot(
     p_name: &str,
     points: &[(f64, f64, f64, Option<Label>)],
-    branches: &[(Vec<(f64, f64)>, bool)],
+    branches: &[(Vec<(f64, f64)>, FixedKind)],
     special: &[(f64, f64, String)],
     title: &str,
+    figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
     let pic = BifurcationPicture {
@@ -44,13 +49,20 @@ pub fn bifurcation_plot(
         special,
         title,
     };
-    super::render(&pic, dir, "bifurcation", BIFURCATION_SIZE, true).map(|_| ())
+    super::render(
+        &pic,
+        dir,
+        "bifurcation",
+        figure.size(BIFURCATION_SIZE),
+        true,
+    )
+    .map(|_| ())
 }
 
 struct BifurcationPicture<'a> {
     p_name: &'a str,
     points: &'a [(f64, f64, f64, Option<Label>)],
-    branches: &'a [(Vec<(f64, f64)>, bool)],
+    branches: &'a [(Vec<(f64, f64)>, FixedKind)],
     special: &'a [(f64, f64, String)],
     title: &'a str,
 }
@@ -101,21 +113,47 @@ impl Picture for BifurcationPicture<'_> {
             .io()?;
 
         // Branches underneath.
-        for (line, stable) in self.branches {
+        for (line, kind) in self.branches {
             let pts: Vec<(f64, f64)> = line
                 .iter()
                 .copied()
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
                 .collect();
-            if *stable {
+            if *kind == FixedKind::Stable {
                 chart
                     .draw_series(LineSeries::new(pts, BRANCH.stroke_width(3)))
+                    .io()?;
+            } else if *kind == FixedKind::Centre {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        pts,
+                        3,
+                        5,
+                        CENTRE_COLOR.stroke_width(4),
+                    ))
                     .io()?;
             } else {
                 chart
                     .draw_series(DashedLineSeries::new(pts, 10, 7, BRANCH.stroke_width(2)))
                     .io()?;
             }
+        }
+
+        // Special points: outlines beneath the sweep points, which stay visible.
+        let label_style = text_at(DESC_SIZE, BLACK, HPos::Left, VPos::Bottom);
+        for (p, r, name) in self.special {
+            if !(p.is_finite() && r.is_finite()) {
+                continue;
+            }
+            let mut outline = diamond((0, 0), 13);
+            outline.push(outline[0]);
+            chart
+                .draw_series(std::iter::once(
+                    EmptyElement::at((*p, *r))
+                        + PathElement::new(outline, BLACK.stroke_width(2))
+                        + Text::new(name.clone(), (12, -12), label_style.clone()),
+                ))
+                .io()?;
         }
 
         // Sweep points.
@@ -155,21 +193,6 @@ impl Picture for BifurcationPicture<'_> {
             }
         }
 
-        // Special points.
-        let label_style = text_at(DESC_SIZE, BLACK, HPos::Left, VPos::Bottom);
-        for (p, r, name) in self.special {
-            if !(p.is_finite() && r.is_finite()) {
-                continue;
-            }
-            chart
-                .draw_series(std::iter::once(
-                    EmptyElement::at((*p, *r))
-                        + Polygon::new(diamond((0, 0), 9), BLACK.filled())
-                        + Text::new(name.clone(), (9, -9), label_style.clone()),
-                ))
-                .io()?;
-        }
-
         let mut entries: Vec<Entry> = LABELS
             .iter()
             .zip(counts)
@@ -183,20 +206,27 @@ impl Picture for BifurcationPicture<'_> {
                 Entry::new(mark, format!("{} ({c})", label_name(*l)))
             })
             .collect();
-        if self.branches.iter().any(|b| b.1) {
+        let has = |k: FixedKind| self.branches.iter().any(|b| b.1 == k);
+        if has(FixedKind::Stable) {
             entries.push(Entry::new(
                 Mark::Line(BRANCH.to_rgba(), 3, None),
                 "stable fixed points",
             ));
         }
-        if self.branches.iter().any(|b| !b.1) {
+        if has(FixedKind::Unstable) {
             entries.push(Entry::new(
                 Mark::Line(BRANCH.to_rgba(), 2, Some((10, 7))),
                 "unstable fixed points",
             ));
         }
+        if has(FixedKind::Centre) {
+            entries.push(Entry::new(
+                Mark::Line(CENTRE_COLOR.to_rgba(), 4, Some((3, 5))),
+                "centre (neutral)",
+            ));
+        }
         if !self.special.is_empty() {
-            entries.push(Entry::new(Mark::Diamond(BLACK), "special points"));
+            entries.push(Entry::new(Mark::DiamondOutline(BLACK), "LP fold, H Hopf"));
         }
         draw_legend(&right, (10, 70), &entries)?;
         let (_, lh) = super::legend_size(&right, &entries);

@@ -1,10 +1,13 @@
-//! `compare.png` / `compare.svg`: the full model and its reductions side by side.
+//! `compare.png` / `compare.svg`: the full model and its reductions (and the group model when
+//! present) in one picture.
 //!
-//! Left: the R2 paths in the unit disk; right: |R2|(t). The models agree to round-off when the
-//! reductions are exact, so the styles are chosen to stay visible on top of each other: `full`
-//! wide and light underneath, `phase` solid, `ws` dashed, `oa` dotted, all thinner.
+//! Top: |R2(t)| of every model in one panel. The models agree to round-off when the reductions
+//! are exact, so the styles stay visible on top of each other: `full` wide and light underneath,
+//! `phase` solid, `ws` dashed, `oa` dotted, `group` long-dashed red, all thinner. Bottom: the
+//! error e_m(t) = |R2_m(t) - R2_full(t)| of each other model on a log scale, solid lines in the
+//! model's colour (values below 1e-17 are drawn at 1e-17), each with its maximum over the
+//! samples in the legend.
 
-use std::f64::consts::PI;
 use std::io;
 use std::path::Path;
 
@@ -13,12 +16,15 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    disk_chart, draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded,
-    square_chart_width, text, thin, tick, Entry, Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
+    draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, text, tick, Entry,
+    Figure, Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
 };
 
-/// Width and height of `compare.png`.
-pub const COMPARE_SIZE: (u32, u32) = (1600, 850);
+/// Width and height of `compare.png` (paper).
+pub const COMPARE_SIZE: (u32, u32) = (1100, 900);
+
+/// Errors below this are drawn at this value on the log scale.
+pub const ERROR_FLOOR: f64 = 1e-17;
 
 /// How a model's curve is drawn: colour, width, dash (dash, gap) in pixels.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +45,7 @@ pub(crate) fn model_style(name: &str, k: usize) -> CurveStyle {
     match word.as_str() {
         "full" => CurveStyle {
             color: RGBColor(160, 200, 240),
-            width: 9,
+            width: 6,
             dash: None,
         },
         "phase" => CurveStyle {
@@ -56,6 +62,11 @@ pub(crate) fn model_style(name: &str, k: usize) -> CurveStyle {
             color: RGBColor(110, 30, 150),
             width: 3,
             dash: Some((3, 6)),
+        },
+        "group" => CurveStyle {
+            color: RGBColor(200, 30, 60),
+            width: 2,
+            dash: Some((16, 5)),
         },
         _ => {
             let others = [
@@ -75,17 +86,33 @@ pub(crate) fn model_style(name: &str, k: usize) -> CurveStyle {
 
 /// Writes `compare.png` and `compare.svg` into `dir`.
 ///
-/// `series` holds `(model name, R2 at each time of t)`; the first word of the name picks the
-/// style (`full`, `phase`, `ws`, `oa`), the whole name is the legend text (so it may carry the
-/// error, e.g. `"oa  (max |ΔR₂| 5e-13)"`). Series shorter than `t` are drawn as far as they go.
+/// `series` holds `(model name, R2 at each time of t)`, the reference (`full`) first; the
+/// first word of the name picks the style (`full`, `phase`, `ws`, `oa`, `group`), the name is
+/// the legend text. Series shorter than `t` are drawn as far as they go.
 pub fn compare_plot(
     t: &[f64],
     series: &[(&str, &[Complex64])],
     title: &str,
+    figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
     let pic = ComparePicture { t, series, title };
-    super::render(&pic, dir, "compare", COMPARE_SIZE, true).map(|_| ())
+    super::render(&pic, dir, "compare", figure.size(COMPARE_SIZE), true).map(|_| ())
+}
+
+/// The error |R2_m - R2_ref| at each common sample, and its maximum (NaN when none is finite).
+pub fn error_series(reference: &[Complex64], other: &[Complex64]) -> (Vec<f64>, f64) {
+    let e: Vec<f64> = reference
+        .iter()
+        .zip(other)
+        .map(|(a, b)| (a - b).norm())
+        .collect();
+    let max = e
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(f64::NAN, f64::max);
+    (e, max)
 }
 
 struct ComparePicture<'a> {
@@ -112,64 +139,12 @@ fn draw_curve<DB: DrawingBackend, CT: plotters::coord::CoordTranslate<From = (f6
     }
 }
 
-impl Picture for ComparePicture<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
-        let area = draw_title(root, self.title)?;
-        let styles: Vec<CurveStyle> = self
-            .series
-            .iter()
-            .enumerate()
-            .map(|(k, (name, _))| model_style(name, k))
-            .collect();
-        let entries: Vec<Entry> = self
-            .series
-            .iter()
-            .zip(&styles)
-            .map(|((name, _), s)| Entry::new(Mark::Line(s.color.to_rgba(), s.width, s.dash), *name))
-            .collect();
-        let used = draw_legend_row(&area, 0, &entries)?;
-        let (w, h) = area.dim_in_pixel();
-        let used = (used + 6).max(0) as u32;
-        let area = area.shrink((0, used), (w, h.saturating_sub(used)));
-        let (_, h) = area.dim_in_pixel();
-        let (margin, xl, yl) = (15u32, 60u32, 85u32);
-        let cw = square_chart_width(h, margin, xl, yl).min(w / 2);
-        let (left, right) = area.split_horizontally(cw);
-
-        // Left: paths in the disk.
-        let mut chart = disk_chart(&left, margin, xl, yl)?;
-        let circle: Vec<(f64, f64)> = (0..=360)
-            .map(|k| {
-                let s = 2.0 * PI * k as f64 / 360.0;
-                (s.cos(), s.sin())
-            })
-            .collect();
-        chart
-            .draw_series(LineSeries::new(
-                circle,
-                RGBColor(60, 60, 60).stroke_width(1),
-            ))
-            .io()?;
-        for ((_, r2), style) in self.series.iter().zip(&styles) {
-            let pts: Vec<(f64, f64)> = r2
-                .iter()
-                .filter(|z| z.re.is_finite() && z.im.is_finite())
-                .map(|z| (z.re, z.im))
-                .collect();
-            let pts = thin(&pts, 5000);
-            if let Some(&end) = pts.last() {
-                chart
-                    .draw_series(std::iter::once(Circle::new(
-                        end,
-                        (style.width + 3).min(8),
-                        style.color.filled(),
-                    )))
-                    .io()?;
-            }
-            draw_curve(&mut chart, pts, *style)?;
-        }
-
-        // Right: |R2|(t).
+impl ComparePicture<'_> {
+    fn levels<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        styles: &[CurveStyle],
+    ) -> io::Result<()> {
         let len = |r2: &[Complex64]| r2.len().min(self.t.len());
         let abs: Vec<Vec<f64>> = self
             .series
@@ -178,11 +153,11 @@ impl Picture for ComparePicture<'_> {
             .collect();
         let t_range = padded(finite_range(self.t.iter().copied()), 0.0);
         let y_range = padded(finite_range(abs.iter().flatten().copied()), 0.06);
-        let mut chart = ChartBuilder::on(&right)
-            .margin(margin)
+        let mut chart = ChartBuilder::on(area)
+            .margin(12)
             .margin_right(30)
-            .x_label_area_size(xl)
-            .y_label_area_size(yl)
+            .x_label_area_size(50)
+            .y_label_area_size(95)
             .build_cartesian_2d(t_range.0..t_range.1, y_range.0..y_range.1)
             .io()?;
         chart
@@ -199,9 +174,9 @@ impl Picture for ComparePicture<'_> {
             .draw()
             .io()?;
         if self.t.is_empty() || self.series.is_empty() {
-            draw_no_data(&right, "no samples")?;
+            draw_no_data(area, "no samples")?;
         }
-        for (a, style) in abs.iter().zip(&styles) {
+        for (a, style) in abs.iter().zip(styles) {
             let pts = envelope(&self.t[..a.len()], a, 2500);
             if pts.len() == 1 {
                 chart
@@ -216,6 +191,101 @@ impl Picture for ComparePicture<'_> {
         }
         Ok(())
     }
+
+    fn errors<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        styles: &[CurveStyle],
+        errors: &[(Vec<f64>, f64)],
+    ) -> io::Result<()> {
+        let t_range = padded(finite_range(self.t.iter().copied()), 0.0);
+        let hi = errors
+            .iter()
+            .map(|e| e.1)
+            .filter(|v| v.is_finite())
+            .fold(ERROR_FLOOR * 10.0, f64::max);
+        let y_range = (
+            ERROR_FLOOR / 2.0,
+            (hi * 5.0).clamp(ERROR_FLOOR * 100.0, 10.0),
+        );
+        let mut chart = ChartBuilder::on(area)
+            .margin(12)
+            .margin_right(30)
+            .x_label_area_size(50)
+            .y_label_area_size(95)
+            .build_cartesian_2d(t_range.0..t_range.1, (y_range.0..y_range.1).log_scale())
+            .io()?;
+        chart
+            .configure_mesh()
+            .bold_line_style(RGBColor(225, 225, 225))
+            .light_line_style(RGBColor(245, 245, 245))
+            .max_light_lines(0)
+            .label_style(text(TICK_SIZE))
+            .axis_desc_style(text(DESC_SIZE))
+            .x_label_formatter(&tick)
+            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .x_desc("t")
+            .y_desc("|R₂ − R₂(full)|")
+            .draw()
+            .io()?;
+        for ((e, _), style) in errors.iter().zip(styles.iter().skip(1)) {
+            let n = e.len().min(self.t.len());
+            let clamped: Vec<f64> = e[..n].iter().map(|v| v.max(ERROR_FLOOR)).collect();
+            let pts = envelope(&self.t[..n], &clamped, 2500);
+            // Solid lines: dashes on a noisy error curve read as more noise.
+            let thin_style = CurveStyle {
+                width: 2,
+                dash: None,
+                ..*style
+            };
+            draw_curve(&mut chart, pts, thin_style)?;
+        }
+        Ok(())
+    }
+}
+
+impl Picture for ComparePicture<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
+        let area = draw_title(root, self.title)?;
+        let styles: Vec<CurveStyle> = self
+            .series
+            .iter()
+            .enumerate()
+            .map(|(k, (name, _))| model_style(name, k))
+            .collect();
+        let reference: &[Complex64] = self.series.first().map(|s| s.1).unwrap_or(&[]);
+        let errors: Vec<(Vec<f64>, f64)> = self
+            .series
+            .iter()
+            .skip(1)
+            .map(|(_, r2)| error_series(reference, r2))
+            .collect();
+        let entries: Vec<Entry> = self
+            .series
+            .iter()
+            .zip(&styles)
+            .enumerate()
+            .map(|(k, ((name, _), s))| {
+                let text = match k.checked_sub(1).and_then(|i| errors.get(i)) {
+                    Some((_, max)) => format!("{name} (max error {max:.1e})"),
+                    None => name.to_string(),
+                };
+                Entry::new(Mark::Line(s.color.to_rgba(), s.width.min(4), s.dash), text)
+            })
+            .collect();
+        let used = draw_legend_row(&area, 0, &entries)?;
+        let (w, h) = area.dim_in_pixel();
+        let used = (used + 6).max(0) as u32;
+        let area = area.shrink((0, used), (w, h.saturating_sub(used)));
+        let (top, bottom) = area.split_vertically(area.dim_in_pixel().1 * 52 / 100);
+        self.levels(&top, &styles)?;
+        if self.series.len() > 1 {
+            self.errors(&bottom, &styles, &errors)?;
+        } else {
+            draw_no_data(&bottom, "no reduction to compare")?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -224,7 +294,7 @@ mod tests {
 
     #[test]
     fn styles_follow_the_model_name() {
-        assert_eq!(model_style("full", 0).width, 9);
+        assert_eq!(model_style("full", 0).width, 6);
         assert!(model_style("ws (max |dR2| 1e-13)", 2).dash.is_some());
         assert_eq!(model_style("OA", 3).color, RGBColor(110, 30, 150));
         assert_eq!(model_style("other", 0).width, 2);

@@ -7,7 +7,8 @@
 //! | function | files |
 //! |---|---|
 //! | [`order_plot`] | `order.png`, `order.svg` |
-//! | [`tokens_plot`] | `tokens.png` |
+//! | [`kymograph_plot`] | `kymograph.png`, `kymograph.svg` |
+//! | [`tokens_plot`] | `tokens.png`, `tokens.svg` |
 //! | [`tokens_gif`] | `tokens.gif` |
 //! | [`portrait_plot`] | `portrait.png`, `portrait.svg` |
 //! | [`compare_plot`] | `compare.png`, `compare.svg` |
@@ -35,6 +36,7 @@ use crate::classify::Label;
 
 pub mod bifurcation;
 pub mod compare;
+pub mod kymograph;
 pub mod order;
 pub mod portrait;
 pub mod regime;
@@ -44,16 +46,48 @@ pub mod tokens;
 
 pub use bifurcation::bifurcation_plot;
 pub use compare::compare_plot;
-pub use order::order_plot;
+pub use kymograph::{kymograph_plot, AngleHistory};
+pub use order::{order_plot, OrderView};
 pub use portrait::portrait_plot;
-pub use regime::regime_map;
+pub use regime::{regime_map, zero_level, Theory};
 pub use scaling::{loglog_slope, scaling_plot, ScalingSeries};
-pub use snapshots::TokenSnapshots;
-pub use tokens::{tokens_gif, tokens_plot};
+pub use snapshots::{snapshot_times, TokenSnapshots};
+pub use tokens::{tokens_gif, tokens_plot, MAX_PANELS};
 
 /// The font family every picture uses: DejaVu Sans, registered from bytes under plotters'
 /// generic name, so that plotters' own defaults resolve to the same font.
 pub const FONT: &str = "sans-serif";
+
+/// The format of the pictures (`[output] figure`): `paper` draws each picture at its size for
+/// one column of a paper (about 4:3, text legible at 8.5 cm wide), `slide` at 16:9 for a slide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Figure {
+    #[default]
+    Paper,
+    Slide,
+}
+
+impl Figure {
+    /// The pixel size of a picture whose paper size is `paper`.
+    pub fn size(self, paper: (u32, u32)) -> (u32, u32) {
+        match self {
+            Figure::Paper => paper,
+            Figure::Slide => {
+                let w = paper.0.max(1600);
+                (w, (w * 9 / 16).max(paper.1.min(1000)))
+            }
+        }
+    }
+
+    /// The word of the format.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Figure::Paper => "paper",
+            Figure::Slide => "slide",
+        }
+    }
+}
 
 /// Name used for a sweep point whose run failed (`None` in the label slices).
 pub const FAILED: &str = "failed";
@@ -258,8 +292,8 @@ pub(crate) enum Mark {
     Dot(RGBColor, bool),
     /// A filled square (a regime-map cell).
     Square(RGBColor),
-    /// A filled diamond (special points).
-    Diamond(RGBColor),
+    /// A diamond outline (special points: what lies under it stays visible).
+    DiamondOutline(RGBColor),
     /// A cross (failed points).
     Cross(RGBColor),
     /// A filled triangle.
@@ -328,10 +362,11 @@ fn draw_mark<DB: DrawingBackend>(
             ))
             .io()
         }
-        Mark::Diamond(c) => {
+        Mark::DiamondOutline(c) => {
             let cx = x + MARK_W / 2;
-            area.draw(&Polygon::new(diamond((cx, y), 8), c.filled()))
-                .io()
+            let mut pts = diamond((cx, y), 10);
+            pts.push(pts[0]);
+            area.draw(&PathElement::new(pts, c.stroke_width(2))).io()
         }
         Mark::Cross(c) => {
             let cx = x + MARK_W / 2;
@@ -561,6 +596,11 @@ pub(crate) fn disk_chart<'a, DB: DrawingBackend>(
 pub(crate) fn square_chart_width(height: u32, margin: u32, x_label: u32, y_label: u32) -> u32 {
     let side = height.saturating_sub(2 * margin + x_label);
     side + 2 * margin + y_label
+}
+
+/// [`short`] for callers outside the plot module (titles).
+pub fn short_number(v: f64) -> String {
+    short(v)
 }
 
 /// A short number for labels and legends: 3 significant digits, no trailing zeros.

@@ -6,7 +6,7 @@
 //! nullclines Re R' = 0 and Im R' = 0 (marching squares on a 321 x 321 grid), a few OA
 //! trajectories from starts on the circles |R| = 0.5 and 0.9 (fixed-step RK4 up to the guide
 //! time; guide curves of the picture, not results), the fixed points given by the caller
-//! (stable filled, unstable hollow), the invariant circle |R| = 1, and the run's R2 path on top.
+//! (stable filled, unstable hollow, a centre a grey square), the invariant circle |R| = 1, and the run's R2 path on top.
 
 use std::f64::consts::PI;
 use std::io;
@@ -36,20 +36,49 @@ const GUIDE_STEPS: usize = 20_000;
 /// Most points of a drawn path.
 const MAX_PATH: usize = 5000;
 
+/// How a fixed point is drawn: stable filled, unstable (and saddles) hollow, a centre (neutral:
+/// purely imaginary eigenvalues) as a grey square.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FixedKind {
+    Stable,
+    Unstable,
+    Centre,
+}
+
+/// Colour of the centre marker.
+pub(crate) const CENTRE_COLOR: RGBColor = RGBColor(150, 150, 150);
+
+/// The fixed points of `predict` with how each is drawn.
+pub fn fixed_kinds(points: &[crate::predict::FixedPoint]) -> Vec<(Complex64, FixedKind)> {
+    use crate::predict::Stability;
+    points
+        .iter()
+        .map(|p| {
+            let kind = match p.stability {
+                Stability::Stable => FixedKind::Stable,
+                Stability::Center => FixedKind::Centre,
+                _ => FixedKind::Unstable,
+            };
+            (p.r, kind)
+        })
+        .collect()
+}
+
 /// Writes `portrait.png` and `portrait.svg` into `dir`.
 ///
 /// - `sh`: the model's omega and H (d = 2, lsa);
-/// - `fixed`: fixed points of the OA equation with their stability (`true` = stable);
+/// - `fixed`: fixed points of the OA equation and how each is drawn;
 /// - `path_r2`: the run's R2 at each sample (may be empty);
 /// - `guide_time`: how long the guide trajectories run (nothing is drawn for them if it is not
 ///   positive);
 /// - `title`: one or more lines.
 pub fn portrait_plot(
     sh: &SecondHarmonic,
-    fixed: &[(Complex64, bool)],
+    fixed: &[(Complex64, FixedKind)],
     path_r2: &[Complex64],
     guide_time: f64,
     title: &str,
+    figure: super::Figure,
     dir: &Path,
 ) -> io::Result<()> {
     let pic = PortraitPicture {
@@ -59,12 +88,12 @@ pub fn portrait_plot(
         guide_time,
         title,
     };
-    super::render(&pic, dir, "portrait", PORTRAIT_SIZE, true).map(|_| ())
+    super::render(&pic, dir, "portrait", figure.size(PORTRAIT_SIZE), true).map(|_| ())
 }
 
 struct PortraitPicture<'a> {
     sh: &'a SecondHarmonic,
-    fixed: &'a [(Complex64, bool)],
+    fixed: &'a [(Complex64, FixedKind)],
     path_r2: &'a [Complex64],
     guide_time: f64,
     title: &'a str,
@@ -382,12 +411,20 @@ impl Picture for PortraitPicture<'_> {
         }
 
         // Fixed points.
-        for &(z, stable) in self.fixed {
+        for &(z, kind) in self.fixed {
             if !(z.re.is_finite() && z.im.is_finite()) {
                 continue;
             }
             let p = (z.re, z.im);
-            if stable {
+            if kind == FixedKind::Centre {
+                chart
+                    .draw_series(std::iter::once(
+                        EmptyElement::at(p)
+                            + Rectangle::new([(-9, -9), (9, 9)], CENTRE_COLOR.filled())
+                            + Rectangle::new([(-9, -9), (9, 9)], BLACK.stroke_width(2)),
+                    ))
+                    .io()?;
+            } else if kind == FixedKind::Stable {
                 chart
                     .draw_series(std::iter::once(Circle::new(p, 9, BLACK.filled())))
                     .io()?;
@@ -428,11 +465,15 @@ impl Picture for PortraitPicture<'_> {
             entries.push(Entry::new(Mark::Dot(PATH, false), "run: start"));
             entries.push(Entry::new(Mark::Triangle(PATH), "run: end"));
         }
-        if self.fixed.iter().any(|f| f.1) {
+        let has = |k: FixedKind| self.fixed.iter().any(|f| f.1 == k);
+        if has(FixedKind::Stable) {
             entries.push(Entry::new(Mark::Dot(BLACK, true), "stable fixed point"));
         }
-        if self.fixed.iter().any(|f| !f.1) {
+        if has(FixedKind::Unstable) {
             entries.push(Entry::new(Mark::Dot(BLACK, false), "unstable fixed point"));
+        }
+        if has(FixedKind::Centre) {
+            entries.push(Entry::new(Mark::Square(CENTRE_COLOR), "centre (neutral)"));
         }
         draw_legend(&right, (10, 70), &entries)?;
         Ok(())

@@ -1,6 +1,11 @@
 //! `regime_map.png` / `regime_map.svg`: the label of every point of a two-axis sweep as a
 //! coloured cell, with the label colours of [`super::label_color`] and, optionally, boundary
-//! points on top.
+//! points and a theory curve on top.
+//!
+//! The theory curve is the level set f(x, y) = 0 of an expression over the axes (`[theory]
+//! boundary` of the sweep file), found by marching squares ([`zero_level`]): f is sampled on a
+//! grid, and on each grid cell whose corners change sign the crossings on its edges, by linear
+//! interpolation x = x_a + (x_b - x_a) f_a / (f_a - f_b), are joined.
 
 use std::io;
 use std::path::Path;
@@ -10,12 +15,56 @@ use plotters::prelude::*;
 
 use super::{
     draw_legend, draw_no_data, draw_title, finite_range, label_color, label_name, padded, text,
-    tick, Entry, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
+    tick, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
 };
 use crate::classify::Label;
 
 /// Width and height of `regime_map.png`.
 pub const REGIME_SIZE: (u32, u32) = (1400, 1000);
+
+/// A theory curve: its segments and its legend text (e.g. `"theory: v11 - v12 = 0"`).
+#[derive(Debug, Clone, Default)]
+pub struct Theory {
+    pub segments: Vec<[(f64, f64); 2]>,
+    pub text: String,
+}
+
+/// Colour of the theory curve.
+pub const THEORY_COLOR: RGBColor = RGBColor(0, 0, 0);
+
+/// The segments of the level set f = 0 of values `f[i * ys.len() + j]` = f(xs[i], ys[j])
+/// (marching squares; a corner with f >= 0 counts as positive; non-finite cells are skipped).
+pub fn zero_level(f: &[f64], xs: &[f64], ys: &[f64]) -> Vec<[(f64, f64); 2]> {
+    let (nx, ny) = (xs.len(), ys.len());
+    let mut out = Vec::new();
+    if f.len() < nx * ny {
+        return out;
+    }
+    let at = |i: usize, j: usize| f[i * ny + j];
+    for i in 0..nx.saturating_sub(1) {
+        for j in 0..ny.saturating_sub(1) {
+            // Corners in order around the cell.
+            let c = [(i, j), (i + 1, j), (i + 1, j + 1), (i, j + 1)];
+            let v: Vec<f64> = c.iter().map(|&(a, b)| at(a, b)).collect();
+            if v.iter().any(|x| !x.is_finite()) {
+                continue;
+            }
+            let mut cross = Vec::with_capacity(4);
+            for k in 0..4 {
+                let (a, b) = (k, (k + 1) % 4);
+                if (v[a] >= 0.0) != (v[b] >= 0.0) {
+                    let s = v[a] / (v[a] - v[b]);
+                    let (pa, pb) = ((xs[c[a].0], ys[c[a].1]), (xs[c[b].0], ys[c[b].1]));
+                    cross.push((pa.0 + s * (pb.0 - pa.0), pa.1 + s * (pb.1 - pa.1)));
+                }
+            }
+            for pair in cross.chunks_exact(2) {
+                out.push([pair[0], pair[1]]);
+            }
+        }
+    }
+    out
+}
 
 /// Writes `regime_map.png` and `regime_map.svg` into `dir`.
 ///
@@ -30,7 +79,9 @@ pub fn regime_map(
     ys: &[f64],
     labels: &[Option<Label>],
     boundary: &[(f64, f64)],
+    theory: Option<&Theory>,
     title: &str,
+    figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
     let pic = RegimePicture {
@@ -40,9 +91,10 @@ pub fn regime_map(
         ys,
         labels,
         boundary,
+        theory,
         title,
     };
-    super::render(&pic, dir, "regime_map", REGIME_SIZE, true).map(|_| ())
+    super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), true).map(|_| ())
 }
 
 struct RegimePicture<'a> {
@@ -52,6 +104,7 @@ struct RegimePicture<'a> {
     ys: &'a [f64],
     labels: &'a [Option<Label>],
     boundary: &'a [(f64, f64)],
+    theory: Option<&'a Theory>,
     title: &'a str,
 }
 
@@ -178,6 +231,24 @@ impl Picture for RegimePicture<'_> {
                 )
                 .io()?;
         }
+        if let Some(theory) = self.theory {
+            for seg in &theory.segments {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        seg.to_vec(),
+                        WHITE.stroke_width(7),
+                    )))
+                    .io()?;
+            }
+            for seg in &theory.segments {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        seg.to_vec(),
+                        THEORY_COLOR.stroke_width(3),
+                    )))
+                    .io()?;
+            }
+        }
         let pts: Vec<(f64, f64)> = self
             .boundary
             .iter()
@@ -205,6 +276,12 @@ impl Picture for RegimePicture<'_> {
         if !pts.is_empty() {
             entries.push(Entry::new(Mark::Dot(BLACK, true), "boundary"));
         }
+        if let Some(theory) = self.theory.filter(|t| !t.segments.is_empty()) {
+            entries.push(Entry::new(
+                Mark::Line(THEORY_COLOR.to_rgba(), 3, None),
+                theory.text.clone(),
+            ));
+        }
         draw_legend(&right, (10, 70), &entries)?;
         Ok(())
     }
@@ -213,6 +290,26 @@ impl Picture for RegimePicture<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_level_of_a_plane_is_its_line() {
+        // f = x - y on [0, 1]^2: every segment end lies on y = x.
+        let xs: Vec<f64> = (0..11).map(|i| i as f64 / 10.0 + 0.013).collect();
+        let ys: Vec<f64> = (0..11).map(|j| j as f64 / 10.0).collect();
+        let f: Vec<f64> = xs
+            .iter()
+            .flat_map(|x| ys.iter().map(move |y| x - y))
+            .collect();
+        let segs = zero_level(&f, &xs, &ys);
+        assert!(segs.len() >= 9, "{}", segs.len());
+        for s in &segs {
+            for p in s {
+                assert!((p.0 - p.1).abs() < 1e-12, "{p:?}");
+            }
+        }
+        assert!(zero_level(&f[..3], &xs, &ys).is_empty());
+        assert!(zero_level(&[1.0; 4], &[0.0, 1.0], &[0.0, 1.0]).is_empty());
+    }
 
     #[test]
     fn cells_tile_the_axis() {

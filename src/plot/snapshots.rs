@@ -1,9 +1,25 @@
 //! [`TokenSnapshots`]: an observer that keeps copies of (a subsample of) the tokens at a few
-//! evenly spaced samples, for `tokens.png` and `tokens.gif`.
+//! evenly spaced samples, for `tokens.png` and `tokens.gif`, the tokens of the last stretch of
+//! the run (a rolling buffer over about the last [`RING_SHARE`] of the samples, from which
+//! `tokens.png` picks times spread over the last period of an oscillation), the tokens at times
+//! asked for (`[output] snapshots`), and the angle histograms of `kymograph.png`
+//! ([`AngleHistory`]).
+//!
+//! Snapshot times chosen from the dynamics ([`snapshot_times`]): for a periodic run with period
+//! P, `count` times t_end - P (count - 1 - i) / count, i = 0..count-1 (the last period); else
+//! `count - 1` times spread evenly over the transient [0, t_c], where t_c is the first sample
+//! after which |s(t) - s(t_end)| stays below 2% of the range of s, and t_end last.
 
+use std::collections::VecDeque;
 use std::io;
 
+use super::kymograph::AngleHistory;
 use crate::observe::{Observer, RunInfo, Sample};
+
+/// Share of the samples the rolling buffer of the last stretch spans.
+pub const RING_SHARE: f64 = 0.15;
+/// Snapshots kept in the rolling buffer.
+const RING: usize = 120;
 
 /// Copies of the tokens at `count` evenly spaced sample indices (the first and the last
 /// included), each a fixed subsample of the tokens: every `stride`-th token, at most
@@ -26,6 +42,15 @@ pub struct TokenSnapshots {
     next: usize,
     times: Vec<f64>,
     tokens: Vec<Vec<f64>>,
+    /// Sample indices asked for (`[output] snapshots`), increasing.
+    given: Vec<usize>,
+    given_times: Vec<f64>,
+    /// Snapshots at the given indices.
+    at_given: Vec<(f64, Vec<f64>)>,
+    /// Every `ring_stride`-th sample of the last stretch.
+    ring_stride: usize,
+    ring: VecDeque<(f64, Vec<f64>)>,
+    history: AngleHistory,
 }
 
 /// `count` evenly spaced indices in `0..samples`, first and last included, increasing, distinct.
@@ -46,6 +71,60 @@ fn spaced(samples: usize, count: usize) -> Vec<usize> {
     out
 }
 
+/// The stride of the rolling buffer: it spans about [`RING_SHARE`] of `samples`.
+fn ring_stride(samples: usize) -> usize {
+    ((samples as f64 * RING_SHARE / RING as f64).ceil() as usize).max(1)
+}
+
+/// The sample indices nearest to `times` on the grid t_i = i t_end / (samples - 1), sorted and
+/// distinct (negative or non-finite times are left out).
+fn given_indices(times: &[f64], samples: usize, t_end: f64) -> Vec<usize> {
+    if samples < 2 || t_end.is_nan() || t_end <= 0.0 {
+        return if samples > 0 { vec![0] } else { Vec::new() };
+    }
+    let dt = t_end / (samples - 1) as f64;
+    let mut out: Vec<usize> = times
+        .iter()
+        .filter(|t| t.is_finite() && **t >= 0.0)
+        .map(|t| (t / dt).round().min(1e15) as usize)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Times for `tokens.png` chosen from the dynamics (see the module doc): `t` and `s` the sample
+/// times and the nematic order, `period` the period when the run is periodic.
+pub fn snapshot_times(t: &[f64], s: &[f64], period: Option<f64>, count: usize) -> Vec<f64> {
+    let n = t.len().min(s.len());
+    if n == 0 || count == 0 {
+        return Vec::new();
+    }
+    let (t0, t_end) = (t[0], t[n - 1]);
+    if count == 1 {
+        return vec![t_end];
+    }
+    if let Some(p) = period.filter(|p| p.is_finite() && *p > 0.0 && t_end - p >= t0) {
+        return (0..count)
+            .map(|i| t_end - p * (count - 1 - i) as f64 / count as f64)
+            .collect();
+    }
+    let s_end = s[n - 1];
+    let (lo, hi) = super::finite_range(s[..n].iter().copied()).unwrap_or((0.0, 0.0));
+    let tol = (0.02 * (hi - lo)).max(1e-12);
+    let settled = (0..n)
+        .rev()
+        .find(|&i| (s[i] - s_end).abs().is_nan() || (s[i] - s_end).abs() >= tol)
+        .map(|i| (i + 1).min(n - 1))
+        .unwrap_or(0);
+    let tc = t[settled].max(t0 + (t_end - t0) / (count as f64 * 4.0));
+    let mut out: Vec<f64> = (0..count - 1)
+        .map(|i| t0 + (tc - t0) * i as f64 / (count - 2).max(1) as f64)
+        .collect();
+    out.push(t_end);
+    out
+}
+
 impl TokenSnapshots {
     /// At most this many tokens are kept per snapshot.
     pub const MAX_TOKENS: usize = 2000;
@@ -56,7 +135,8 @@ impl TokenSnapshots {
     /// samples. The number of samples is taken again from the run in [`Observer::start`].
     pub fn new(samples: usize, n: usize, d: usize, count: usize) -> Self {
         let d = d.max(1);
-        let per_snapshot = (Self::MAX_VALUES / (count.max(1) * d)).clamp(1, Self::MAX_TOKENS);
+        let per_snapshot =
+            (Self::MAX_VALUES / ((count + RING).max(1) * d)).clamp(1, Self::MAX_TOKENS);
         let stride = n.div_ceil(per_snapshot).max(1);
         TokenSnapshots {
             d,
@@ -67,7 +147,62 @@ impl TokenSnapshots {
             next: 0,
             times: Vec::new(),
             tokens: Vec::new(),
+            given: Vec::new(),
+            given_times: Vec::new(),
+            at_given: Vec::new(),
+            ring_stride: ring_stride(samples),
+            ring: VecDeque::new(),
+            history: AngleHistory::new(n, d),
         }
+    }
+
+    /// Also keeps the tokens at these times (the nearest samples of a run of `samples` samples
+    /// over [0, t_end]; the sample spacing continues past t_end when the run is extended).
+    pub fn with_times(mut self, times: &[f64], samples: usize, t_end: f64) -> Self {
+        self.given_times = times.to_vec();
+        self.given = given_indices(times, samples, t_end);
+        self
+    }
+
+    /// The angle histograms recorded for `kymograph.png`.
+    pub fn history(&self) -> &AngleHistory {
+        &self.history
+    }
+
+    /// Whether the snapshots were asked for (`[output] snapshots`).
+    pub fn has_given(&self) -> bool {
+        !self.given.is_empty()
+    }
+
+    /// Every snapshot kept, increasing in time (equal times once): the evenly spaced ones, the
+    /// last stretch and the asked-for ones; with asked-for times, only those.
+    pub fn candidates(&self) -> Vec<(f64, &[f64])> {
+        if self.has_given() {
+            return self
+                .at_given
+                .iter()
+                .map(|(t, x)| (*t, x.as_slice()))
+                .collect();
+        }
+        let mut all: Vec<(f64, &[f64])> = self
+            .times
+            .iter()
+            .zip(&self.tokens)
+            .map(|(t, x)| (*t, x.as_slice()))
+            .chain(self.ring.iter().map(|(t, x)| (*t, x.as_slice())))
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        all.dedup_by(|a, b| a.0 == b.0);
+        all
+    }
+
+    fn subsample(&self, tokens: &[f64]) -> Vec<f64> {
+        tokens
+            .chunks_exact(self.d)
+            .step_by(self.stride)
+            .flatten()
+            .copied()
+            .collect()
     }
 
     /// Snapshots given directly: `(t, tokens n x d row-major)` each (e.g. from files); the same
@@ -87,13 +222,7 @@ impl TokenSnapshots {
 
     /// Records one snapshot (every `stride`-th token of `tokens`, n x d row-major).
     pub fn push(&mut self, t: f64, tokens: &[f64]) {
-        let d = self.d;
-        let kept: Vec<f64> = tokens
-            .chunks_exact(d)
-            .step_by(self.stride)
-            .flatten()
-            .copied()
-            .collect();
+        let kept = self.subsample(tokens);
         self.times.push(t);
         self.tokens.push(kept);
     }
@@ -148,10 +277,31 @@ impl Observer for TokenSnapshots {
         self.next = 0;
         self.times.clear();
         self.tokens.clear();
+        self.at_given.clear();
+        self.ring.clear();
+        self.ring_stride = ring_stride(info.samples);
+        self.history.clear();
+        if !self.given_times.is_empty() {
+            self.given = given_indices(&self.given_times, info.samples, info.t_end);
+        }
         Ok(())
     }
 
     fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()> {
+        if let Some(tokens) = sample.tokens {
+            self.history.record(sample.index, sample.t, tokens);
+            if self.given.binary_search(&sample.index).is_ok() {
+                let kept = self.subsample(tokens);
+                self.at_given.push((sample.t, kept));
+            }
+            if sample.index.is_multiple_of(self.ring_stride) {
+                if self.ring.len() == RING {
+                    self.ring.pop_front();
+                }
+                let kept = self.subsample(tokens);
+                self.ring.push_back((sample.t, kept));
+            }
+        }
         while self.next < self.wanted.len() && self.wanted[self.next] < sample.index {
             self.next += 1;
         }

@@ -4,10 +4,13 @@
 //! Views: d = 2, the unit circle; d = 3, the sphere in orthographic projection from a fixed
 //! direction (back hemisphere faded, outline, equator and two meridians); d > 3, the plane of
 //! the two principal axes of the final snapshot (eigenvectors of the second-moment matrix
-//! (1/n) sum x x^T, axes "PC1", "PC2" with the share of the second moment they carry);
+//! (1/n) sum x x^T, each axis labelled with the share lambda_k / tr S of the second moment it
+//! carries, or "no spread" when that share is below 0.1%);
 //! d = 1, the two points +-1 on a line. Each token keeps one colour in every panel and frame:
 //! a hue wheel over the tokens ordered by their angle in the view at the first snapshot, so one
-//! can follow where tokens go.
+//! can follow where tokens go. In d = 2 grey bars outside the circle give the density of the
+//! token angle (the histogram of theta_k over 90 bins, the longest bar 0.2 long), so what
+//! oscillates is visible even when the tokens overlap.
 
 use std::f64::consts::PI;
 use std::io;
@@ -21,8 +24,8 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::snapshots::TokenSnapshots;
 use super::{
-    draw_no_data, draw_title, register_fonts, short, text, text_at, tick, OrIo, Picture, DESC_SIZE,
-    TICK_SIZE,
+    draw_no_data, draw_title, register_fonts, short, text, text_at, tick, Figure, OrIo, Picture,
+    DESC_SIZE, TICK_SIZE,
 };
 
 /// Most panels in `tokens.png`.
@@ -203,6 +206,61 @@ impl View {
     }
 }
 
+/// The label of principal axis `k` with its share of the variance; an axis with no variance
+/// (below 0.1%: the final tokens lie on one line through 0) says so instead of a number.
+pub(crate) fn pca_axis_label(k: usize, share: f64) -> String {
+    if share < 1e-3 {
+        format!("axis {k}: no spread (final tokens on one line)")
+    } else {
+        format!("principal axis {k} ({:.1}% of variance)", 100.0 * share)
+    }
+}
+
+/// Bars outside the unit circle: the density of the token angles theta in [`RING_BINS`] bins,
+/// the longest bar [`RING_LENGTH`] long.
+fn density_ring(tokens: &[f64], d: usize) -> Vec<Vec<(f64, f64)>> {
+    let mut counts = [0usize; RING_BINS];
+    for x in tokens.chunks_exact(d.max(2)) {
+        let a = x[1].atan2(x[0]);
+        if a.is_finite() {
+            counts[super::kymograph::angle_bin(a, RING_BINS)] += 1;
+        }
+    }
+    let max = counts.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let step = 2.0 * PI / RING_BINS as f64;
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(j, &c)| {
+            let (a0, a1) = (j as f64 * step, (j + 1) as f64 * step);
+            let (r0, r1) = (1.04, 1.04 + RING_LENGTH * c as f64 / max);
+            vec![
+                (r0 * a0.cos(), r0 * a0.sin()),
+                (r1 * a0.cos(), r1 * a0.sin()),
+                (r1 * a1.cos(), r1 * a1.sin()),
+                (r0 * a1.cos(), r0 * a1.sin()),
+            ]
+        })
+        .collect()
+}
+
+/// A time for panel captions: two decimals at most, trailing zeros cut (196.55, 200).
+fn time_text(t: f64) -> String {
+    if !t.is_finite() || t.abs() >= 1e5 {
+        return short(t);
+    }
+    let s = format!("{t:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Angle bins of the density ring of d = 2 panels.
+const RING_BINS: usize = 90;
+/// Length of the longest bar of the density ring.
+const RING_LENGTH: f64 = 0.2;
+/// Colour of the density ring.
+pub(crate) const RING_COLOR: RGBColor = RGBColor(90, 90, 90);
+
 /// The colour of each token: a hue wheel over the tokens ordered by their angle in the view at
 /// the first snapshot (by rank, so the whole wheel is used even when the tokens start on an arc,
 /// as a Poisson start does). On the sphere the angle is the one about the x3 axis.
@@ -332,7 +390,11 @@ fn draw_panel<DB: DrawingBackend>(
     let ch = side + 2 * margin + xl;
     let x0 = (iw.saturating_sub(cw)) / 2;
     let cell = inner.shrink((x0, 0), (cw, ch));
-    let lim = 1.18;
+    let lim = if matches!(view, View::Circle) {
+        1.04 + RING_LENGTH + 0.04
+    } else {
+        1.18
+    };
     let mut chart = ChartBuilder::on(&cell)
         .margin(margin)
         .x_label_area_size(xl)
@@ -353,8 +415,8 @@ fn draw_panel<DB: DrawingBackend>(
                 .y_labels(5)
                 .x_label_formatter(&tick)
                 .y_label_formatter(&tick)
-                .x_desc(format!("PC1 ({}%)", short(100.0 * share.0)))
-                .y_desc(format!("PC2 ({}%)", short(100.0 * share.1)))
+                .x_desc(pca_axis_label(1, share.0))
+                .y_desc(pca_axis_label(2, share.1))
                 .draw()
                 .io()?;
         }
@@ -414,6 +476,13 @@ fn draw_panel<DB: DrawingBackend>(
         VPos::Center,
     );
     if let View::Circle = view {
+        chart
+            .draw_series(
+                density_ring(tokens, d)
+                    .into_iter()
+                    .map(|p| Polygon::new(p, RING_COLOR.mix(0.55).filled())),
+            )
+            .io()?;
         chart
             .draw_series([
                 Text::new("x₁", (1.1, 0.06), label.clone()),
@@ -523,7 +592,7 @@ fn draw_hue_legend<DB: DrawingBackend>(
 struct TokensPicture<'a> {
     snaps: &'a TokenSnapshots,
     title: &'a str,
-    panels: Vec<usize>,
+    panels: Vec<(f64, &'a [f64])>,
     cols: usize,
 }
 
@@ -539,27 +608,26 @@ impl Picture for TokensPicture<'_> {
         }
         let d = snaps.d();
         let view = View::of(snaps);
-        let colors = token_colors(&view, snaps.tokens(self.panels[0]), d);
+        let colors = token_colors(&view, self.panels[0].1, d);
         let footer = 44u32;
         let grid = area.clone().shrink((0, 0), (w, h.saturating_sub(footer)));
         let rows = self.panels.len().div_ceil(self.cols);
         let (gw, gh) = grid.dim_in_pixel();
         let pw = gw / self.cols as u32;
         let ph = gh / rows as u32;
-        let first_t = snaps.times().get(self.panels[0]).copied().unwrap_or(0.0);
-        for (k, &i) in self.panels.iter().enumerate() {
+        let first_t = self.panels[0].0;
+        for (k, &(t, tokens)) in self.panels.iter().enumerate() {
             let (r, c) = (k / self.cols, k % self.cols);
             let cell = grid
                 .clone()
                 .shrink((c as u32 * pw, r as u32 * ph), (pw, ph));
-            let t = snaps.times()[i];
             draw_panel(
                 &cell,
                 &view,
-                snaps.tokens(i),
+                tokens,
                 d,
                 &colors,
-                &format!("t = {}", short(t)),
+                &format!("t = {}", time_text(t)),
                 BLACK,
             )?;
         }
@@ -567,14 +635,19 @@ impl Picture for TokensPicture<'_> {
         let foot = area
             .clone()
             .shrink((0, h.saturating_sub(footer)), (w, footer));
-        let kept = snaps.tokens(self.panels[0]).len() / d.max(1);
+        let kept = self.panels[0].1.len() / d.max(1);
         let shown = if snaps.stride() > 1 {
             format!("; {kept} of {} tokens shown", snaps.n())
         } else {
             String::new()
         };
+        let ring = if matches!(view, View::Circle) {
+            "; grey bars: density of the angle"
+        } else {
+            ""
+        };
         let caption = format!(
-            "colour: tokens ordered by angle at t = {}.   {}{shown}",
+            "colour: tokens ordered by angle at t = {}.   {}{ring}{shown}",
             short(first_t),
             view.note()
         );
@@ -584,10 +657,38 @@ impl Picture for TokensPicture<'_> {
     }
 }
 
-/// Writes `tokens.png` into `dir`: the tokens at up to six evenly spaced snapshots (the first
-/// and the last included), one panel each.
-pub fn tokens_plot(snaps: &TokenSnapshots, title: &str, dir: &Path) -> io::Result<()> {
-    let panels = pick(snaps.len(), MAX_PANELS);
+/// The snapshots nearest to each of `times` (distinct, in time order); with no times, up to
+/// [`MAX_PANELS`] evenly spread ones (the first and the last included).
+fn choose<'a>(snaps: &'a TokenSnapshots, times: &[f64]) -> Vec<(f64, &'a [f64])> {
+    let all = snaps.candidates();
+    if times.is_empty() || snaps.has_given() {
+        return pick(all.len(), MAX_PANELS)
+            .into_iter()
+            .map(|i| all[i])
+            .collect();
+    }
+    let mut chosen: Vec<usize> = times
+        .iter()
+        .filter_map(|&t| {
+            (0..all.len()).min_by(|&a, &b| (all[a].0 - t).abs().total_cmp(&(all[b].0 - t).abs()))
+        })
+        .collect();
+    chosen.sort_unstable();
+    chosen.dedup();
+    chosen.into_iter().map(|i| all[i]).collect()
+}
+
+/// Writes `tokens.png` and `tokens.svg` into `dir`: one panel per snapshot nearest to each of
+/// `times` (see [`super::snapshots::snapshot_times`]; the times asked for in the scenario when
+/// there are some; evenly spread snapshots when `times` is empty).
+pub fn tokens_plot(
+    snaps: &TokenSnapshots,
+    times: &[f64],
+    title: &str,
+    figure: Figure,
+    dir: &Path,
+) -> io::Result<()> {
+    let panels = choose(snaps, times);
     let cols = match panels.len() {
         0 | 1 => 1,
         2 | 4 => 2,
@@ -607,7 +708,11 @@ pub fn tokens_plot(snaps: &TokenSnapshots, title: &str, dir: &Path) -> io::Resul
         panels,
         cols,
     };
-    super::render(&pic, dir, "tokens", (width, height), false).map(|_| ())
+    let size = match figure {
+        Figure::Paper => (width, height),
+        Figure::Slide => (width.max(1600), height.min(1000)),
+    };
+    super::render(&pic, dir, "tokens", size, true).map(|_| ())
 }
 
 /// A multiply-shift hasher for packed RGB keys (the std SipHash dominates the frame time).

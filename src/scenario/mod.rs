@@ -27,6 +27,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use error::ScenarioError;
+pub use expression::evaluate as evaluate_expression;
 pub use expression::RESERVED as RESERVED_NAMES;
 pub use kinds::{
     InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind, UnknownWord, LABELS,
@@ -139,10 +140,16 @@ pub struct RunSpec {
 }
 
 /// `[output]` (our extension): optional extra outputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct OutputSpec {
     pub trajectory: bool,
     pub animation: bool,
+    /// Time window of `order.png`, `[t0, t1]` with t0 < t1 (default: the whole run).
+    pub window: Option<(f64, f64)>,
+    /// Times of the `tokens.png` panels (default: chosen from the dynamics), increasing.
+    pub snapshots: Vec<f64>,
+    /// Picture format: one paper column or a slide.
+    pub figure: crate::plot::Figure,
 }
 
 impl Scenario {

@@ -55,7 +55,7 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "time" => Some(&["t_end", "samples", "t_max"]),
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
         "run" => Some(&["model"]),
-        "output" => Some(&["trajectory", "animation"]),
+        "output" => Some(&["trajectory", "animation", "window", "snapshots", "figure"]),
         _ => None,
     }
 }
@@ -73,6 +73,7 @@ pub fn is_string_key(key: &str) -> bool {
             | "tokens.path"
             | "solver.method"
             | "run.model"
+            | "output.figure"
     )
 }
 
@@ -221,6 +222,9 @@ impl Default for RawRun {
 pub struct RawOutput {
     pub trajectory: bool,
     pub animation: bool,
+    pub window: Option<Vec<f64>>,
+    pub snapshots: Option<Vec<f64>>,
+    pub figure: crate::plot::Figure,
 }
 
 /// Deserialize a scenario table into the raw structs; errors name the key.

@@ -153,7 +153,8 @@ fn base_scenario_loads_with_defaults() {
         s.output,
         OutputSpec {
             trajectory: false,
-            animation: false
+            animation: false,
+            ..OutputSpec::default()
         }
     );
     assert_eq!(s.file, file());

@@ -324,10 +324,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             ),
         ));
     }
-    let output = OutputSpec {
-        trajectory: raw.output.trajectory,
-        animation: raw.output.animation,
-    };
+    let output = output_spec(file, &raw.output)?;
 
     // The resolved scenario (provenance): everything explicit, matrices as numbers.
     let mut resolved = toml::Table::new();
@@ -382,6 +379,13 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let mut output_table = toml::Table::new();
     output_table.insert("trajectory".into(), Value::Boolean(output.trajectory));
     output_table.insert("animation".into(), Value::Boolean(output.animation));
+    if let Some((t0, t1)) = output.window {
+        output_table.insert("window".into(), Value::from(vec![t0, t1]));
+    }
+    if !output.snapshots.is_empty() {
+        output_table.insert("snapshots".into(), Value::from(output.snapshots.clone()));
+    }
+    output_table.insert("figure".into(), Value::from(output.figure.as_str()));
     resolved.insert("output".into(), Value::Table(output_table));
 
     Ok(Scenario {
@@ -397,6 +401,44 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         output,
         file: file.to_path_buf(),
         resolved,
+    })
+}
+
+/// `[output]`: `window = [t0, t1]` (finite, 0 <= t0 < t1), `snapshots` (1 to 12 finite
+/// times >= 0, sorted here), `figure`.
+fn output_spec(file: &Path, raw: &super::schema::RawOutput) -> Result<OutputSpec, ScenarioError> {
+    let window = match raw.window.as_deref() {
+        None => None,
+        Some(&[t0, t1]) if t0.is_finite() && t1.is_finite() && 0.0 <= t0 && t0 < t1 => {
+            Some((t0, t1))
+        }
+        Some(_) => {
+            return Err(ScenarioError::at(
+                file,
+                "output.window",
+                "expected [t0, t1] with 0 <= t0 < t1",
+            ))
+        }
+    };
+    let mut snapshots = raw.snapshots.clone().unwrap_or_default();
+    if raw.snapshots.is_some()
+        && (snapshots.is_empty()
+            || snapshots.len() > 12
+            || snapshots.iter().any(|t| !t.is_finite() || *t < 0.0))
+    {
+        return Err(ScenarioError::at(
+            file,
+            "output.snapshots",
+            "expected 1 to 12 finite times >= 0",
+        ));
+    }
+    snapshots.sort_by(f64::total_cmp);
+    Ok(OutputSpec {
+        trajectory: raw.trajectory,
+        animation: raw.animation,
+        window,
+        snapshots,
+        figure: raw.figure,
     })
 }
 

@@ -1,6 +1,11 @@
 //! The pictures of a sweep, drawn from its results: `regime_map.png` when the grid has two
 //! axes with more than one value each (the first axis on x), `bifurcation.png` when it has one
 //! (tail min and max of |R2| against the parameter, with the continued OA branches beneath).
+//!
+//! Titles state the model and what is held fixed: the base `[params]` that are not axes, and
+//! the start (the token initialisation; R(0) = r0 e^{i phi0} for a Poisson start). A branch
+//! point whose two eigenvalues lie on the imaginary axis (|Re| <= 1e-9 |lambda|, not both 0) is
+//! drawn as a centre.
 
 use std::path::Path;
 
@@ -12,6 +17,8 @@ use super::spec::Plan;
 use crate::classify::Label;
 use crate::error::Error;
 use crate::plot;
+use crate::plot::bifurcation::FixedKind;
+use crate::scenario::InitKind;
 
 fn label_of(o: &Outcome) -> Option<Label> {
     o.cells.first().and_then(|w| Label::from_word(w))
@@ -22,6 +29,84 @@ fn number(o: &Outcome, column: usize) -> f64 {
         .get(column)
         .and_then(|c| c.parse().ok())
         .unwrap_or(f64::NAN)
+}
+
+/// The second title line: the fixed params and the start.
+fn fixed_text(plan: &Plan, varying: &[usize]) -> String {
+    let axis_params: Vec<&str> = varying
+        .iter()
+        .filter_map(|&a| plan.axes[a].key.strip_prefix("params."))
+        .collect();
+    let fixed: Vec<String> = plan
+        .base
+        .params
+        .iter()
+        .filter(|(name, _)| !axis_params.contains(&name.as_str()))
+        .map(|(name, v)| format!("{name} = {}", plot::short_number(*v)))
+        .collect();
+    let t = &plan.base.tokens;
+    let start = match t.init {
+        InitKind::Poisson => format!(
+            "start: poisson, R(0) = {} e^(i {})",
+            plot::short_number(t.r0),
+            plot::short_number(t.phi0)
+        ),
+        other => format!("start: {other}, seed {}", t.seed),
+    };
+    let mut parts = Vec::new();
+    if !fixed.is_empty() {
+        parts.push(format!("fixed: {}", fixed.join(", ")));
+    }
+    parts.push(format!(
+        "{}, n = {}, d = {}",
+        plan.base.model.kernel, plan.base.tokens.n, plan.base.model.d
+    ));
+    parts.push(start);
+    parts.push(format!(
+        "t_end = {}",
+        plot::short_number(plan.base.time.t_end)
+    ));
+    parts.join("; ")
+}
+
+/// How a continued branch point is drawn.
+fn branch_kind(pt: &BranchPoint) -> FixedKind {
+    let scale = pt.eigenvalues.iter().map(|e| e.norm()).fold(0.0, f64::max);
+    let neutral = scale > 0.0 && pt.eigenvalues.iter().all(|e| e.re.abs() <= 1e-9 * scale);
+    if neutral {
+        FixedKind::Centre
+    } else if pt.stable() {
+        FixedKind::Stable
+    } else {
+        FixedKind::Unstable
+    }
+}
+
+/// The theory curve over the plotted axes `x`, `y` (other axes at their first value).
+fn theory_curve(plan: &Plan, x: usize, y: usize) -> Option<plot::Theory> {
+    let text = plan.theory.as_ref()?;
+    const M: usize = 201;
+    let grid = |a: usize| -> Vec<f64> {
+        let ax = &plan.axes[a];
+        (0..M)
+            .map(|i| ax.from + (ax.to - ax.from) * i as f64 / (M - 1) as f64)
+            .collect()
+    };
+    let (xs, ys) = (grid(x), grid(y));
+    let mut coords: Vec<f64> = plan.axes.iter().map(|a| a.value(0)).collect();
+    let mut f = Vec::with_capacity(M * M);
+    for &xv in &xs {
+        for &yv in &ys {
+            coords[x] = xv;
+            coords[y] = yv;
+            let params = super::spec::theory_params(&plan.axes, &plan.base, &coords);
+            f.push(crate::scenario::evaluate_expression(text, &params).unwrap_or(f64::NAN));
+        }
+    }
+    Some(plot::Theory {
+        segments: plot::zero_level(&f, &xs, &ys),
+        text: format!("theory: {text} = 0"),
+    })
 }
 
 /// Draws the pictures that fit the grid; grids of other shapes get none.
@@ -35,7 +120,13 @@ pub fn draw(
     let varying: Vec<usize> = (0..plan.axes.len())
         .filter(|&a| plan.axes[a].steps > 1)
         .collect();
-    let title = format!("{} ({} model)", plan.name, plan.model);
+    let title = format!(
+        "{} ({} model)\n{}",
+        plan.name,
+        plan.model,
+        fixed_text(plan, &varying)
+    );
+    let figure = plan.base.output.figure;
     let io = |e| Error::io(dir)(e);
     match varying.as_slice() {
         [x, y] if outcomes.len() == plan.axes[*x].steps * plan.axes[*y].steps => {
@@ -46,6 +137,7 @@ pub fn draw(
             };
             let labels: Vec<Option<Label>> = outcomes.iter().map(|(_, o)| label_of(o)).collect();
             let points: Vec<(f64, f64)> = boundary.iter().map(|c| (c[*x], c[*y])).collect();
+            let theory = theory_curve(plan, *x, *y);
             plot::regime_map(
                 &plan.axes[*x].name,
                 &values(*x),
@@ -53,7 +145,9 @@ pub fn draw(
                 &values(*y),
                 &labels,
                 &points,
+                theory.as_ref(),
                 &title,
+                figure,
                 dir,
             )
             .map_err(io)
@@ -69,20 +163,21 @@ pub fn draw(
                 .iter()
                 .map(|(c, o)| (c[*p], number(o, 2), number(o, 3), label_of(o)))
                 .collect();
-            let lines: Vec<(Vec<(f64, f64)>, bool)> = branches
+            let lines: Vec<(Vec<(f64, f64)>, FixedKind)> = branches
                 .iter()
                 .flat_map(|b| {
-                    // Split each branch where its stability changes.
-                    let mut pieces: Vec<(Vec<(f64, f64)>, bool)> = Vec::new();
+                    // Split each branch where its kind changes.
+                    let mut pieces: Vec<(Vec<(f64, f64)>, FixedKind)> = Vec::new();
                     for pt in b {
                         let xy = (pt.p, pt.r.norm());
+                        let kind = branch_kind(pt);
                         match pieces.last_mut() {
-                            Some((line, stable)) if *stable == pt.stable() => line.push(xy),
+                            Some((line, k)) if *k == kind => line.push(xy),
                             Some((line, _)) => {
                                 let last = *line.last().unwrap_or(&xy);
-                                pieces.push((vec![last, xy], pt.stable()));
+                                pieces.push((vec![last, xy], kind));
                             }
-                            None => pieces.push((vec![xy], pt.stable())),
+                            None => pieces.push((vec![xy], kind)),
                         }
                     }
                     pieces
@@ -96,8 +191,16 @@ pub fn draw(
                         .map(|s| (pt.p, Complex64::norm(pt.r), s.to_string()))
                 })
                 .collect();
-            plot::bifurcation_plot(&plan.axes[*p].name, &points, &lines, &special, &title, dir)
-                .map_err(io)
+            plot::bifurcation_plot(
+                &plan.axes[*p].name,
+                &points,
+                &lines,
+                &special,
+                &title,
+                figure,
+                dir,
+            )
+            .map_err(io)
         }
         _ => Ok(()),
     }

@@ -16,6 +16,8 @@
 //! parameter = "v11"                      # a [params] name or a dotted scenario key
 //! from = 0.0
 //! to = 1.0
+//! [theory]                               # optional (our extension): drawn on regime_map.png
+//! boundary = "v11 - v12"                 # the curve where this expression over the axes is 0
 //! ```
 //!
 //! Everything is checked before the first point runs: keys and types of the sweep file, the
@@ -39,7 +41,7 @@ use super::format::fmt_f64;
 pub const MAX_POINTS: usize = 100_000_000;
 
 /// Keys of the sweep file.
-const TOP_KEYS: [&str; 7] = [
+const TOP_KEYS: [&str; 8] = [
     "name",
     "description",
     "scenario",
@@ -47,6 +49,7 @@ const TOP_KEYS: [&str; 7] = [
     "axes",
     "refine",
     "continuation",
+    "theory",
 ];
 /// Keys of one axis.
 const AXIS_KEYS: [&str; 3] = ["from", "to", "steps"];
@@ -174,6 +177,9 @@ pub struct Plan {
     pub axes: Vec<Axis>,
     pub refine: Option<RefineSpec>,
     pub continuation: Option<ContinuationSpec>,
+    /// `[theory] boundary`: an expression over the axes (and the base `[params]`) whose zero
+    /// level `regime_map.png` draws.
+    pub theory: Option<String>,
     /// The base scenario's raw table with `run.model` set from the sweep's `model`.
     pub template: toml::Table,
     /// The checked base scenario.
@@ -653,6 +659,8 @@ pub fn from_table_with_sets(
         }
     };
 
+    let theory = theory_spec(file, table.get("theory"), &axes, &base)?;
+
     let plan = Plan {
         file: file.to_path_buf(),
         name,
@@ -664,11 +672,61 @@ pub fn from_table_with_sets(
         axes,
         refine,
         continuation,
+        theory,
         template,
         base,
     };
     check_corners(&plan)?;
     Ok(plan)
+}
+
+/// The variables of a theory expression at axis values: the base `[params]`, with the axes
+/// that are params set to `coords`.
+pub fn theory_params(axes: &[Axis], base: &Scenario, coords: &[f64]) -> Vec<(String, f64)> {
+    let mut params = base.params.clone();
+    for (axis, &x) in axes.iter().zip(coords) {
+        if let Some(name) = axis.key.strip_prefix("params.") {
+            match params.iter_mut().find(|(p, _)| p == name) {
+                Some(p) => p.1 = x,
+                None => params.push((name.to_string(), x)),
+            }
+        }
+    }
+    params
+}
+
+/// `[theory]`: `boundary = "expression"`, checked by evaluating it at the first grid point.
+fn theory_spec(
+    file: &Path,
+    value: Option<&Value>,
+    axes: &[Axis],
+    base: &Scenario,
+) -> Result<Option<String>, Error> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let Value::Table(t) = value else {
+        return Err(at(
+            file,
+            "theory",
+            format!("expected a table, found {}", kind(value)),
+        ));
+    };
+    check_keys(file, "theory", t, &["boundary"])?;
+    let Some(v) = t.get("boundary") else {
+        return Ok(None);
+    };
+    let Value::String(text) = v else {
+        return Err(at(
+            file,
+            "theory.boundary",
+            format!("expected an expression string, found {}", kind(v)),
+        ));
+    };
+    let first: Vec<f64> = axes.iter().map(|a| a.value(0)).collect();
+    crate::scenario::evaluate_expression(text, &theory_params(axes, base, &first))
+        .map_err(|m| at(file, "theory.boundary", m))?;
+    Ok(Some(text.clone()))
 }
 
 fn refine_spec(file: &Path, t: &toml::Table, axes: &[Axis]) -> Result<RefineSpec, Error> {

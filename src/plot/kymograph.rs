@@ -1,0 +1,480 @@
+//! `kymograph.png` / `kymograph.svg`: the density of the token angles against time, the standard
+//! picture of synchronisation (clusters forming, rotating and oscillating show at one glance).
+//!
+//! d = 2: the doubled angle xi_k = 2 theta_k in [0, 2 pi), theta_k = atan2(x_k2, x_k1), the
+//! quantity R2 = (1/n) sum e^{i xi_k} averages. d > 2: the angle phi_k = atan2(<x_k, e2>,
+//! <x_k, e1>) in [0, 2 pi) in the plane of the two leading principal axes e1, e2 of the final
+//! tokens (eigenvectors of S = (1/n) sum x_k x_k^T). Each column is the histogram
+//! p_j = #{k : angle_k in bin j} / n over `bins` equal bins, drawn as the density relative to
+//! the uniform one, p_j * bins (1 = uniform), on a logarithmic viridis scale
+//! c = ln(1 + p_j bins) / ln(1 + max).
+//!
+//! [`AngleHistory`] records during the run (histograms of all tokens in d = 2, a bounded token
+//! subsample in d > 2, whose axes are known only at the end); at most [`MAX_COLUMNS`] columns are
+//! kept: when full, every second column is dropped and the sample stride doubles, so a run of
+//! any length costs O(MAX_COLUMNS * bins) memory in d = 2.
+
+use std::f64::consts::PI;
+use std::io;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::tokens::principal_axes;
+use super::{
+    draw_no_data, draw_title, finite_range, padded, short, text, text_at, tick, Figure, OrIo,
+    Picture, DESC_SIZE, TICK_SIZE,
+};
+
+/// Angle bins of a column.
+pub const BINS: usize = 72;
+/// Most columns (time samples) kept.
+pub const MAX_COLUMNS: usize = 512;
+/// Most numbers (f32) kept for the token subsample in d > 2.
+const MAX_RAW_VALUES: usize = 8_000_000;
+/// Most tokens kept per column in d > 2.
+const MAX_RAW_TOKENS: usize = 2000;
+
+/// The token angles of a run, one column per kept sample.
+#[derive(Debug, Clone)]
+pub struct AngleHistory {
+    d: usize,
+    n: usize,
+    stride: usize,
+    token_stride: usize,
+    times: Vec<f64>,
+    /// d <= 2: fractions per bin; d > 2: the kept tokens (row-major, f32).
+    columns: Vec<Vec<f32>>,
+}
+
+/// The bin of an angle in [0, 2 pi) (any finite angle is reduced first).
+pub fn angle_bin(angle: f64, bins: usize) -> usize {
+    let a = angle.rem_euclid(2.0 * PI);
+    ((a / (2.0 * PI) * bins as f64) as usize).min(bins - 1)
+}
+
+/// Fractions of the angles in each of `bins` bins (non-finite angles are left out of the counts
+/// but not of the total, so a column sums to the finite share).
+fn histogram(angles: impl Iterator<Item = f64>, bins: usize) -> Vec<f32> {
+    let mut counts = vec![0u64; bins];
+    let mut total = 0u64;
+    for a in angles {
+        total += 1;
+        if a.is_finite() {
+            counts[angle_bin(a, bins)] += 1;
+        }
+    }
+    let total = total.max(1) as f64;
+    counts.iter().map(|&c| (c as f64 / total) as f32).collect()
+}
+
+impl AngleHistory {
+    /// An empty history for n tokens of dimension d.
+    pub fn new(n: usize, d: usize) -> Self {
+        let d = d.max(1);
+        let per = if d > 2 {
+            (MAX_RAW_VALUES / (MAX_COLUMNS * d)).clamp(1, MAX_RAW_TOKENS)
+        } else {
+            n.max(1)
+        };
+        AngleHistory {
+            d,
+            n,
+            stride: 1,
+            token_stride: n.div_ceil(per).max(1),
+            times: Vec::new(),
+            columns: Vec::new(),
+        }
+    }
+
+    /// Forgets every column (a new run).
+    pub fn clear(&mut self) {
+        self.stride = 1;
+        self.times.clear();
+        self.columns.clear();
+    }
+
+    /// Records sample `index` (0, 1, 2, ... in order) at time t with tokens n x d row-major.
+    pub fn record(&mut self, index: usize, t: f64, tokens: &[f64]) {
+        if !index.is_multiple_of(self.stride) {
+            return;
+        }
+        let d = self.d;
+        let column = if d <= 2 {
+            let doubled = tokens.chunks_exact(d).map(|x| {
+                let y = if d == 2 { x[1] } else { 0.0 };
+                2.0 * y.atan2(x[0])
+            });
+            histogram(doubled, BINS)
+        } else {
+            tokens
+                .chunks_exact(d)
+                .step_by(self.token_stride)
+                .flatten()
+                .map(|&v| v as f32)
+                .collect()
+        };
+        self.times.push(t);
+        self.columns.push(column);
+        if self.columns.len() > MAX_COLUMNS {
+            self.halve();
+        }
+    }
+
+    /// Keeps every second column (those at multiples of twice the stride).
+    fn halve(&mut self) {
+        self.times = self.times.iter().step_by(2).copied().collect();
+        self.columns = std::mem::take(&mut self.columns)
+            .into_iter()
+            .step_by(2)
+            .collect();
+        self.stride *= 2;
+    }
+
+    /// Dimension of the tokens.
+    pub fn d(&self) -> usize {
+        self.d
+    }
+
+    /// Number of tokens of the run.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Tokens used per column (all in d = 2, a subsample above).
+    pub fn tokens_used(&self) -> usize {
+        self.n.div_ceil(self.token_stride)
+    }
+
+    /// Times of the kept columns.
+    pub fn times(&self) -> &[f64] {
+        &self.times
+    }
+
+    /// Number of kept columns.
+    pub fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty()
+    }
+
+    /// The histograms (fractions per bin, [`BINS`] each) of every column, and the explained
+    /// variance shares of the two axes in d > 2 (`None` in d <= 2).
+    pub fn histograms(&self) -> (Vec<Vec<f32>>, Option<(f64, f64)>) {
+        if self.d <= 2 {
+            return (self.columns.clone(), None);
+        }
+        let d = self.d;
+        let last: Vec<f64> = self
+            .columns
+            .last()
+            .map(|c| c.iter().map(|&v| v as f64).collect())
+            .unwrap_or_default();
+        let (e1, e2, share) = principal_axes(&last, d);
+        let hists = self
+            .columns
+            .iter()
+            .map(|c| {
+                let angles = c.chunks_exact(d).map(|x| {
+                    let (mut u, mut v) = (0.0, 0.0);
+                    for k in 0..d {
+                        u += x[k] as f64 * e1[k];
+                        v += x[k] as f64 * e2[k];
+                    }
+                    v.atan2(u)
+                });
+                histogram(angles, BINS)
+            })
+            .collect();
+        (hists, Some(share))
+    }
+}
+
+/// Writes `kymograph.png` and `kymograph.svg` into `dir`.
+pub fn kymograph_plot(
+    history: &AngleHistory,
+    title: &str,
+    figure: Figure,
+    dir: &Path,
+) -> io::Result<()> {
+    let (hists, share) = history.histograms();
+    let pic = KymographPicture {
+        history,
+        hists,
+        share,
+        title,
+    };
+    super::render(&pic, dir, "kymograph", figure.size((1100, 700)), true).map(|_| ())
+}
+
+struct KymographPicture<'a> {
+    history: &'a AngleHistory,
+    hists: Vec<Vec<f32>>,
+    share: Option<(f64, f64)>,
+    title: &'a str,
+}
+
+/// The colour of a relative density x >= 0 on the log scale up to `max`.
+pub(crate) fn density_color(x: f64, max: f64) -> RGBColor {
+    use plotters::style::colors::colormaps::{ColorMap, ViridisRGB};
+    let c = if max > 0.0 {
+        ((1.0 + x.max(0.0)).ln() / (1.0 + max).ln()).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    ColorMap::<RGBColor, f64>::get_color_normalized(&ViridisRGB, c, 0.0, 1.0)
+}
+
+/// Most columns drawn (neighbours are averaged above), so the SVG stays small.
+const DRAWN_COLUMNS: usize = 256;
+
+impl KymographPicture<'_> {
+    fn axis_label(&self) -> String {
+        match self.share {
+            None => "doubled angle 2θ".into(),
+            Some((a, b)) => format!(
+                "angle in the plane of principal axes 1, 2 of the final tokens ({:.0}% + {:.0}% of variance)",
+                100.0 * a,
+                100.0 * b
+            ),
+        }
+    }
+
+    /// The drawn columns: (t0, t1, relative densities per bin), neighbours averaged.
+    fn drawn(&self) -> Vec<(f64, f64, Vec<f64>)> {
+        let t = self.history.times();
+        let m = t.len().min(self.hists.len());
+        let group = m.div_ceil(DRAWN_COLUMNS).max(1);
+        let dt_last = if m >= 2 { t[m - 1] - t[m - 2] } else { 1.0 };
+        let edge = |i: usize| -> f64 {
+            // Column i spans [t_i, t_{i+1}); the last one as wide as the one before.
+            if i < m {
+                t[i]
+            } else {
+                t[m - 1] + dt_last
+            }
+        };
+        (0..m)
+            .step_by(group)
+            .map(|s| {
+                let e = (s + group).min(m);
+                let mut dens = vec![0.0; BINS];
+                for h in &self.hists[s..e] {
+                    for (acc, &p) in dens.iter_mut().zip(h) {
+                        *acc += p as f64 * BINS as f64;
+                    }
+                }
+                for v in &mut dens {
+                    *v /= (e - s) as f64;
+                }
+                (edge(s), edge(e), dens)
+            })
+            .collect()
+    }
+}
+
+impl Picture for KymographPicture<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
+        let area = draw_title(root, self.title)?;
+        let (w, h) = area.dim_in_pixel();
+        let bar_w = 150u32;
+        let (main, bar) = area.split_horizontally(w.saturating_sub(bar_w));
+        let cols = self.drawn();
+        let t_range = padded(finite_range(cols.iter().flat_map(|c| [c.0, c.1])), 0.0);
+        let mut label = self.axis_label();
+        let desc = if label.len() > 40 {
+            label = "angle (principal plane)".into();
+            Some(self.axis_label())
+        } else {
+            None
+        };
+        let mut chart = ChartBuilder::on(&main)
+            .margin(12)
+            .margin_top(if desc.is_some() { 30 } else { 12 })
+            .margin_right(16)
+            .x_label_area_size(55)
+            .y_label_area_size(95)
+            .build_cartesian_2d(t_range.0..t_range.1, 0.0..2.0)
+            .io()?;
+        let pi_label = |v: &f64| -> String {
+            match (v * 2.0).round() as i64 {
+                0 => "0".into(),
+                1 => "π/2".into(),
+                2 => "π".into(),
+                3 => "3π/2".into(),
+                4 => "2π".into(),
+                _ => format!("{}π", tick(v)),
+            }
+        };
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .label_style(text(TICK_SIZE))
+            .axis_desc_style(text(DESC_SIZE))
+            .x_label_formatter(&tick)
+            .y_labels(5)
+            .y_label_formatter(&pi_label)
+            .x_desc("t")
+            .y_desc(label)
+            .draw()
+            .io()?;
+        if cols.is_empty() {
+            return draw_no_data(&main, "no token samples");
+        }
+        let max = cols
+            .iter()
+            .flat_map(|c| c.2.iter().copied())
+            .fold(1.0f64, f64::max);
+        for (t0, t1, dens) in &cols {
+            // Vertical runs of one colour become one rectangle (the SVG stays small).
+            let mut j = 0;
+            while j < BINS {
+                let c = density_color(dens[j], max);
+                let mut k = j + 1;
+                while k < BINS && density_color(dens[k], max) == c {
+                    k += 1;
+                }
+                let (y0, y1) = (2.0 * j as f64 / BINS as f64, 2.0 * k as f64 / BINS as f64);
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(*t0, y0), (*t1, y1)],
+                        c.filled(),
+                    )))
+                    .io()?;
+                j = k;
+            }
+        }
+        if let Some(full) = desc {
+            let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Left, VPos::Top);
+            main.draw_text(&full, &style, (107, 4)).io()?;
+        }
+        if self.history.tokens_used() < self.history.n() {
+            let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Right, VPos::Bottom);
+            let note = format!(
+                "{} of {} tokens",
+                self.history.tokens_used(),
+                self.history.n()
+            );
+            let (_, mh) = main.dim_in_pixel();
+            main.draw_text(&note, &style, (w as i32 - bar_w as i32 - 20, mh as i32 - 2))
+                .io()?;
+        }
+        draw_colour_bar(&bar, max, h)
+    }
+}
+
+/// The colour bar: relative density on the log scale, with ticks at 0, 1, 3, 10, 30, ...
+fn draw_colour_bar<DB: DrawingBackend>(
+    bar: &DrawingArea<DB, Shift>,
+    max: f64,
+    h: u32,
+) -> io::Result<()> {
+    let (top, bottom) = (30i32, h as i32 - 80);
+    let (x0, x1) = (14i32, 40i32);
+    let span = (bottom - top).max(1);
+    let steps = 120;
+    for s in 0..steps {
+        let c0 = s as f64 / steps as f64;
+        let x = (c0 * (1.0 + max).ln()).exp() - 1.0;
+        let y1 = bottom - (span * s / steps);
+        let y0 = bottom - (span * (s + 1) / steps);
+        bar.draw(&Rectangle::new(
+            [(x0, y0), (x1, y1)],
+            density_color(x, max).filled(),
+        ))
+        .io()?;
+    }
+    bar.draw(&Rectangle::new(
+        [(x0, top), (x1, bottom)],
+        RGBColor(80, 80, 80).stroke_width(1),
+    ))
+    .io()?;
+    let style = text_at(TICK_SIZE, BLACK, HPos::Left, VPos::Center);
+    let mut ticks = vec![0.0];
+    let mut v = 1.0;
+    while v <= max * 1.0001 {
+        ticks.push(v);
+        v *= if (v.log10().fract()).abs() < 1e-9 {
+            3.0
+        } else {
+            10.0 / 3.0
+        };
+        v = (v * 1e6).round() / 1e6;
+    }
+    for x in ticks {
+        let c = (1.0 + x).ln() / (1.0 + max).ln();
+        let y = bottom - (span as f64 * c).round() as i32;
+        bar.draw(&PathElement::new(
+            vec![(x1, y), (x1 + 6, y)],
+            BLACK.stroke_width(1),
+        ))
+        .io()?;
+        bar.draw_text(&short(x), &style, (x1 + 10, y)).io()?;
+    }
+    let caption = text_at(TICK_SIZE, BLACK, HPos::Left, VPos::Top);
+    bar.draw_text("density", &caption, (4, bottom + 12)).io()?;
+    bar.draw_text(
+        "(1 = uniform)",
+        &caption,
+        (4, bottom + 12 + TICK_SIZE as i32),
+    )
+    .io()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubled_angles_fall_in_their_bins() {
+        // Two antipodal clusters at theta = 0.3 and 0.3 + pi: one bin of the doubled angle.
+        let (c, s) = (0.3f64.cos(), 0.3f64.sin());
+        let tokens = [c, s, -c, -s, c, s, -c, -s];
+        let mut h = AngleHistory::new(4, 2);
+        h.record(0, 0.0, &tokens);
+        let (hists, share) = h.histograms();
+        assert!(share.is_none());
+        let j = angle_bin(0.6, BINS);
+        assert_eq!(hists[0][j], 1.0);
+        assert_eq!(hists[0].iter().sum::<f32>(), 1.0);
+    }
+
+    #[test]
+    fn columns_stay_bounded_and_evenly_spaced() {
+        let tokens = [1.0, 0.0];
+        let mut h = AngleHistory::new(1, 2);
+        for i in 0..5000 {
+            h.record(i, i as f64, &tokens);
+        }
+        assert!(h.len() <= MAX_COLUMNS);
+        assert!(h.len() > MAX_COLUMNS / 2);
+        let dt: Vec<f64> = h.times().windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(dt.iter().all(|&x| x == dt[0]), "{dt:?}");
+        assert_eq!(h.times()[0], 0.0);
+    }
+
+    #[test]
+    fn principal_plane_angles_in_high_dimension() {
+        // Tokens in the (x3, x4) plane of d = 5 at angles 0 and pi/2: two bins a quarter apart.
+        let d = 5;
+        let mut tokens = vec![0.0; 4 * d];
+        for (k, a) in [0.0f64, 0.0, 1.0, 1.0].iter().enumerate() {
+            tokens[k * d + 2] = (a * PI / 2.0).cos();
+            tokens[k * d + 3] = (a * PI / 2.0).sin();
+        }
+        let mut h = AngleHistory::new(4, d);
+        h.record(0, 0.0, &tokens);
+        let (hists, share) = h.histograms();
+        let (a, b) = share.unwrap();
+        assert!((a - 0.5).abs() < 1e-6 && (b - 0.5).abs() < 1e-6);
+        let occupied: Vec<usize> = (0..BINS).filter(|&j| hists[0][j] > 0.0).collect();
+        assert_eq!(occupied.len(), 2);
+        let gap = (occupied[1] - occupied[0]) as f64 / BINS as f64;
+        assert!((gap - 0.25).abs() < 1.5 / BINS as f64 || (gap - 0.75).abs() < 1.5 / BINS as f64);
+    }
+}

@@ -224,10 +224,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         &classification,
         staged.path(),
     )?;
-    let names: Vec<String> = rows[1..]
-        .iter()
-        .map(|r| r.model.to_string())
-        .collect();
+    let names: Vec<String> = rows[1..].iter().map(|r| r.model.to_string()).collect();
     let mut lines = vec![("full", &full_series.r2[..])];
     lines.extend(
         names

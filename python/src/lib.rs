@@ -185,16 +185,11 @@ fn sweep(
     out: Option<PathBuf>,
 ) -> PyResult<(String, String)> {
     let sets = sets_to_strings(sets)?;
-    if !sets.is_empty() {
-        return Err(PyValueError::new_err(format!(
-            "{}: set: not supported for sweeps yet (the library's sweep takes no overrides); put them in the base scenario",
-            sweep.display()
-        )));
-    }
     let mut texts = into_folder(py, out, &["summary.json", "sweep.csv"], move |dir| {
         let opts = tokdyn::sweep::SweepOptions {
             out: Some(dir.into()),
             command_line: vec!["python: tokdyn.sweep".into()],
+            sets,
             ..Default::default()
         };
         tokdyn::sweep::sweep(&sweep, &opts)

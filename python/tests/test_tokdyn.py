@@ -227,6 +227,20 @@ def test_sweep_columns_are_the_cli_sweep_csv(tmp_path):
     assert list(kept["label"]) == list(table["label"])
 
 
+def test_sweep_set_is_the_cli_set(tmp_path):
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'name = "py-sweep-set"\nscenario = "{CASE4.as_posix()}"\nmodel = "oa"\n'
+        "[axes]\nv11 = { from = 0.0, to = 1.2, steps = 3 }\n"
+    )
+    out = tmp_path / "cli"
+    cli("sweep", sweep, "--out", out, "--set", "params.v12=0.3")
+    tokdyn.sweep(sweep, set={"params.v12": 0.3}, out=tmp_path / "py")
+    assert (tmp_path / "py" / "sweep.csv").read_bytes() == (out / "sweep.csv").read_bytes()
+    plain = tokdyn.sweep(sweep)
+    assert list(plain["label"]) != list(read_csv(out / "sweep.csv")["label"])
+
+
 # --- field and order parameters against numpy ---------------------------------------------
 
 

@@ -78,7 +78,7 @@ fn weights() -> Vec<(Matrix2, Matrix2)> {
     ]
 }
 
-/// The Kuramoto model of SPEC section 2, written out from the formulas and integrated with
+/// The Kuramoto model of docs/MATH.md §3, written out from the formulas and integrated with
 /// classical RK4 at a small fixed step.
 fn plain_phase_model(
     a: [[f64; 2]; 2],
@@ -181,7 +181,7 @@ fn ott_antonsen_model_solves_the_oa_ode() {
         1e-12,
     ));
     let (oa, _) = series_of(&s, ModelKind::Oa);
-    // The OA ODE of SPEC section 2 by RK4 here, from R(0) = r0 e^{i phi0}.
+    // The OA ODE of docs/MATH.md §3 by RK4 here, from R(0) = r0 e^{i phi0}.
     let parts = |m: [[f64; 2]; 2]| {
         (
             Complex64::new((m[0][0] + m[1][1]) / 2.0, (m[1][0] - m[0][1]) / 2.0),
@@ -244,7 +244,7 @@ fn ott_antonsen_error_falls_as_n_grows() {
 #[test]
 fn tokens_stay_on_the_sphere_where_it_repels() {
     // A = I, V symmetric negative definite: off the sphere the plain projection would make
-    // |x| grow exponentially (SPEC section 1).
+    // |x| grow exponentially (docs/MATH.md §1).
     let text = r#"
 name = "t"
 [model]

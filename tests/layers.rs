@@ -448,7 +448,7 @@ atol = 1e-13
 "#;
     let s = Scenario::from_toml_str(text, Path::new("s.toml"), Path::new("."), &[]).unwrap();
     let full = final_state(&s, ModelKind::Full, None);
-    for model in [ModelKind::Phase, ModelKind::Ws] {
+    for model in [ModelKind::Phase, ModelKind::Ws, ModelKind::Group] {
         let red = final_state(&s, model, None);
         for (a, b) in full.boundaries.iter().zip(&red.boundaries) {
             assert_eq!(a.t, b.t);
@@ -458,6 +458,47 @@ atol = 1e-13
             );
         }
         assert_eq!(red.boundaries.len(), 3);
+    }
+}
+
+#[test]
+fn the_group_model_follows_a_stack_in_three_dimensions() {
+    // Phi' = M(t) Phi stays exact when M changes at the layer boundaries.
+    let text = r#"
+name = "stack3"
+[model]
+kernel = "lsa"
+beta = 1.0
+d = 3
+[[model.layers]]
+A = { random = "gaussian", seed = 4 }
+V = { random = "gaussian", seed = 5 }
+duration = 1.0
+[[model.layers]]
+heads = [{ A = "identity", V = { random = "gaussian", seed = 6 } }, { A = { random = "gaussian", seed = 7 }, V = "identity" }]
+duration = 2.0
+[tokens]
+n = 50
+init = "uniform"
+seed = 3
+[time]
+t_end = 3.0
+samples = 7
+[solver]
+rtol = 1e-11
+atol = 1e-13
+"#;
+    let s = Scenario::from_toml_str(text, Path::new("s.toml"), Path::new("."), &[]).unwrap();
+    let full = final_state(&s, ModelKind::Full, None);
+    let group = final_state(&s, ModelKind::Group, None);
+    assert_eq!(full.boundaries.len(), group.boundaries.len());
+    for (a, b) in full.boundaries.iter().zip(&group.boundaries) {
+        assert_eq!(a.t, b.t);
+        assert!((a.order.r2 - b.order.r2).norm() < 1e-9, "{a:?} {b:?}");
+        assert!(
+            (a.order.nematic - b.order.nematic).abs() < 1e-9,
+            "{a:?} {b:?}"
+        );
     }
 }
 

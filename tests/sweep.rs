@@ -614,7 +614,7 @@ to = 0.8
 #[test]
 fn continuation_finds_the_hopf_point_at_zero_trace() {
     let dir = tempfile::tempdir().unwrap();
-    // The slowly decaying spiral of SPEC section 4 (A = [[-0.2, 1.5], [-1.5, a22]], V = I):
+    // The slowly decaying spiral of docs/MATH.md §6 (A = [[-0.2, 1.5], [-1.5, a22]], V = I):
     // the interior fixed point loses stability where tr A = 0.
     write(
         dir.path(),

@@ -13,7 +13,7 @@ researcher would write it:
 
 - the state is stored coordinate-major (y.reshape(d, n) = X^T), so per-token reductions run over
   contiguous rows;
-- the field is evaluated at the normalised tokens x_k / |x_k| and projected there (SPEC section 1),
+- the field is evaluated at the normalised tokens x_k / |x_k| and projected there (docs/MATH.md §1),
   so it is tangent to the sphere through x_k and the sphere is neutral instead of repelling;
 - LSA goes through the d x d moment matrix S = X^T X / n: F = X (beta V S A^T)^T, O(n d^2)
   (written with X^T as stored: S = X^T (X^T)^T / n, F^T = (beta V S A^T) X^T);
@@ -28,7 +28,7 @@ beta, d, A, V ("identity", rows of numbers, or { file = "X.npy" } relative to th
 
 Writes into DIR: order.csv (t,r2_re,r2_im,r2_abs at each sample; R2 = (1/n) sum_k
 (x_k1 + i x_k2)^2 of the normalised tokens, for d > 2 with the angle of each token's projection
-on coordinates (1, 2), as tokdyn's order.csv, SPEC section 3), tokens_final.csv (n rows of d
+on coordinates (1, 2), as tokdyn's order.csv, docs/MATH.md §5), tokens_final.csv (n rows of d
 numbers, normalised), and summary.json (wall_seconds = the solve_ivp call only, rhs_evals =
 sol.nfev, status, ...).
 """
@@ -134,7 +134,7 @@ def normalise_rows(X):
 
 def order_r2(Xn):
     """R2 = (1/n) sum_k e^{2 i t_k}, t_k the angle of token k's projection on coordinates (1, 2)
-    (SPEC section 3; tokens on the axis count as angle 0). For d = 2 and unit tokens this is
+    (docs/MATH.md §5; tokens on the axis count as angle 0). For d = 2 and unit tokens this is
     (1/n) sum_k (x_k1 + i x_k2)^2."""
     z = Xn[:, 0] + 1j * Xn[:, 1]
     if Xn.shape[1] > 2:

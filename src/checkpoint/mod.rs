@@ -106,8 +106,10 @@ impl fmt::Debug for Checkpoint {
 impl Checkpoint {
     /// Reads and checks a `.safetensors` file (header, offsets, dtypes).
     pub fn open(path: &Path) -> Result<Checkpoint, CheckpointError> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| CheckpointError(format!("cannot read `{}`: {e}", path.display())))?;
+        // Only a regular file is read (a FIFO or a device would never end); no size limit
+        // beyond the file's own.
+        let bytes = crate::input::read_bytes(path, u64::MAX)
+            .map_err(|e| CheckpointError(format!("`{}`: {e}", path.display())))?;
         let (header_len, metadata) = match SafeTensors::read_metadata(&bytes) {
             Ok(parsed) => parsed,
             Err(e) => return fail(diagnose(&bytes, &e.to_string())),

@@ -1,4 +1,4 @@
-//! Labels of the long-term behaviour from an order-parameter series (SPEC section 4).
+//! Labels of the long-term behaviour from an order-parameter series (docs/MATH.md §6).
 //!
 //! The classifier reads the nematic order s(t) (|R2| in d = 2) and the unwrapped angle of the
 //! cluster axis (arg R2 in d = 2), so it means the same for every model and dimension. It looks
@@ -48,7 +48,7 @@ pub const TURNING: f64 = 1e-3;
 /// The samples resolve the axis when it turns by less than this between two of them.
 pub const ALIASING: f64 = std::f64::consts::FRAC_PI_2;
 
-/// The labels of SPEC section 4.
+/// The labels of docs/MATH.md §6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Label {
@@ -61,7 +61,7 @@ pub enum Label {
 }
 
 impl Label {
-    /// Every label, in the order of SPEC section 4.
+    /// Every label, in the order of docs/MATH.md §6.
     pub const ALL: [Label; 6] = [
         Label::ConvergedClusters,
         Label::RotatingClusters,
@@ -572,7 +572,7 @@ mod tests {
 
     #[test]
     fn a_decaying_spiral_is_convergence_not_oscillation() {
-        // R = R* + 0.3 e^{(-0.025 + 0.74 i) t}, the SPEC's slow spiral around |R*| = 0.0999.
+        // R = R* + 0.3 e^{(-0.025 + 0.74 i) t}, the slow spiral of docs/MATH.md §6 around |R*| = 0.0999.
         let spiral = series(|t| {
             Complex64::new(0.0999, 0.0) + Complex64::from_polar(0.05 * (-0.025 * t).exp(), 0.74 * t)
         });

@@ -4,7 +4,7 @@
 //! x_k' = P_k f_k,   f_k = sum_heads (1/n) sum_j h(beta <x_k, A x_j>) V x_j,   P_k y = y - <x_k, y> x_k
 //! ```
 //!
-//! The field is evaluated at the normalised tokens x_k / |x_k| (SPEC section 1): off the sphere
+//! The field is evaluated at the normalised tokens x_k / |x_k| (docs/MATH.md §1): off the sphere
 //! the plain projection makes the sphere repelling wherever <x_k, f_k> < 0, and round-off
 //! would grow exponentially. With the normalised point, the derivative is tangent to the sphere
 //! through x_k, so |x_k| is constant under the exact flow of the numerical field too.
@@ -676,7 +676,7 @@ mod tests {
         x
     }
 
-    /// The formula of SPEC section 1, written out pair by pair.
+    /// The formula of docs/MATH.md §1, written out pair by pair.
     fn direct_field(att: &Attention, x: &[f64], d: usize) -> Vec<f64> {
         let n = x.len() / d;
         let mut out = vec![0.0; n * d];

@@ -1,4 +1,4 @@
-//! Order parameters of a token configuration (SPEC section 3).
+//! Order parameters of a token configuration (docs/MATH.md §5).
 //!
 //! ```text
 //! R2 = (1/n) sum_k e^{2 i t_k}        t_k = angle of (x_k1, x_k2); a token on the axis counts as t = 0
@@ -38,7 +38,7 @@ impl OrderParameters {
         }
     }
 
-    /// arg R2 in (-pi, pi] (the SPEC's range; `atan2` can return -pi).
+    /// arg R2 in (-pi, pi] (the documented range; `atan2` can return -pi).
     pub fn r2_arg(&self) -> f64 {
         principal_arg(self.r2)
     }

@@ -1,4 +1,4 @@
-//! Exact and approximate reductions of d = 2 linear self-attention (SPEC section 2).
+//! Exact and approximate reductions of d = 2 linear self-attention (docs/MATH.md §3).
 //!
 //! With x = (cos t, sin t), xi_k = 2 t_k and R = R2 = (1/n) sum_j e^{i xi_j}, the full LSA flow
 //! is exactly a Kuramoto model with pure second-harmonic coupling,

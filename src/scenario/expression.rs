@@ -1,6 +1,6 @@
 //! Matrix-entry expressions over the scenario's `[params]`.
 //!
-//! The language is the one of SPEC section 5: numbers (also `1e-3`), `+ - * / ^` (power),
+//! The language is the one of the scenario format (README): numbers (also `1e-3`), `+ - * / ^` (power),
 //! parentheses, unary minus, `sqrt`, `sin`, `cos`, `exp`, the constant `pi`, and param names.
 //! It is evaluated with `exmex`, but with an operator set restricted to exactly that language:
 //! exmex's default set would read `e` and `E` as Euler's number (so a param called `e` would be

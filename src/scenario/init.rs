@@ -1,4 +1,4 @@
-//! The initial tokens of a scenario (SPEC section 5, "Initial states"), exactly:
+//! The initial tokens of a scenario (docs/MATH.md §7), exactly:
 //!
 //! - `splay`: t_k = pi k / n, token (cos t_k, sin t_k, 0, ..., 0);
 //! - `poisson`: s_k = e^{2 pi i k / n}, c = r0 e^{i phi0}, w_k = (s_k + c) / (1 + conj(c) s_k),

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// The behaviour labels (SPEC section 4) that `expect` may name.
+/// The behaviour labels (docs/MATH.md §6) that `expect` may name.
 pub const LABELS: [&str; 6] = [
     "converged-clusters",
     "rotating-clusters",
@@ -101,7 +101,7 @@ macro_rules! word_enum {
 }
 
 word_enum!(
-    /// The attention kernel h (SPEC section 1).
+    /// The attention kernel h (docs/MATH.md §1).
     KernelKind, "kernel", [
         /// Linear self-attention, h(y) = y.
         Lsa = "lsa",

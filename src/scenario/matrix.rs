@@ -1,6 +1,6 @@
 //! The matrix forms of a scenario (`model.A`, `model.V`, and the same inside `heads`).
 //!
-//! A matrix is one of (SPEC section 5):
+//! A matrix is one of (the scenario format of the README):
 //! - rows: `d` arrays of `d` entries, each a number or an expression string over `[params]`;
 //! - `"identity"` or `"zero"`;
 //! - `{ random = "gaussian", seed = 3, scale = 1.0 }`: entries N(0, scale^2 / d), drawn row-major

@@ -1,5 +1,5 @@
 //! Scenario files: load a TOML scenario, apply `--set KEY=VALUE` overrides, validate it, and
-//! hand out checked types (SPEC section 5).
+//! hand out checked types (the scenario format of the README).
 //!
 //! The pipeline is: text -> `toml::Table` -> overrides ([`apply_set`]) -> raw serde structs
 //! with `deny_unknown_fields` (`schema`) -> checked [`Scenario`] (`validate`, with matrices

@@ -1,4 +1,4 @@
-//! From the raw serde structs to a checked [`Scenario`]: every range rule of SPEC section 5,
+//! From the raw serde structs to a checked [`Scenario`]: every range rule of the scenario format (README),
 //! the matrices built, and the `resolved` provenance table assembled.
 
 use std::path::Path;

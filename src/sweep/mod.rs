@@ -1,6 +1,6 @@
 //! `tokdyn sweep` and `tokdyn merge`: a scenario over a grid of parameters, one label per point.
 //!
-//! A sweep file (SPEC section 5, [`spec`]) names a base scenario and axes; every grid point
+//! A sweep file (the README's sweep file, [`spec`]) names a base scenario and axes; every grid point
 //! sets the axis values into the base scenario's table, is checked like a scenario file, and
 //! runs with an order-parameter series as its only observer (no files per point); the series is
 //! classified. Points run in parallel (rayon) and are written in index order, so `sweep.csv` is

@@ -452,17 +452,14 @@ fn resolve_key(
 
 /// Reads and checks a sweep file.
 pub fn load(path: &Path) -> Result<Plan, Error> {
-    let text = crate::input::read_text(path, crate::input::TOML_LIMIT)
-        .map_err(|e| ScenarioError::file(path, e))?;
-    let table = parse_toml(&text, path)?;
-    from_table(&table, path)
+    load_with_sets(path, &[])
 }
 
 /// Reads and checks a sweep file whose base scenario gets the `--set KEY=VALUE` overrides,
 /// in order, before the sweep's `model` and axes.
 pub fn load_with_sets(path: &Path, sets: &[String]) -> Result<Plan, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ScenarioError::file(path, format!("cannot read: {e}")))?;
+    let text = crate::input::read_text(path, crate::input::TOML_LIMIT)
+        .map_err(|e| ScenarioError::file(path, e))?;
     let table = parse_toml(&text, path)?;
     from_table_with_sets(&table, path, sets)
 }

@@ -23,6 +23,7 @@ struct Cli {
 enum Command {
     /// Simulate one scenario and label its long-term behaviour.
     Run {
+        /// The scenario file (TOML).
         scenario: PathBuf,
         /// Output folder [default: output/<name>/].
         #[arg(long)]
@@ -36,32 +37,43 @@ enum Command {
     },
     /// Run full, phase, ws, oa and group side by side (d = 2, lsa; full and group otherwise).
     Compare {
+        /// The scenario file (TOML).
         scenario: PathBuf,
+        /// Output folder [default: output/<name>/].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Override a scenario key, e.g. params.v11=0.3 (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
     },
     /// Ott–Antonsen fixed points, stability, limit cycles and the predicted label (d = 2, lsa).
     Predict {
+        /// The scenario file (TOML).
         scenario: PathBuf,
         /// Folder for predict.json [default: output/<name>/].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Override a scenario key, e.g. params.v11=0.3 (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
     },
     /// OA phase portrait with the run's R2 path (d = 2, lsa).
     Portrait {
+        /// The scenario file (TOML).
         scenario: PathBuf,
+        /// Folder with the run to draw (its order.csv), and for portrait.png
+        /// [default: output/<name>/].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Override a scenario key, e.g. params.v11=0.3 (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
     },
     /// Sweep parameters of a scenario over a grid and label every point.
     Sweep {
+        /// The sweep file (TOML).
         sweep: PathBuf,
+        /// Sweep folder [default: output/<name>/].
         #[arg(long)]
         out: Option<PathBuf>,
         /// Compute only the points i with i mod N = K-1 (K/N, 1-based).
@@ -104,11 +116,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let text = e.render().to_string();
-            eprintln!(
-                "{}",
-                text.lines().next().unwrap_or("error: bad command line")
-            );
+            eprintln!("{}", one_line(&e.render().to_string()));
             return ExitCode::from(2);
         }
     };
@@ -122,6 +130,19 @@ fn main() -> ExitCode {
             let code = tokdyn::interrupt::exit_code().unwrap_or(e.exit_code());
             ExitCode::from(code)
         }
+    }
+}
+
+/// clap's message on one line: its first line, and the valid values when it lists them.
+fn one_line(text: &str) -> String {
+    let first = text.lines().next().unwrap_or("error: bad command line");
+    match text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("[possible values:"))
+    {
+        Some(values) => format!("{first} {values}"),
+        None => first.to_string(),
     }
 }
 
@@ -158,6 +179,7 @@ fn execute(command: Command) -> Result<(), Error> {
             model,
             mut sets,
         } => {
+            let changed = !sets.is_empty();
             if let Some(m) = model {
                 sets.push(format!("run.model={m}"));
             }
@@ -173,8 +195,13 @@ fn execute(command: Command) -> Result<(), Error> {
                 s.rhs_evals,
                 report.dir.display()
             );
+            // `expect` speaks of the scenario as written: with --set it may no longer apply.
             if let (Some(expect), Some(false)) = (&s.expect, s.expect_met) {
-                println!("expected {expect}, got {}", s.label);
+                if changed {
+                    println!("(the scenario as written expects {expect}; --set changed it)");
+                } else {
+                    println!("expected {expect}, got {}", s.label);
+                }
             }
         }
         Command::Compare {

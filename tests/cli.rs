@@ -164,6 +164,31 @@ fn set_overrides_reach_the_run_and_the_provenance() {
 }
 
 #[test]
+fn command_line_mistakes_say_what_would_be_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.toml", BASE);
+    // A wrong model name lists the valid ones, on the one error line.
+    let line = fails(tokdyn().arg("run").arg(&s).args(["--model", "Full"]), 2);
+    assert!(line.contains("Full") && line.contains("group"), "{line}");
+    // A params name without its table is pointed to it.
+    let line = fails(tokdyn().arg("run").arg(&s).args(["--set", "v11=0.3"]), 2);
+    assert!(line.contains("params.v11"), "{line}");
+    // Every option of compare, predict and portrait is described in --help.
+    for command in ["compare", "predict", "portrait", "sweep"] {
+        let out = tokdyn().args([command, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout).to_string();
+        for option in ["--out", "--set"] {
+            let line = help.lines().find(|l| l.trim_start().starts_with(option));
+            let line = line.unwrap_or_else(|| panic!("{command}: no {option} in {help}"));
+            assert!(
+                line.trim().len() > option.len() + 12,
+                "{command} {option} is not described: {line}"
+            );
+        }
+    }
+}
+
+#[test]
 fn default_output_folder_is_output_name() {
     let dir = tempfile::tempdir().unwrap();
     let s = write(dir.path(), "s.toml", BASE);

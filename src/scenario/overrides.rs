@@ -49,8 +49,14 @@ pub fn set_value(table: &mut toml::Table, key: &str, value: Value) -> Result<(),
         None => return Err("empty key".to_string()),
     };
     if !TOP_KEYS.contains(first) {
+        let hint = match table.get("params") {
+            Some(Value::Table(params)) if rest.is_empty() && params.contains_key(*first) => {
+                format!("; did you mean `params.{first}`?")
+            }
+            _ => String::new(),
+        };
         return Err(format!(
-            "unknown key `{first}` (top-level keys are: {})",
+            "unknown key `{first}` (top-level keys are: {}){hint}",
             TOP_KEYS.join(", ")
         ));
     }

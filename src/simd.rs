@@ -49,7 +49,7 @@ fn avx2<R>(f: impl FnOnce() -> R) -> R {
 /// Partial sums kept side by side in the vectorised reductions (two 4-wide vectors).
 pub const LANES: usize = 8;
 
-/// acc[l] += values[i] for every i = l mod LANES: a sum in a fixed order that vectorises.
+/// `acc[l] += values[i]` for every i = l mod LANES: a sum in a fixed order that vectorises.
 ///
 /// ```
 /// let mut acc = [0.0; tokdyn::simd::LANES];

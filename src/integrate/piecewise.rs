@@ -80,7 +80,7 @@ impl Piecewise {
 }
 
 /// Delegates to layer 0 for everything that does not depend on the layer (dimension,
-/// projection, order parameters, tokens). `rhs` is layer 0's field: only [`SegmentedStepper`]
+/// projection, order parameters, tokens). `rhs` is layer 0's field: only `SegmentedStepper`
 /// (used by [`super::solve`]) switches layers.
 impl Dynamics for Piecewise {
     fn dimension(&self) -> usize {

@@ -72,7 +72,7 @@ fn fits(len: usize, rows: usize, cols: usize, row_stride: usize, column_stride: 
     rows == 0 || cols == 0 || (rows - 1) * row_stride + (cols - 1) * column_stride < len
 }
 
-/// The matrix kernel behind [`gemm`].
+/// The matrix kernel behind [`gemm()`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// `matrixmultiply::dgemm`.
@@ -81,7 +81,7 @@ pub enum Backend {
     Gemm,
 }
 
-/// The kernel [`gemm`] uses (the faster on the field's shapes, see benches/README.md).
+/// The kernel [`gemm()`] uses (the faster on the field's shapes, see benches/README.md).
 pub const BACKEND: Backend = Backend::Gemm;
 
 /// C = alpha A B + beta C (beta = 0: C is not read), with [`BACKEND`].
@@ -102,10 +102,10 @@ pub fn gemm(alpha: f64, a: MatRef<'_>, b: MatRef<'_>, beta: f64, c: MatMut<'_>) 
     gemm_with(BACKEND, alpha, a, b, beta, c)
 }
 
-/// [`gemm`] with the given kernel (the same numbers up to rounding: the order of the sums differs).
+/// [`gemm()`] with the given kernel (the same numbers up to rounding: the order of the sums differs).
 ///
 /// # Panics
-/// As [`gemm`].
+/// As [`gemm()`].
 pub fn gemm_with(
     backend: Backend,
     alpha: f64,

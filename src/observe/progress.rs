@@ -2,7 +2,7 @@
 //! batch log, nothing for runs that end within a second.
 //!
 //! Progress is shown by wall time, not only at output samples: a ticker thread wakes every
-//! [`TICK`] and reads the time the integrator last reached ([`crate::interrupt::clock`], one
+//! `TICK` and reads the time the integrator last reached ([`crate::interrupt::clock`], one
 //! relaxed store per step), so a stiff run with few samples reports from its first second.
 //! The fraction done is t / t_end.
 

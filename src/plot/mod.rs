@@ -598,7 +598,7 @@ pub(crate) fn square_chart_width(height: u32, margin: u32, x_label: u32, y_label
     side + 2 * margin + y_label
 }
 
-/// [`short`] for callers outside the plot module (titles).
+/// `short` for callers outside the plot module (titles).
 pub fn short_number(v: f64) -> String {
     short(v)
 }

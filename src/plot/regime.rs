@@ -32,7 +32,7 @@ pub struct Theory {
 /// Colour of the theory curve.
 pub const THEORY_COLOR: RGBColor = RGBColor(0, 0, 0);
 
-/// The segments of the level set f = 0 of values `f[i * ys.len() + j]` = f(xs[i], ys[j])
+/// The segments of the level set f = 0 of values `f[i * ys.len() + j] = f(xs[i], ys[j])`
 /// (marching squares; a corner with f >= 0 counts as positive; non-finite cells are skipped).
 pub fn zero_level(f: &[f64], xs: &[f64], ys: &[f64]) -> Vec<[(f64, f64); 2]> {
     let (nx, ny) = (xs.len(), ys.len());
@@ -69,7 +69,7 @@ pub fn zero_level(f: &[f64], xs: &[f64], ys: &[f64]) -> Vec<[(f64, f64); 2]> {
 /// Writes `regime_map.png` and `regime_map.svg` into `dir`.
 ///
 /// `labels` is row-major with the first axis (x) slowest, as in `sweep.csv`: the point
-/// (xs[i], ys[j]) has `labels[i * ys.len() + j]`; `None` is a failed point. Missing entries
+/// `(xs[i], ys[j])` has `labels[i * ys.len() + j]`; `None` is a failed point. Missing entries
 /// (a short slice) are left blank. `boundary` points are drawn as black dots.
 #[allow(clippy::too_many_arguments)]
 pub fn regime_map(

@@ -462,7 +462,7 @@ pub const MAX_SAMPLES: usize = 100_000_000;
 /// Longest description, in bytes (it is copied into every summary.json).
 pub const MAX_DESCRIPTION: usize = 4096;
 
-/// A description is at most [`MAX_DESCRIPTION`] bytes.
+/// A description is at most `MAX_DESCRIPTION` bytes.
 pub fn check_description(text: &str) -> Result<(), String> {
     if text.len() > MAX_DESCRIPTION {
         return Err(format!(

@@ -134,7 +134,7 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
             .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
         let _ = writeln!(
             table,
-            "a family of {} periodic orbits from different starts (|R2| between {lo:.4} and {hi:.4}, periods {pmin:.4} to {pmax:.4}): closed orbits, as around a centre",
+            "{} oscillating tails from different starts (|R2| between {lo:.4} and {hi:.4}, periods {pmin:.4} to {pmax:.4}): not checked by a return map, so a centre is not told from a slow spiral",
             p.limit_cycles.len()
         );
     }

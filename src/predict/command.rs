@@ -104,13 +104,15 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
         for z in &p.boundary_zeros {
             let _ = writeln!(
                 table,
-                "  phi = {:>9.6}  g'(phi) = {:>10.6}  {}",
+                "  phi = {:>9.6}  g'(phi) = {:>10.6}  transverse = {:>10.6}  {}",
                 z.phi,
                 z.slope,
-                if z.slope < 0.0 {
-                    "attracting along the circle"
-                } else {
-                    "repelling along the circle"
+                z.transverse,
+                match (z.slope < 0.0, z.transverse < 0.0) {
+                    (true, true) => "attracting (both eigenvalues negative)",
+                    (true, false) => "attracting along the circle, repelling across it",
+                    (false, true) => "repelling along the circle, attracting across it",
+                    (false, false) => "repelling (both eigenvalues positive)",
                 }
             );
         }
@@ -132,7 +134,7 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
             .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
         let _ = writeln!(
             table,
-            "a family of {} periodic orbits from different starts (|R2| between {lo:.4} and {hi:.4}, periods {pmin:.4} to {pmax:.4}): closed orbits, as around a centre",
+            "{} oscillating tails from different starts (|R2| between {lo:.4} and {hi:.4}, periods {pmin:.4} to {pmax:.4}): not checked by a return map, so a centre is not told from a slow spiral",
             p.limit_cycles.len()
         );
     }

@@ -15,7 +15,14 @@
 //! by damped Newton from a polar grid of starts and deduplicated. On |R| = 1 (two antipodal
 //! clusters) the circle is invariant and arg R moves by g(phi) = omega(e^{i phi}) +
 //! Im(H(e^{i phi}) e^{-i phi}), a trigonometric polynomial of degree 2: its zeros are fixed
-//! cluster positions; none means the clusters rotate forever.
+//! cluster positions; none means the clusters rotate forever (docs/MATH.md §3.6).
+//!
+//! A boundary zero phi* has two eigenvalues. Along the circle, g'(phi*). Across it, the
+//! linearisation of d|R|/dt = Re(F conj(R)) / |R| at |R| = 1, which is the radial component
+//! u^T J u of the Jacobian J with u = (cos phi*, sin phi*) (the term with Re(F conj(R)) vanishes
+//! on the invariant circle). Since the tangent i e^{i phi*} is an eigenvector of J with
+//! eigenvalue g'(phi*), the transverse eigenvalue is also tr J - g'(phi*). The zero attracts
+//! (converged clusters) only when both are negative.
 //!
 //! The predicted label is that of the attractor the OA flow reaches from R(0): a stable fixed
 //! point (|R| = 1: converged clusters; inside: an interior point), the boundary circle without
@@ -77,6 +84,19 @@ pub struct BoundaryZero {
     pub phi: f64,
     /// g'(phi): negative means the position attracts along the circle.
     pub slope: f64,
+    /// The eigenvalue across the circle: d|R|/dt linearised at |R| = 1, u^T J u with u the
+    /// radial unit vector; negative means nearby interior states approach the boundary.
+    pub transverse: f64,
+    /// Both eigenvalues negative: the two clusters at this axis attract every nearby state.
+    pub attracting: bool,
+}
+
+/// The transverse eigenvalue at the boundary point e^{i phi}: the radial component of the
+/// Jacobian, u^T J u with u = (cos phi, sin phi).
+pub fn transverse_rate(sh: &SecondHarmonic, phi: f64) -> f64 {
+    let j = oa_jacobian(sh, Complex64::from_polar(1.0, phi));
+    let (c, s) = (phi.cos(), phi.sin());
+    c * (j[(0, 0)] * c + j[(0, 1)] * s) + s * (j[(1, 0)] * c + j[(1, 1)] * s)
 }
 
 /// A periodic orbit of the OA ODE found by integration.
@@ -279,9 +299,12 @@ pub fn boundary_zeros(sh: &SecondHarmonic) -> (Vec<BoundaryZero>, bool) {
             } else {
                 phi
             };
+            let (slope, transverse) = (slope(phi), transverse_rate(sh, phi));
             BoundaryZero {
                 phi,
-                slope: slope(phi),
+                slope,
+                transverse,
+                attracting: slope < 0.0 && transverse < 0.0,
             }
         })
         .collect();
@@ -362,6 +385,13 @@ pub fn predict(sh: &SecondHarmonic, start: Complex64, horizon: f64) -> Predictio
                 .filter(|p| p.is_stable())
                 .find(|p| (p.r - end).norm() < 1e-3);
             match (near, c.label) {
+                _ if near.is_none_or(|p| !p.on_boundary)
+                    && (end.norm() - 1.0).abs() < 1e-3
+                    && zeros.iter().any(|z| z.attracting && (Complex64::from_polar(1.0, z.phi) - end).norm() < 1e-3) => (
+                    end,
+                    Label::ConvergedClusters,
+                    format!("the OA flow from R(0) reaches the boundary zero phi = {:.6} of g, attracting along the circle and across it", end.arg()),
+                ),
                 (Some(p), _) if p.on_boundary => (
                     end,
                     Label::ConvergedClusters,
@@ -439,6 +469,37 @@ mod tests {
         }
         for z in &zeros {
             assert!(s.boundary_drift(z.phi).abs() < 1e-10);
+        }
+    }
+
+    #[test]
+    fn boundary_zeros_have_both_eigenvalues_of_the_boundary_fixed_points() {
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        };
+        for _ in 0..20 {
+            let s = sh(
+                [next(), next(), next(), next()],
+                [next(), next(), next(), next()],
+            );
+            let fps = fixed_points(&s);
+            for z in &boundary_zeros(&s).0 {
+                let j = oa_jacobian(&s, Complex64::from_polar(1.0, z.phi));
+                assert!((z.transverse - (j.trace() - z.slope)).abs() < 1e-6);
+                let Some(p) = fps
+                    .iter()
+                    .find(|p| (Complex64::from_polar(1.0, z.phi) - p.r).norm() < 1e-6)
+                else {
+                    continue;
+                };
+                if z.slope.abs() > 1e-6 && z.transverse.abs() > 1e-6 {
+                    assert_eq!(z.attracting, p.is_stable(), "{z:?} {p:?}");
+                }
+            }
         }
     }
 

@@ -615,7 +615,7 @@ fn max_row_norm(q: &[f64], d: usize) -> f64 {
 }
 
 #[inline(always)]
-fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
+pub(crate) fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
     let mut sum = a[0] * b[0];
     for c in 1..D {
         sum += a[c] * b[c];
@@ -624,7 +624,7 @@ fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
 }
 
 #[inline]
-fn dot(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 

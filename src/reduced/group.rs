@@ -21,6 +21,7 @@
 //! (O(n d^2)), in fixed chunks added in order, so results do not depend on the thread count; for
 //! d >= 8 a chunk's images Phi X_c and moments Y_c Y_c^T are blocked matrix products.
 
+use crate::model::field::{dot, dot_n};
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
@@ -397,18 +398,4 @@ fn unit_images(phi: &[f64], d: usize, block: &[f64], y: &mut [f64]) {
         let inv = if size > 0.0 { 1.0 / size } else { 0.0 };
         column.iter_mut().for_each(|v| *v *= inv);
     }
-}
-
-#[inline(always)]
-fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
-    let mut sum = a[0] * b[0];
-    for c in 1..D {
-        sum += a[c] * b[c];
-    }
-    sum
-}
-
-#[inline]
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }

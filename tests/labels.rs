@@ -241,3 +241,92 @@ model = "oa"
     assert_eq!(sparse.label, Label::Undetermined, "{}", sparse.reason);
     assert!(sparse.reason.contains("time.samples"), "{}", sparse.reason);
 }
+
+/// Seeds 17 / 7: an unstable interior focus (linearisation about 0.0029 +- 0.42 i) and a
+/// boundary circle where g has no zero. R2 spirals out slowly; at t = 200 the tail swings
+/// between 0.19 and 0.75 with a steady-looking period of 13.9, but the swing grows, and |R2|
+/// creeps to 1 while the axis turns.
+const SLOW_OUTWARD_SPIRAL: &str = r#"
+name = "slow-outward-spiral"
+[model]
+kernel = "lsa"
+beta = 1.0
+d = 2
+A = { random = "gaussian", seed = 17 }
+V = { random = "gaussian", seed = 7 }
+[tokens]
+n = 512
+init = "poisson"
+r0 = 0.3
+[time]
+t_end = 200.0
+samples = 2001
+[run]
+model = "oa"
+"#;
+
+#[test]
+fn a_slow_outward_spiral_ends_in_rotating_clusters_never_in_an_oscillation() {
+    // Read at t_end alone, the growing swing is not an oscillation (nor a limit).
+    let (_, _, early) = run(&scenario(SLOW_OUTWARD_SPIRAL, &[]));
+    assert_ne!(early.label, Label::Oscillation, "{}", early.reason);
+    assert_ne!(early.label, Label::InteriorPoint, "{}", early.reason);
+    let s = scenario(SLOW_OUTWARD_SPIRAL, &["time.t_max=20000"]);
+    let (solution, series, c) = run(&s);
+    assert_eq!(c.label, Label::RotatingClusters, "{}", c.reason);
+    assert!(solution.t_last > 200.0 && solution.t_last < 20000.0);
+    assert!(*series.r2_abs().last().unwrap() > 0.999);
+    // The rate against the unwrapped angle read directly over the last tenth of the run.
+    let n = series.len();
+    let (a, b) = (n - n / 10, n - 1);
+    let direct = (series.axis_angle[b] - series.axis_angle[a]) / (series.t[b] - series.t[a]);
+    let rate = c.features.r2_arg_rate;
+    assert!(
+        direct.abs() > 0.05 && (rate - direct).abs() < 0.1 * direct.abs(),
+        "{rate} vs {direct}"
+    );
+}
+
+/// The seed 19 / 126 matrices with a11 = -0.015 instead of -0.019: the limit cycle passes
+/// closer to the boundary saddle-node, and its period is long and sensitive (about 244 at
+/// a11 = -0.018, about 370 at -0.015).
+const NEAR_HOMOCLINIC: &str = r#"
+name = "near-homoclinic"
+[params]
+a11 = -0.015
+[model]
+kernel = "lsa"
+beta = 1.0
+d = 2
+A = [["a11", -0.3698200300188931], [0.5902831161906728, -0.9272152357871221]]
+V = [[0.9627574557073203, 0.12624535915495158], [-0.20061882611256188, 0.6412667294900439]]
+[tokens]
+n = 512
+init = "poisson"
+r0 = 0.3
+[time]
+t_end = 3000.0
+samples = 30001
+t_max = 30000.0
+[run]
+model = "oa"
+"#;
+
+#[test]
+fn a_near_homoclinic_orbit_is_an_oscillation_with_its_long_period() {
+    let mut periods = Vec::new();
+    for a11 in ["-0.015", "-0.018"] {
+        let s = scenario(NEAR_HOMOCLINIC, &[&format!("params.a11={a11}")]);
+        let (_, series, c) = run(&s);
+        assert_eq!(c.label, Label::Oscillation, "a11 {a11}: {}", c.reason);
+        let period = c.features.period.unwrap();
+        let spacing = minima_spacing(&series);
+        assert!(
+            (period - spacing).abs() < 0.02 * spacing,
+            "a11 {a11}: period {period} vs minima spacing {spacing}"
+        );
+        periods.push(spacing);
+    }
+    // Sensitive: 0.003 in a11 changes the period by more than a third.
+    assert!(periods[0] > 340.0 && periods[0] > 1.35 * periods[1], "{periods:?}");
+}

@@ -448,6 +448,16 @@ fn bad_sweep_files_are_one_error_line_with_exit_2() {
             format!("{head}[axes\n"),
             "invalid TOML",
         ),
+        (
+            "unknown label source",
+            format!("{head}label = \"theory\"\n[axes]\nv11 = {{ from = 0, to = 1, steps = 3 }}\n"),
+            "label: \"theory\" is not a label source",
+        ),
+        (
+            "predict on the full model",
+            "name = \"bad\"\nscenario = \"base.toml\"\nmodel = \"full\"\nlabel = \"predict\"\n[axes]\nv11 = { from = 0, to = 1, steps = 3 }\n".to_string(),
+            "label: \"predict\" analyses the OA model",
+        ),
     ];
     for (what, text, expected) in cases {
         let s = write(dir.path(), "s.toml", &text);
@@ -711,4 +721,46 @@ fn the_sweep_files_in_scenarios_are_valid() {
         assert_eq!(plan.name, name);
         assert_eq!(plan.model.as_str(), "oa");
     }
+}
+
+#[test]
+fn predicted_labels_of_case4_agree_with_the_theorem_in_the_same_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "base.toml", CASE4);
+    // v12 never equals v11: every point is away from the boundary |v11| = |v12|.
+    let s = write(
+        dir.path(),
+        "s.toml",
+        r#"
+name = "case4-predict"
+scenario = "base.toml"
+model = "oa"
+label = "predict"
+[axes]
+v11 = { from = 0.0, to = 1.0, steps = 6 }
+v12 = { from = 0.1, to = 0.9, steps = 5 }
+"#,
+    );
+    let out = sweep(&s, &dir.path().join("out"), &[]);
+    let (header, rows) = table(&out.join("sweep.csv"));
+    assert_eq!(header.join(","), format!("v11,v12,{RESULT_HEADER}"));
+    assert_eq!(rows.len(), 30);
+    let mut disagreements = Vec::new();
+    for r in &rows {
+        let (v11, v12): (f64, f64) = (r[0].parse().unwrap(), r[1].parse().unwrap());
+        let expected = if v11 == 0.0 {
+            "rotating-interior"
+        } else if v11.abs() < v12.abs() {
+            "oscillation"
+        } else {
+            "converged-clusters"
+        };
+        // No simulation ran: its numbers are empty, the reason is the prediction's.
+        assert!(r[3..10].iter().all(|c| c.is_empty()), "{r:?}");
+        assert!(!r[10].is_empty(), "{r:?}");
+        if r[2] != expected {
+            disagreements.push(format!("({v11}, {v12}): {} ({})", r[2], r[10]));
+        }
+    }
+    assert!(disagreements.is_empty(), "{disagreements:#?}");
 }

@@ -9,7 +9,9 @@
 //!    peak-to-trough amplitudes A_k are fitted as A_k ~ e^{-lambda t}: if the amplitude falls
 //!    clearly over the tail (lambda T > 0.3) the motion is a converging spiral (s* = the mean
 //!    of the last cycle, `decay_rate` = lambda), if it holds it is an `oscillation` (`period`
-//!    = mean peak spacing, `amplitude` = half the swing), if it grows the run is too short.
+//!    = mean peak spacing, `amplitude` = half the swing), if it grows (-lambda T > [`GROWING`],
+//!    a slow outward spiral) or its mean per period drifts one way (by more than [`DRIFTING`]
+//!    of the swing) the run is too short.
 //! 3. **Monotone approach.** Without cycles, s at the start, middle and end of the tail gives
 //!    the ratio q of successive changes; 0 < q < 1 is a decelerating approach whose limit is
 //!    extrapolated geometrically (exact for an exponential approach, with rate
@@ -41,6 +43,12 @@ pub const SETTLED: f64 = 1e-3;
 pub const CLUSTERED: f64 = 1e-3;
 /// An extrapolated limit counts as clustered above 1 - this.
 pub const CLUSTERED_EXTRAPOLATED: f64 = 1e-2;
+/// A swing growing by more than this (log of the swing, over the tail) is a transient: an orbit
+/// spiralling out slowly (to a limit cycle or to the boundary) is not yet an oscillation.
+pub const GROWING: f64 = 0.1;
+/// The mean of s per period moving one way by more than this share of the swing over the tail
+/// is a transient (a slow spiral), not yet an oscillation.
+pub const DRIFTING: f64 = 0.02;
 /// Below this s* there is no axis to turn (the uniform state).
 pub const NO_AXIS: f64 = 1e-2;
 /// The axis counts as turning above this rate (radians of arg R2 per unit time).
@@ -241,6 +249,8 @@ fn peak_cycles(t: &[f64], s: &[f64], swing: f64) -> Option<period::Cycles> {
         last_mean: s[a..b].iter().sum::<f64>() / (b - a) as f64,
         last_swing: w_hi - w_lo,
         count,
+        mean_drift: 0.0,
+        samples_per_period: f64::INFINITY,
     })
 }
 
@@ -466,12 +476,22 @@ fn limit_of_s(
                 ),
             ));
         }
-        if trend < -0.3 {
+        if trend < -GROWING {
             return Err(Box::new(undetermined(
                 f.clone(),
                 format!(
                     "s oscillates with a growing swing (rate {:.3e}, period {:.4}); run longer (time.t_max)",
                     -c.decay_rate, c.period
+                ),
+            )));
+        }
+        let resolution = 2.0 * swing / c.samples_per_period;
+        if c.mean_drift.abs() > (DRIFTING * swing).max(resolution) {
+            return Err(Box::new(undetermined(
+                f.clone(),
+                format!(
+                    "s oscillates (period {:.4}) while the mean of its cycles drifts by {:.3e} over the tail; run longer (time.t_max)",
+                    c.period, c.mean_drift
                 ),
             )));
         }
@@ -580,6 +600,15 @@ mod tests {
         assert_eq!(c.label, Label::InteriorPoint, "{}", c.reason);
         assert!((c.features.decay_rate.unwrap() - 0.025).abs() < 0.005);
         assert!((c.features.limit.unwrap() - 0.0999).abs() < 0.01);
+    }
+
+    #[test]
+    fn cycles_whose_mean_drifts_are_not_an_oscillation() {
+        // A steady swing around a centre that moves (a slow spiral seen from |R2|).
+        let drifting = series(|t| Complex64::new(0.3 + 0.0015 * t + 0.2 * (0.7 * t).sin(), 0.0));
+        let c = classify(&drifting);
+        assert_eq!(c.label, Label::Undetermined, "{}", c.reason);
+        assert!(c.reason.contains("drifts"), "{}", c.reason);
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //! the whole shape must repeat. The result is then checked against the extrema: the times of
 //! the minimum (or maximum) of s in successive windows of one period must be spaced by the
 //! period (within [`PEAK_CHECK`]). The swing of s per period-window, fitted as
-//! swing_k ~ e^{-lambda t_k}, gives the decay rate lambda of a spiral (negative: growing).
+//! swing_k ~ e^{-lambda t_k}, gives the decay rate lambda of a spiral (negative: growing), and
+//! the mean of s per period-window, when it moves one way, the drift of a slow spiral whose
+//! swing holds while its centre of motion moves.
 
 /// Most points of the coarse copy the autocorrelation is searched on.
 pub const COARSE_POINTS: usize = 1200;
@@ -42,6 +44,11 @@ pub struct Cycles {
     pub last_swing: f64,
     /// Number of whole periods in the tail.
     pub count: usize,
+    /// Change of the mean of s per period from the first whole period to the last, when the
+    /// means move one way (a slow spiral drifts; a limit cycle's mean holds); else 0.
+    pub mean_drift: f64,
+    /// Samples per period: the mean over one period is good to about swing / this.
+    pub samples_per_period: f64,
 }
 
 /// Pearson correlation of `x[..n - lag]` with `x[lag..]`.
@@ -197,7 +204,20 @@ pub fn cycles(t: &[f64], s: &[f64]) -> Option<Cycles> {
     let &(a, b) = w.last()?;
     let (lo, hi) = super::min_max(&s[a..b]);
     let (slope, _, decay_fit) = super::fit(&times, &log_swings);
+    let means: Vec<f64> = w
+        .iter()
+        .map(|&(a, b)| s[a..b].iter().sum::<f64>() / (b - a) as f64)
+        .collect();
+    let steps: Vec<f64> = means.windows(2).map(|m| m[1] - m[0]).collect();
+    let one_way = steps.iter().all(|d| *d > 0.0) || steps.iter().all(|d| *d < 0.0);
+    let mean_drift = if one_way {
+        means[means.len() - 1] - means[0]
+    } else {
+        0.0
+    };
     Some(Cycles {
+        mean_drift,
+        samples_per_period: period / dt,
         period,
         correlation,
         decay_rate: -slope,

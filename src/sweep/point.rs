@@ -6,7 +6,7 @@ use crate::classify::{classify, CertaintyWatch};
 use crate::simulation;
 
 use super::format::{fmt_f64, fmt_opt};
-use super::spec::Plan;
+use super::spec::{LabelSource, Plan};
 
 /// The result columns of `sweep.csv`, after the axis names.
 pub const RESULT_COLUMNS: [&str; 9] = [
@@ -76,6 +76,9 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Ok(s) => s,
         Err(e) => return Outcome::failure(&e.to_string()),
     };
+    if plan.label_source == LabelSource::Predict {
+        return predicted_point(&scenario);
+    }
     let sim = match simulation::build(&scenario, plan.model) {
         Ok(sim) => sim,
         Err(e) => return Outcome::failure(&e.to_string()),
@@ -109,5 +112,19 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
             fmt_f64(solution.t_last),
             one_line(&c.reason),
         ],
+    }
+}
+
+/// A point labelled by the OA analysis (`label = "predict"`): the label and reason of
+/// `tokdyn predict`; the simulation's numbers stay empty (none was run).
+fn predicted_point(scenario: &crate::scenario::Scenario) -> Outcome {
+    match crate::predict::command::prediction(scenario) {
+        Ok(p) => {
+            let mut cells = vec![String::new(); RESULT_COLUMNS.len()];
+            cells[0] = p.label.to_string();
+            cells[8] = one_line(&p.reason);
+            Outcome { cells }
+        }
+        Err(e) => Outcome::failure(&format!("the prediction failed: {e}")),
     }
 }

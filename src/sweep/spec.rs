@@ -41,11 +41,12 @@ use super::format::fmt_f64;
 pub const MAX_POINTS: usize = 100_000_000;
 
 /// Keys of the sweep file.
-const TOP_KEYS: [&str; 8] = [
+const TOP_KEYS: [&str; 9] = [
     "name",
     "description",
     "scenario",
     "model",
+    "label",
     "axes",
     "refine",
     "continuation",
@@ -174,6 +175,8 @@ pub struct Plan {
     pub model_override: Option<ModelKind>,
     /// The model every point runs.
     pub model: ModelKind,
+    /// Where each point's label comes from (`label` of the sweep file).
+    pub label_source: LabelSource,
     pub axes: Vec<Axis>,
     pub refine: Option<RefineSpec>,
     pub continuation: Option<ContinuationSpec>,
@@ -549,6 +552,7 @@ pub fn from_table_with_sets(
     };
     let base = Scenario::from_table(template.clone(), &scenario_file, &scenario_dir)?;
     let model = base.run.model;
+    let label_source = label_source(file, table.get("label"), &base, model)?;
 
     // Axes.
     let axes_table = match required(file, "", table, "axes")? {
@@ -666,6 +670,7 @@ pub fn from_table_with_sets(
         scenario_dir,
         model_override,
         model,
+        label_source,
         axes,
         refine,
         continuation,
@@ -675,6 +680,73 @@ pub fn from_table_with_sets(
     };
     check_corners(&plan)?;
     Ok(plan)
+}
+
+/// `label` of the sweep file: where each point's label comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LabelSource {
+    /// The classifier of the point's simulation (the default).
+    #[default]
+    Simulation,
+    /// The analysis of the OA phase space (`tokdyn predict`), without a simulation.
+    Predict,
+}
+
+impl LabelSource {
+    /// The word of the sweep file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LabelSource::Simulation => "simulation",
+            LabelSource::Predict => "predict",
+        }
+    }
+}
+
+/// Reads `label`; `"predict"` needs what the OA analysis reads: model = "oa", d = 2,
+/// kernel = "lsa", one layer.
+fn label_source(
+    file: &Path,
+    value: Option<&Value>,
+    base: &Scenario,
+    model: ModelKind,
+) -> Result<LabelSource, Error> {
+    let Some(value) = value else {
+        return Ok(LabelSource::Simulation);
+    };
+    let source = match string(file, "label", value)? {
+        "simulation" => LabelSource::Simulation,
+        "predict" => LabelSource::Predict,
+        other => {
+            return Err(at(
+                file,
+                "label",
+                format!(
+                    "\"{}\" is not a label source (use \"simulation\" or \"predict\")",
+                    other.escape_debug()
+                ),
+            ))
+        }
+    };
+    if source == LabelSource::Predict {
+        let m = &base.model;
+        let analysable = model == ModelKind::Oa
+            && m.d == 2
+            && m.kernel == crate::scenario::KernelKind::Lsa
+            && m.layers.is_empty();
+        if !analysable {
+            return Err(at(
+                file,
+                "label",
+                format!(
+                    "\"predict\" analyses the OA model of d = 2, kernel = \"lsa\", one layer; this sweep runs model = \"{model}\" with d = {}, kernel = \"{}\"{}",
+                    m.d,
+                    m.kernel,
+                    if m.layers.is_empty() { "" } else { " and a stack of layers" }
+                ),
+            ));
+        }
+    }
+    Ok(source)
 }
 
 /// The variables of a theory expression at axis values: the base `[params]`, with the axes

@@ -403,13 +403,18 @@ pub fn check(plan: &Plan, spec: &ContinuationSpec) -> Result<(), Error> {
 /// Continues the OA fixed points of the base scenario along `spec.parameter`.
 pub fn run(plan: &Plan, spec: &ContinuationSpec) -> Result<Report, Error> {
     let fail = |m: String| Error::Input(format!("{}: continuation: {m}", plan.file.display()));
+    let branches = trace_all(plan, spec).map_err(fail)?;
+    Ok(report(spec, &branches))
+}
+
+/// Traces a branch through every fixed point found at the seed parameters (once per branch).
+fn trace_all(plan: &Plan, spec: &ContinuationSpec) -> Result<Vec<Traced>, String> {
     let fam = Family::new(plan, &spec.key);
-    let seeds_p = seeds(spec);
     let direction = (spec.to - spec.from).signum();
     let mut branches: Vec<Traced> = Vec::new();
     let tol = (spec.step * 0.5).max(1e-6);
-    for &p in &seeds_p {
-        let sh = fam.coefficients(p).map_err(fail)?;
+    for p in seeds(spec) {
+        let sh = fam.coefficients(p)?;
         let continuum = boundary_zeros(&sh).1;
         for fp in fixed_points(&sh) {
             if continuum && fp.on_boundary {
@@ -419,45 +424,60 @@ pub fn run(plan: &Plan, spec: &ContinuationSpec) -> Result<Report, Error> {
             if on_branch(&branches, y0, tol) {
                 continue;
             }
-            let Some(t0) = fam.tangent(y0).map_err(fail)? else {
+            let Some(t0) = fam.tangent(y0)? else {
                 continue;
             };
             // Forward: towards `to` (from `from`), backward from `to`; inner seeds both ways.
             let forward = if t0[2] * direction >= 0.0 { t0 } else { -t0 };
-            let first = fam.point(y0, None).map_err(fail)?;
-            let mut points;
-            let mut ys;
-            if p == spec.from {
-                let (pts, yv) = trace(&fam, spec, y0, forward, spec.max_points).map_err(fail)?;
-                points = vec![first];
-                points.extend(pts);
-                ys = vec![y0];
-                ys.extend(yv);
-            } else if p == spec.to {
-                let (pts, yv) = trace(&fam, spec, y0, -forward, spec.max_points).map_err(fail)?;
-                points = vec![first];
-                points.extend(pts);
-                ys = vec![y0];
-                ys.extend(yv);
-                points.reverse();
-                ys.reverse();
-            } else {
-                let half = spec.max_points / 2;
-                let (mut back, mut back_y) = trace(&fam, spec, y0, -forward, half).map_err(fail)?;
-                let (fwd, fwd_y) = trace(&fam, spec, y0, forward, half).map_err(fail)?;
-                back.reverse();
-                back_y.reverse();
-                points = back;
-                points.push(first);
-                points.extend(fwd);
-                ys = back_y;
-                ys.push(y0);
-                ys.extend(fwd_y);
-            }
-            branches.push(Traced { points, ys });
+            branches.push(trace_from(&fam, spec, p, y0, forward)?);
         }
     }
+    Ok(branches)
+}
 
+/// The branch through the seed `y0` at parameter `p`, in the order of the parameter's range.
+fn trace_from(
+    fam: &Family<'_>,
+    spec: &ContinuationSpec,
+    p: f64,
+    y0: Vector3<f64>,
+    forward: Vector3<f64>,
+) -> Result<Traced, String> {
+    let first = fam.point(y0, None)?;
+    let mut points;
+    let mut ys;
+    if p == spec.from {
+        let (pts, yv) = trace(fam, spec, y0, forward, spec.max_points)?;
+        points = vec![first];
+        points.extend(pts);
+        ys = vec![y0];
+        ys.extend(yv);
+    } else if p == spec.to {
+        let (pts, yv) = trace(fam, spec, y0, -forward, spec.max_points)?;
+        points = vec![first];
+        points.extend(pts);
+        ys = vec![y0];
+        ys.extend(yv);
+        points.reverse();
+        ys.reverse();
+    } else {
+        let half = spec.max_points / 2;
+        let (mut back, mut back_y) = trace(fam, spec, y0, -forward, half)?;
+        let (fwd, fwd_y) = trace(fam, spec, y0, forward, half)?;
+        back.reverse();
+        back_y.reverse();
+        points = back;
+        points.push(first);
+        points.extend(fwd);
+        ys = back_y;
+        ys.push(y0);
+        ys.extend(fwd_y);
+    }
+    Ok(Traced { points, ys })
+}
+
+/// `branches.csv`, the summary and the branches for the picture.
+fn report(spec: &ContinuationSpec, branches: &[Traced]) -> Report {
     let columns = {
         let mut c = vec!["branch".to_string(), spec.parameter.clone()];
         c.extend(
@@ -507,11 +527,11 @@ pub fn run(plan: &Plan, spec: &ContinuationSpec) -> Result<Report, Error> {
         "points": rows.len(),
         "special_points": specials,
     });
-    Ok(Report {
+    Report {
         csv: csv_text(&columns, rows),
         branches: branches.iter().map(|b| b.points.clone()).collect(),
         summary,
-    })
+    }
 }
 
 #[derive(Serialize)]

@@ -289,14 +289,109 @@ pub fn sweep_with_env(
     let dir = crate::output::resolve_out(&out)?;
     let _locks = store::FolderLocks::acquire(&dir, shard.map(|s| (s.k, s.n)))?;
     crate::output::check_replaceable(&dir, crate::output::ResultKind::Sweep)?;
-    let manifest_lock = crate::output::OutputLock::wait(&dir.join(".manifest.lock"))?;
+    let (manifest, fingerprint) = claim_folder(&plan, &dir, shard, options.resume)?;
 
-    // The manifest: a folder holds one sweep.
-    let manifest = Manifest::new(&plan);
+    let progress_path = match shard {
+        Some(s) => dir.join(format!("shard-{}-of-{}.progress", s.k, s.n)),
+        None => dir.join("sweep.progress"),
+    };
+    let Bookkeeping {
+        writer,
+        grid: mut known,
+        refine: refine_cache,
+    } = open_progress(&plan, &progress_path, &fingerprint, options.resume)?;
+    if options.resume && shard.is_none() {
+        reuse_shard_points(&dir, &manifest, &mut known)?;
+    }
+    let points = plan.points();
+    let mine: Vec<usize> = match shard {
+        Some(s) => (s.k - 1..points).step_by(s.n).collect(),
+        None => (0..points).collect(),
+    };
+    let todo: Vec<usize> = mine
+        .iter()
+        .copied()
+        .filter(|i| !known.contains_key(i))
+        .collect();
+    let title = match shard {
+        Some(s) => format!("{} {}/{}", plan.name, s.k, s.n),
+        None => plan.name.clone(),
+    };
+    let book = Book::new(writer, &title, "points", todo.len(), options.progress);
+    let (computed, writer) = compute_grid(&plan, &todo, book, &progress_path)?;
+    let n_computed = computed.len();
+    for (i, o) in computed {
+        known.insert(i, o);
+    }
+    let rows: Vec<(usize, Outcome)> = mine
+        .iter()
+        .map(|&i| {
+            (
+                i,
+                known.remove(&i).unwrap_or_else(|| Outcome::failure("lost")),
+            )
+        })
+        .collect();
+    let mut summary = grid_summary(&plan, &rows, n_computed, options);
+    if let Some(s) = shard {
+        return write_shard(&plan, &dir, s, &rows, summary, started);
+    }
+
+    // sweep.csv first, so the grid is safe even if refinement is interrupted.
+    let axis_names: Vec<String> = plan.axes.iter().map(|a| a.name.clone()).collect();
+    let sweep_csv = dir.join("sweep.csv");
+    let text = csv_text(
+        &store::sweep_columns(&axis_names),
+        rows.iter().map(|(i, o)| {
+            let mut r = plan.coord_cells(&plan.coords(*i));
+            r.extend(o.cells.iter().cloned());
+            r
+        }),
+    );
+    write_atomic(&sweep_csv, text.as_bytes()).map_err(Error::io(&sweep_csv))?;
+
+    let boundaries_path = dir.join("boundaries.csv");
+    let mut boundary_points: Vec<Vec<f64>> = Vec::new();
+    if plan.refine.is_some() {
+        boundary_points = refine_boundaries(
+            &plan,
+            &rows,
+            writer,
+            options.progress,
+            &refine_cache,
+            &boundaries_path,
+            &mut summary,
+        )?;
+    } else if boundaries_path.exists() {
+        fs::remove_file(&boundaries_path).map_err(Error::io(&boundaries_path))?;
+    }
+    let traced = continue_branches(&plan, &dir, &mut summary)?;
+
+    let outcomes: Vec<(Vec<f64>, &Outcome)> =
+        rows.iter().map(|(i, o)| (plan.coords(*i), o)).collect();
+    pictures::draw(&plan, &outcomes, &boundary_points, &traced, &dir)?;
+
+    summary.wall_seconds = started.elapsed().as_secs_f64();
+    let json = dir.join("summary.json");
+    write_json_atomic(&json, &summary).map_err(Error::io(&json))?;
+    Ok(dir)
+}
+
+/// Writes the manifest of `plan` into `dir`, after checking that the folder holds no other
+/// sweep (or clearing it, for an unsharded run without `--resume`): the manifest and its
+/// fingerprint.
+fn claim_folder(
+    plan: &Plan,
+    dir: &Path,
+    shard: Option<Shard>,
+    resume: bool,
+) -> Result<(Manifest, String), Error> {
+    let manifest_lock = crate::output::OutputLock::wait(&dir.join(".manifest.lock"))?;
+    let manifest = Manifest::new(plan);
     let text = manifest.text();
     let fingerprint = Manifest::fingerprint(&text);
     let manifest_path = dir.join(MANIFEST);
-    let same = match Manifest::read(&dir) {
+    let same = match Manifest::read(dir) {
         Ok(Some((_, old))) => Some(old == text),
         Ok(None) => None,
         Err(e) => {
@@ -307,7 +402,7 @@ pub fn sweep_with_env(
     };
     match (same, shard) {
         (Some(true), _) => {}
-        (Some(false), _) if options.resume => {
+        (Some(false), _) if resume => {
             return Err(Error::Input(format!(
                 "{}: cannot resume: it holds a different sweep (the grid, the base scenario or the version changed); run without --resume to start over, or use another --out",
                 manifest_path.display()
@@ -322,51 +417,59 @@ pub fn sweep_with_env(
         // No manifest: nothing to clear (result files are replaced at the end, and a progress
         // file without our fingerprint is ignored).
         (None, _) => {}
-        (Some(false), None) => clear_old_sweep(&dir)?,
+        (Some(false), None) => clear_old_sweep(dir)?,
     }
     write_atomic(&manifest_path, text.as_bytes()).map_err(Error::io(&manifest_path))?;
     drop(manifest_lock);
+    Ok((manifest, fingerprint))
+}
 
-    let progress_path = match shard {
-        Some(s) => dir.join(format!("shard-{}-of-{}.progress", s.k, s.n)),
-        None => dir.join("sweep.progress"),
-    };
-    let Bookkeeping {
-        writer,
-        grid: mut known,
-        refine: refine_cache,
-    } = open_progress(&plan, &progress_path, &fingerprint, options.resume)?;
-    if options.resume && shard.is_none() {
-        // Points of shard runs of the same sweep count as finished too.
-        for (_, _, file) in store::shard_files(&dir).map_err(Error::io(&dir))? {
-            if let Ok(rows) = store::read_shard(&file, &manifest) {
-                for (i, o) in rows {
-                    known.entry(i).or_insert(o);
-                }
+/// Points of shard runs of the same sweep count as finished too (`--resume` unsharded).
+fn reuse_shard_points(
+    dir: &Path,
+    manifest: &Manifest,
+    known: &mut HashMap<usize, Outcome>,
+) -> Result<(), Error> {
+    for (_, _, file) in store::shard_files(dir).map_err(Error::io(dir))? {
+        if let Ok(rows) = store::read_shard(&file, manifest) {
+            for (i, o) in rows {
+                known.entry(i).or_insert(o);
             }
         }
     }
+    Ok(())
+}
 
-    let points = plan.points();
-    let mine: Vec<usize> = match shard {
-        Some(s) => (s.k - 1..points).step_by(s.n).collect(),
-        None => (0..points).collect(),
-    };
-    let todo: Vec<usize> = mine
-        .iter()
-        .copied()
-        .filter(|i| !known.contains_key(i))
-        .collect();
-    let label = match shard {
-        Some(s) => format!("{} {}/{}", plan.name, s.k, s.n),
-        None => plan.name.clone(),
-    };
+/// The progress file's writer and the progress monitor, shared by the parallel points.
+struct Book {
+    writer: ProgressWriter,
+    monitor: Monitor,
+}
 
-    // The grid, in parallel; each finished point is appended to the progress file.
-    let book = Mutex::new((
-        writer,
-        Monitor::new(&label, "points", todo.len() as u64, options.progress),
-    ));
+impl Book {
+    fn new(
+        writer: ProgressWriter,
+        title: &str,
+        unit: &'static str,
+        total: usize,
+        progress: bool,
+    ) -> Self {
+        Book {
+            writer,
+            monitor: Monitor::new(title, unit, total as u64, progress),
+        }
+    }
+}
+
+/// Computes the points `todo` in parallel; each finished point is appended to the progress
+/// file. Returns the finished points (in `todo` order) and the writer.
+fn compute_grid(
+    plan: &Plan,
+    todo: &[usize],
+    book: Book,
+    progress_path: &Path,
+) -> Result<(Vec<(usize, Outcome)>, ProgressWriter), Error> {
+    let book = Mutex::new(book);
     // The first failure to record a point stops the others from starting.
     let failure: Mutex<Option<io::Error>> = Mutex::new(None);
     let stop = AtomicBool::new(false);
@@ -377,13 +480,13 @@ pub fn sweep_with_env(
             if stop.load(Ordering::Relaxed) || crate::interrupt::is_requested() {
                 return None;
             }
-            let outcome = run_point(&plan, &plan.coords(i));
+            let outcome = run_point(plan, &plan.coords(i));
             // A point stopped by an interruption is not a result: not recorded.
             if crate::interrupt::is_requested() {
                 return None;
             }
-            let mut guard = book.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = guard.0.grid(i, &outcome) {
+            let mut book = book.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = book.writer.grid(i, &outcome) {
                 stop.store(true, Ordering::Relaxed);
                 failure
                     .lock()
@@ -391,47 +494,45 @@ pub fn sweep_with_env(
                     .get_or_insert(e);
                 return None;
             }
-            guard.1.inc();
+            book.monitor.inc();
             Some((i, outcome))
         })
         .collect();
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(Error::Io {
-            path: progress_path,
+            path: progress_path.to_path_buf(),
             source: e,
         });
     }
-    let (writer, mut monitor) = book.into_inner().unwrap_or_else(|e| e.into_inner());
+    let Book {
+        writer,
+        mut monitor,
+    } = book.into_inner().unwrap_or_else(|e| e.into_inner());
     monitor.finish();
-    let n_computed = computed.len();
     if crate::interrupt::is_requested() {
-        return Err(interrupted(n_computed, todo.len(), &progress_path));
+        return Err(interrupted(computed.len(), todo.len(), progress_path));
     }
-    for (i, o) in computed {
-        known.insert(i, o);
-    }
-    let rows: Vec<(usize, Outcome)> = mine
-        .iter()
-        .map(|&i| {
-            (
-                i,
-                known.remove(&i).unwrap_or_else(|| Outcome::failure("lost")),
-            )
-        })
-        .collect();
-    let (counts, failed_count, failed) = tally(rows.iter().map(|(i, o)| (*i, o)));
-    let axis_names: Vec<String> = plan.axes.iter().map(|a| a.name.clone()).collect();
+    Ok((computed, writer))
+}
 
-    let mut summary = Summary {
+/// `summary.json` of the grid (refinement, continuation and timing are added later).
+fn grid_summary(
+    plan: &Plan,
+    rows: &[(usize, Outcome)],
+    computed: usize,
+    options: &SweepOptions,
+) -> Summary {
+    let (counts, failed_count, failed) = tally(rows.iter().map(|(i, o)| (*i, o)));
+    Summary {
         name: plan.name.clone(),
         description: plan.description.clone(),
         sweep_file: Some(plan.file.display().to_string()),
         scenario_file: Some(plan.scenario_file.display().to_string()),
         model: plan.model.to_string(),
-        axes: axis_names.clone(),
-        points,
-        computed: n_computed,
-        reused: mine.len() - n_computed,
+        axes: plan.axes.iter().map(|a| a.name.clone()).collect(),
+        points: plan.points(),
+        computed,
+        reused: rows.len() - computed,
         counts,
         failed_points: failed_count,
         failed,
@@ -445,143 +546,142 @@ pub fn sweep_with_env(
         command_line: options.command_line.clone(),
         sweep: Some(plan.resolved()),
         scenario: Some(plan.base.resolved.clone()),
-    };
-
-    if let Some(s) = shard {
-        let path = dir.join(store::shard_file(s.k, s.n));
-        let text = csv_text(
-            &store::shard_columns(&axis_names),
-            rows.iter().map(|(i, o)| {
-                let mut r = vec![i.to_string()];
-                r.extend(plan.coord_cells(&plan.coords(*i)));
-                r.extend(o.cells.iter().cloned());
-                r
-            }),
-        );
-        write_atomic(&path, text.as_bytes()).map_err(Error::io(&path))?;
-        summary.shard = Some(format!("{}/{}", s.k, s.n));
-        summary.points = rows.len();
-        summary.wall_seconds = started.elapsed().as_secs_f64();
-        let json = dir.join(format!("shard-{}-of-{}.json", s.k, s.n));
-        write_json_atomic(&json, &summary).map_err(Error::io(&json))?;
-        return Ok(dir);
     }
+}
 
-    // sweep.csv first, so the grid is safe even if refinement is interrupted.
-    let sweep_csv = dir.join("sweep.csv");
+/// Writes `shard-K-of-N.csv` and its `.json` summary.
+fn write_shard(
+    plan: &Plan,
+    dir: &Path,
+    s: Shard,
+    rows: &[(usize, Outcome)],
+    mut summary: Summary,
+    started: Instant,
+) -> Result<PathBuf, Error> {
+    let axis_names: Vec<String> = plan.axes.iter().map(|a| a.name.clone()).collect();
+    let path = dir.join(store::shard_file(s.k, s.n));
     let text = csv_text(
-        &store::sweep_columns(&axis_names),
+        &store::shard_columns(&axis_names),
         rows.iter().map(|(i, o)| {
-            let mut r = plan.coord_cells(&plan.coords(*i));
+            let mut r = vec![i.to_string()];
+            r.extend(plan.coord_cells(&plan.coords(*i)));
             r.extend(o.cells.iter().cloned());
             r
         }),
     );
-    write_atomic(&sweep_csv, text.as_bytes()).map_err(Error::io(&sweep_csv))?;
-
-    // Boundary refinement.
-    let boundaries_path = dir.join("boundaries.csv");
-    let mut boundary_points: Vec<Vec<f64>> = Vec::new();
-    if plan.refine.is_some() {
-        let outcomes: Vec<Outcome> = rows.iter().map(|(_, o)| o.clone()).collect();
-        let segments = refine::segments(&plan, &outcomes);
-        let runs = AtomicUsize::new(0);
-        let reused = AtomicUsize::new(0);
-        let book = Mutex::new((
-            writer,
-            Monitor::new(
-                &format!("{} refine", plan.name),
-                "boundaries",
-                segments.len() as u64,
-                options.progress,
-            ),
-        ));
-        let compute = |coords: &[f64]| -> Result<Outcome, Error> {
-            let key = plan.coord_cells(coords);
-            if let Some(o) = refine_cache.get(&key) {
-                reused.fetch_add(1, Ordering::Relaxed);
-                return Ok(o.clone());
-            }
-            let outcome = run_point(&plan, coords);
-            if crate::interrupt::is_requested() {
-                return Err(Error::Interrupted(
-                    "during boundary refinement; the progress file keeps the finished points: --resume continues".into(),
-                ));
-            }
-            runs.fetch_add(1, Ordering::Relaxed);
-            let mut guard = book.lock().unwrap_or_else(|e| e.into_inner());
-            guard
-                .0
-                .refine(&key, &outcome)
-                .map_err(Error::io(guard.0.path()))?;
-            Ok(outcome)
-        };
-        let done = || {
-            let mut guard = book.lock().unwrap_or_else(|e| e.into_inner());
-            guard.1.inc();
-        };
-        let boundaries = refine::refine_all(&plan, &segments, &compute, &done)?;
-        boundary_points = boundaries
-            .iter()
-            .map(|b| {
-                let mut c = b.coords.clone();
-                c[b.axis] = b.position();
-                c
-            })
-            .collect();
-        book.lock().unwrap_or_else(|e| e.into_inner()).1.finish();
-        let text = csv_text(
-            &refine::columns(&plan),
-            boundaries.iter().map(|b| refine::row(&plan, b)),
-        );
-        write_atomic(&boundaries_path, text.as_bytes()).map_err(Error::io(&boundaries_path))?;
-        let tolerance = plan.refine.as_ref().map(|r| {
-            plan.axes
-                .iter()
-                .zip(&r.tolerance)
-                .filter_map(|(a, t)| t.map(|t| (a.name.clone(), serde_json::json!(t))))
-                .collect::<serde_json::Map<_, _>>()
-        });
-        let unresolved = boundaries
-            .iter()
-            .filter(|b| {
-                let tol = plan.refine.as_ref().and_then(|r| r.tolerance[b.axis]);
-                let integer_done = plan.axes[b.axis].integer && b.bracket() <= 1.0;
-                !integer_done && tol.is_some_and(|t| b.bracket() > t)
-            })
-            .count();
-        summary.refine = Some(serde_json::json!({
-            "tolerance": tolerance,
-            "segments": segments.len(),
-            "boundaries": boundaries.len(),
-            "unresolved": unresolved,
-            "runs": runs.load(Ordering::Relaxed),
-            "reused_runs": reused.load(Ordering::Relaxed),
-        }));
-    } else if boundaries_path.exists() {
-        fs::remove_file(&boundaries_path).map_err(Error::io(&boundaries_path))?;
-    }
-
-    // Continuation of OA fixed points.
-    let branches_path = dir.join("branches.csv");
-    let mut traced = Vec::new();
-    if let Some(c) = &plan.continuation {
-        let report = continuation::run(&plan, c)?;
-        write_atomic(&branches_path, report.csv.as_bytes()).map_err(Error::io(&branches_path))?;
-        summary.continuation = Some(report.summary);
-        traced = report.branches;
-    } else if branches_path.exists() {
-        fs::remove_file(&branches_path).map_err(Error::io(&branches_path))?;
-    }
-
-    let outcomes: Vec<(Vec<f64>, &Outcome)> =
-        rows.iter().map(|(i, o)| (plan.coords(*i), o)).collect();
-    pictures::draw(&plan, &outcomes, &boundary_points, &traced, &dir)?;
-
+    write_atomic(&path, text.as_bytes()).map_err(Error::io(&path))?;
+    summary.shard = Some(format!("{}/{}", s.k, s.n));
+    summary.points = rows.len();
     summary.wall_seconds = started.elapsed().as_secs_f64();
-    let json = dir.join("summary.json");
+    let json = dir.join(format!("shard-{}-of-{}.json", s.k, s.n));
     write_json_atomic(&json, &summary).map_err(Error::io(&json))?;
-    Ok(dir)
+    Ok(dir.to_path_buf())
+}
+
+/// Bisects the boundaries between differently labelled neighbours (`[refine]`), writes
+/// `boundaries.csv` and its summary; returns the boundary points for the regime map.
+fn refine_boundaries(
+    plan: &Plan,
+    rows: &[(usize, Outcome)],
+    writer: ProgressWriter,
+    progress: bool,
+    cache: &HashMap<Vec<String>, Outcome>,
+    boundaries_path: &Path,
+    summary: &mut Summary,
+) -> Result<Vec<Vec<f64>>, Error> {
+    let outcomes: Vec<Outcome> = rows.iter().map(|(_, o)| o.clone()).collect();
+    let segments = refine::segments(plan, &outcomes);
+    let runs = AtomicUsize::new(0);
+    let reused = AtomicUsize::new(0);
+    let title = format!("{} refine", plan.name);
+    let book = Mutex::new(Book::new(
+        writer,
+        &title,
+        "boundaries",
+        segments.len(),
+        progress,
+    ));
+    let compute = |coords: &[f64]| -> Result<Outcome, Error> {
+        let key = plan.coord_cells(coords);
+        if let Some(o) = cache.get(&key) {
+            reused.fetch_add(1, Ordering::Relaxed);
+            return Ok(o.clone());
+        }
+        let outcome = run_point(plan, coords);
+        if crate::interrupt::is_requested() {
+            return Err(Error::Interrupted(
+                "during boundary refinement; the progress file keeps the finished points: --resume continues".into(),
+            ));
+        }
+        runs.fetch_add(1, Ordering::Relaxed);
+        let mut book = book.lock().unwrap_or_else(|e| e.into_inner());
+        book.writer
+            .refine(&key, &outcome)
+            .map_err(Error::io(book.writer.path()))?;
+        Ok(outcome)
+    };
+    let done = || book.lock().unwrap_or_else(|e| e.into_inner()).monitor.inc();
+    let boundaries = refine::refine_all(plan, &segments, &compute, &done)?;
+    let boundary_points = boundaries
+        .iter()
+        .map(|b| {
+            let mut c = b.coords.clone();
+            c[b.axis] = b.position();
+            c
+        })
+        .collect();
+    book.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .monitor
+        .finish();
+    let text = csv_text(
+        &refine::columns(plan),
+        boundaries.iter().map(|b| refine::row(plan, b)),
+    );
+    write_atomic(boundaries_path, text.as_bytes()).map_err(Error::io(boundaries_path))?;
+    let tolerance = plan.refine.as_ref().map(|r| {
+        plan.axes
+            .iter()
+            .zip(&r.tolerance)
+            .filter_map(|(a, t)| t.map(|t| (a.name.clone(), serde_json::json!(t))))
+            .collect::<serde_json::Map<_, _>>()
+    });
+    let unresolved = boundaries
+        .iter()
+        .filter(|b| {
+            let tol = plan.refine.as_ref().and_then(|r| r.tolerance[b.axis]);
+            let integer_done = plan.axes[b.axis].integer && b.bracket() <= 1.0;
+            !integer_done && tol.is_some_and(|t| b.bracket() > t)
+        })
+        .count();
+    summary.refine = Some(serde_json::json!({
+        "tolerance": tolerance,
+        "segments": segments.len(),
+        "boundaries": boundaries.len(),
+        "unresolved": unresolved,
+        "runs": runs.load(Ordering::Relaxed),
+        "reused_runs": reused.load(Ordering::Relaxed),
+    }));
+    Ok(boundary_points)
+}
+
+/// Continues the OA fixed points (`[continuation]`) into `branches.csv` (or removes a stale one).
+fn continue_branches(
+    plan: &Plan,
+    dir: &Path,
+    summary: &mut Summary,
+) -> Result<Vec<Vec<continuation::BranchPoint>>, Error> {
+    let branches_path = dir.join("branches.csv");
+    let Some(c) = &plan.continuation else {
+        if branches_path.exists() {
+            fs::remove_file(&branches_path).map_err(Error::io(&branches_path))?;
+        }
+        return Ok(Vec::new());
+    };
+    let report = continuation::run(plan, c)?;
+    write_atomic(&branches_path, report.csv.as_bytes()).map_err(Error::io(&branches_path))?;
+    summary.continuation = Some(report.summary);
+    Ok(report.branches)
 }
 
 /// Compact listing of indices: `3, 7, 10-12` (at most `limit` items, then `...`).
@@ -614,77 +714,28 @@ pub fn merge(dir: &Path) -> Result<PathBuf, Error> {
         true => Some(store::FolderLocks::acquire(dir, None)?),
         false => None,
     };
-    let input = |m: String| Error::Input(m);
-    let (manifest, _) = Manifest::read(dir).map_err(input)?.ok_or_else(|| {
-        input(format!(
+    let (manifest, _) = Manifest::read(dir).map_err(Error::Input)?.ok_or_else(|| {
+        Error::Input(format!(
             "{}: {MANIFEST}: missing (not a sweep folder: `tokdyn sweep --shard K/N` writes it)",
             dir.display()
         ))
     })?;
     let files = store::shard_files(dir).map_err(Error::io(dir))?;
     if files.is_empty() {
-        return Err(input(format!(
+        return Err(Error::Input(format!(
             "{}: shard-K-of-N.csv: no shard files in the folder",
             dir.display()
         )));
     }
-    let mut slots: Vec<Option<(Outcome, usize)>> = vec![None; manifest.points];
-    let mut wall = 0.0;
-    let mut names = Vec::new();
-    for (f, (_, _, path)) in files.iter().enumerate() {
-        let rows = store::read_shard(path, &manifest).map_err(input)?;
-        for (i, o) in rows {
-            if let Some((_, other)) = &slots[i] {
-                return Err(input(format!(
-                    "{}: index: point {i} is also in {} (shard files of different splits? remove the stale ones)",
-                    path.display(),
-                    files[*other].2.display()
-                )));
-            }
-            slots[i] = Some((o, f));
-        }
-        names.push(
-            path.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
-        );
-        let json = path.with_extension("json");
-        if let Ok(text) = fs::read_to_string(&json) {
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
-                wall += v["wall_seconds"].as_f64().unwrap_or(0.0);
-            }
-        }
-    }
+    let shards = read_shards(&manifest, &files)?;
     let missing: Vec<usize> = (0..manifest.points)
-        .filter(|&i| slots[i].is_none())
+        .filter(|&i| shards.slots[i].is_none())
         .collect();
     if !missing.is_empty() {
-        // Which shard files would hold them, when all present files are of one split.
-        let ns: Vec<usize> = files.iter().map(|(_, n, _)| *n).collect();
-        let hint = if ns.iter().all(|&n| n == ns[0]) {
-            let n = ns[0];
-            let absent: Vec<String> = (1..=n)
-                .filter(|k| !files.iter().any(|(fk, _, _)| fk == k))
-                .map(|k| store::shard_file(k, n))
-                .collect();
-            if absent.is_empty() {
-                String::new()
-            } else {
-                format!(" (missing: {})", absent.join(", "))
-            }
-        } else {
-            String::new()
-        };
-        return Err(input(format!(
-            "{}: shard files: {} of {} points are missing: {}{hint}",
-            dir.display(),
-            missing.len(),
-            manifest.points,
-            ranges(&missing, 20)
-        )));
+        return Err(missing_points(dir, &manifest, &files, &missing));
     }
-    let rows: Vec<(usize, Outcome)> = slots
+    let rows: Vec<(usize, Outcome)> = shards
+        .slots
         .into_iter()
         .enumerate()
         .map(|(i, s)| {
@@ -722,8 +773,8 @@ pub fn merge(dir: &Path) -> Result<PathBuf, Error> {
         shard: None,
         refine: None,
         continuation: None,
-        merged_from: Some(names),
-        wall_seconds: wall + started.elapsed().as_secs_f64(),
+        merged_from: Some(shards.names),
+        wall_seconds: shards.wall_seconds + started.elapsed().as_secs_f64(),
         threads: rayon::current_num_threads(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         command_line: std::env::args().collect(),
@@ -733,6 +784,90 @@ pub fn merge(dir: &Path) -> Result<PathBuf, Error> {
     let json = dir.join("summary.json");
     write_json_atomic(&json, &summary).map_err(Error::io(&json))?;
     Ok(path)
+}
+
+/// The points of a sweep's shard files, each with the file it came from.
+struct Shards {
+    /// Point i's outcome and the index of its file, when some file holds it.
+    slots: Vec<Option<(Outcome, usize)>>,
+    /// The shard files' names.
+    names: Vec<String>,
+    /// The shards' wall times added up.
+    wall_seconds: f64,
+}
+
+/// What `merge` reads from a shard's `.json` summary.
+#[derive(serde::Deserialize)]
+struct ShardSummary {
+    #[serde(default)]
+    wall_seconds: f64,
+}
+
+/// Reads every shard file; a point in two files is an error.
+fn read_shards(manifest: &Manifest, files: &[(usize, usize, PathBuf)]) -> Result<Shards, Error> {
+    let mut shards = Shards {
+        slots: vec![None; manifest.points],
+        names: Vec::new(),
+        wall_seconds: 0.0,
+    };
+    for (f, (_, _, path)) in files.iter().enumerate() {
+        let rows = store::read_shard(path, manifest).map_err(Error::Input)?;
+        for (i, o) in rows {
+            if let Some((_, other)) = &shards.slots[i] {
+                return Err(Error::Input(format!(
+                    "{}: index: point {i} is also in {} (shard files of different splits? remove the stale ones)",
+                    path.display(),
+                    files[*other].2.display()
+                )));
+            }
+            shards.slots[i] = Some((o, f));
+        }
+        shards.names.push(
+            path.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        );
+        let json = path.with_extension("json");
+        if let Ok(text) = fs::read_to_string(&json) {
+            if let Ok(summary) = serde_json::from_str::<ShardSummary>(&text) {
+                shards.wall_seconds += summary.wall_seconds;
+            }
+        }
+    }
+    Ok(shards)
+}
+
+/// The error for points no shard file holds, naming the absent shard files when all present
+/// files are of one split.
+fn missing_points(
+    dir: &Path,
+    manifest: &Manifest,
+    files: &[(usize, usize, PathBuf)],
+    missing: &[usize],
+) -> Error {
+    let ns: Vec<usize> = files.iter().map(|(_, n, _)| *n).collect();
+    let hint = if ns.iter().all(|&n| n == ns[0]) {
+        let n = ns[0];
+        let absent: Vec<String> = (1..=n)
+            .filter(|k| !files.iter().any(|(fk, _, _)| fk == k))
+            .map(|k| store::shard_file(k, n))
+            .collect();
+        if absent.is_empty() {
+            String::new()
+        } else {
+            format!(" (missing: {})", absent.join(", "))
+        }
+    } else {
+        String::new()
+    };
+    Error::Input(format!(
+        "{}: shard files: {} of {} points are missing: {}{hint}",
+        dir.display(),
+        missing.len(),
+        manifest.points,
+        ranges(missing, 20)
+    ))
 }
 
 #[cfg(test)]

@@ -257,7 +257,7 @@ impl Plan {
                     .collect::<serde_json::Map<_, _>>(),
             })
         });
-        serde_json::json!({
+        let mut resolved = serde_json::json!({
             "file": self.file.display().to_string(),
             "name": self.name,
             "description": self.description,
@@ -266,7 +266,11 @@ impl Plan {
             "axes": self.axes,
             "refine": refine,
             "continuation": self.continuation,
-        })
+        });
+        if self.label_source != LabelSource::Simulation {
+            resolved["label"] = self.label_source.as_str().into();
+        }
+        resolved
     }
 }
 
@@ -479,7 +483,70 @@ pub fn from_table_with_sets(
     sets: &[String],
 ) -> Result<Plan, Error> {
     check_keys(file, "", table, &TOP_KEYS)?;
+    let name = read_name(file, table)?;
+    let description = match table.get("description") {
+        Some(v) => {
+            let text = string(file, "description", v)?;
+            crate::scenario::check_description(text).map_err(|m| at(file, "description", m))?;
+            Some(text.to_string())
+        }
+        None => None,
+    };
+    let (scenario_file, scenario_dir, mut template) = read_base(file, table, sets)?;
+    let model_override = match table.get("model") {
+        Some(v) => {
+            let word = string(file, "model", v)?;
+            let model: ModelKind = word
+                .parse()
+                .map_err(|e| at(file, "model", format!("{e}")))?;
+            set_value(&mut template, "run.model", Value::String(model.to_string()))
+                .map_err(|m| at(file, "model", m))?;
+            Some(model)
+        }
+        None => None,
+    };
+    let base = Scenario::from_table(template.clone(), &scenario_file, &scenario_dir)?;
+    let model = base.run.model;
+    let label_source = label_source(file, table.get("label"), &base, model)?;
+    let axes = read_axes(file, table, &template, &scenario_file)?;
+    let refine = match optional_table(file, table, "refine")? {
+        Some(t) => Some(refine_spec(file, t, &axes)?),
+        None => None,
+    };
+    let continuation = match optional_table(file, table, "continuation")? {
+        Some(t) => Some(continuation_spec(
+            file,
+            t,
+            &template,
+            &scenario_file,
+            &base,
+        )?),
+        None => None,
+    };
+    let theory = theory_spec(file, table.get("theory"), &axes, &base)?;
 
+    let plan = Plan {
+        file: file.to_path_buf(),
+        name,
+        description,
+        scenario_file,
+        scenario_dir,
+        model_override,
+        model,
+        label_source,
+        axes,
+        refine,
+        continuation,
+        theory,
+        template,
+        base,
+    };
+    check_corners(&plan)?;
+    Ok(plan)
+}
+
+/// `name`: lowercase letters, digits, `_` and `-`.
+fn read_name(file: &Path, table: &toml::Table) -> Result<String, Error> {
     let name = string(file, "name", required(file, "", table, "name")?)?.to_string();
     let name_ok = !name.is_empty()
         && name
@@ -495,16 +562,16 @@ pub fn from_table_with_sets(
             ),
         ));
     }
-    let description = match table.get("description") {
-        Some(v) => {
-            let text = string(file, "description", v)?;
-            crate::scenario::check_description(text).map_err(|m| at(file, "description", m))?;
-            Some(text.to_string())
-        }
-        None => None,
-    };
+    Ok(name)
+}
 
-    // The base scenario.
+/// The base scenario (`scenario`, relative to the sweep file) as a raw table with the `--set`
+/// overrides applied: (its file, its folder, the table).
+fn read_base(
+    file: &Path,
+    table: &toml::Table,
+    sets: &[String],
+) -> Result<(PathBuf, PathBuf, toml::Table), Error> {
     let scenario_rel = string(file, "scenario", required(file, "", table, "scenario")?)?;
     if scenario_rel.is_empty() {
         return Err(at(
@@ -537,24 +604,33 @@ pub fn from_table_with_sets(
             ScenarioError::at(&scenario_file, format!("--set {}", set.trim()), message)
         })?;
     }
+    Ok((scenario_file, scenario_dir, template))
+}
 
-    let model_override = match table.get("model") {
-        Some(v) => {
-            let word = string(file, "model", v)?;
-            let model: ModelKind = word
-                .parse()
-                .map_err(|e| at(file, "model", format!("{e}")))?;
-            set_value(&mut template, "run.model", Value::String(model.to_string()))
-                .map_err(|m| at(file, "model", m))?;
-            Some(model)
-        }
-        None => None,
-    };
-    let base = Scenario::from_table(template.clone(), &scenario_file, &scenario_dir)?;
-    let model = base.run.model;
-    let label_source = label_source(file, table.get("label"), &base, model)?;
+/// A table-valued key that may be absent (`[refine]`, `[continuation]`).
+fn optional_table<'a>(
+    file: &Path,
+    table: &'a toml::Table,
+    key: &str,
+) -> Result<Option<&'a toml::Table>, Error> {
+    match table.get(key) {
+        None => Ok(None),
+        Some(Value::Table(t)) => Ok(Some(t)),
+        Some(other) => Err(at(
+            file,
+            key,
+            format!("expected a table, found {}", kind(other)),
+        )),
+    }
+}
 
-    // Axes.
+/// `[axes]`: each axis's key resolved in the base scenario, its range checked.
+fn read_axes(
+    file: &Path,
+    table: &toml::Table,
+    template: &toml::Table,
+    scenario_file: &Path,
+) -> Result<Vec<Axis>, Error> {
     let axes_table = match required(file, "", table, "axes")? {
         Value::Table(t) => t,
         other => {
@@ -573,7 +649,7 @@ pub fn from_table_with_sets(
     let mut axes: Vec<Axis> = Vec::with_capacity(raw_axes.len());
     for (name, spec) in &raw_axes {
         let prefix = format!("axes.{name}");
-        let key = resolve_key(file, &prefix, name, &template, &scenario_file)?;
+        let key = resolve_key(file, &prefix, name, template, scenario_file)?;
         if let Some(other) = axes.iter().find(|a| a.key == key) {
             return Err(at(
                 file,
@@ -615,8 +691,7 @@ pub fn from_table_with_sets(
             integer,
         });
     }
-    let points = axes
-        .iter()
+    axes.iter()
         .try_fold(1usize, |acc, a| acc.checked_mul(a.steps))
         .filter(|&p| p <= MAX_POINTS)
         .ok_or_else(|| {
@@ -626,60 +701,7 @@ pub fn from_table_with_sets(
                 format!("the grid has more than {MAX_POINTS} points"),
             )
         })?;
-    let _ = points;
-
-    // [refine]
-    let refine = match table.get("refine") {
-        None => None,
-        Some(Value::Table(t)) => Some(refine_spec(file, t, &axes)?),
-        Some(other) => {
-            return Err(at(
-                file,
-                "refine",
-                format!("expected a table, found {}", kind(other)),
-            ))
-        }
-    };
-
-    // [continuation]
-    let continuation = match table.get("continuation") {
-        None => None,
-        Some(Value::Table(t)) => Some(continuation_spec(
-            file,
-            t,
-            &template,
-            &scenario_file,
-            &base,
-        )?),
-        Some(other) => {
-            return Err(at(
-                file,
-                "continuation",
-                format!("expected a table, found {}", kind(other)),
-            ))
-        }
-    };
-
-    let theory = theory_spec(file, table.get("theory"), &axes, &base)?;
-
-    let plan = Plan {
-        file: file.to_path_buf(),
-        name,
-        description,
-        scenario_file,
-        scenario_dir,
-        model_override,
-        model,
-        label_source,
-        axes,
-        refine,
-        continuation,
-        theory,
-        template,
-        base,
-    };
-    check_corners(&plan)?;
-    Ok(plan)
+    Ok(axes)
 }
 
 /// `label` of the sweep file: where each point's label comes from.

@@ -65,6 +65,10 @@ pub struct Manifest {
     pub axes: Vec<ManifestAxis>,
     /// The base scenario table (with `run.model` from the sweep file), as read.
     pub scenario: serde_json::Value,
+    /// `label` of the sweep file when it is not the default (`"predict"`): a folder never
+    /// mixes simulated and predicted labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 impl Manifest {
@@ -92,6 +96,8 @@ impl Manifest {
             columns: sweep_columns(&plan.axes.iter().map(|a| a.name.clone()).collect::<Vec<_>>()),
             axes,
             scenario: serde_json::to_value(&plan.template).unwrap_or(serde_json::Value::Null),
+            label: (plan.label_source != super::spec::LabelSource::Simulation)
+                .then(|| plan.label_source.as_str().to_string()),
         }
     }
 

@@ -328,5 +328,8 @@ fn a_near_homoclinic_orbit_is_an_oscillation_with_its_long_period() {
         periods.push(spacing);
     }
     // Sensitive: 0.003 in a11 changes the period by more than a third.
-    assert!(periods[0] > 340.0 && periods[0] > 1.35 * periods[1], "{periods:?}");
+    assert!(
+        periods[0] > 340.0 && periods[0] > 1.35 * periods[1],
+        "{periods:?}"
+    );
 }

@@ -344,7 +344,7 @@ pub fn sweep_with_env(
         &store::sweep_columns(&axis_names),
         rows.iter().map(|(i, o)| {
             let mut r = plan.coord_cells(&plan.coords(*i));
-            r.extend(o.cells.iter().cloned());
+            r.extend(o.cells());
             r
         }),
     );
@@ -565,7 +565,7 @@ fn write_shard(
         rows.iter().map(|(i, o)| {
             let mut r = vec![i.to_string()];
             r.extend(plan.coord_cells(&plan.coords(*i)));
-            r.extend(o.cells.iter().cloned());
+            r.extend(o.cells());
             r
         }),
     );
@@ -751,7 +751,7 @@ pub fn merge(dir: &Path) -> Result<PathBuf, Error> {
         &manifest.columns,
         rows.iter().map(|(i, o)| {
             let mut r = manifest.coord_cells(*i);
-            r.extend(o.cells.iter().cloned());
+            r.extend(o.cells());
             r
         }),
     );

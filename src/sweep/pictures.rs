@@ -21,14 +21,7 @@ use crate::plot::bifurcation::FixedKind;
 use crate::scenario::InitKind;
 
 fn label_of(o: &Outcome) -> Option<Label> {
-    o.cells.first().and_then(|w| Label::from_word(w))
-}
-
-fn number(o: &Outcome, column: usize) -> f64 {
-    o.cells
-        .get(column)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(f64::NAN)
+    o.label
 }
 
 /// The second title line: the fixed params and the start.
@@ -161,7 +154,14 @@ pub fn draw(
             let branches = if same { branches } else { &[] };
             let points: Vec<(f64, f64, f64, Option<Label>)> = outcomes
                 .iter()
-                .map(|(c, o)| (c[*p], number(o, 2), number(o, 3), label_of(o)))
+                .map(|(c, o)| {
+                    (
+                        c[*p],
+                        o.r2_abs_tail_min.unwrap_or(f64::NAN),
+                        o.r2_abs_tail_max.unwrap_or(f64::NAN),
+                        label_of(o),
+                    )
+                })
                 .collect();
             let lines: Vec<(Vec<(f64, f64)>, FixedKind)> = branches
                 .iter()

@@ -2,10 +2,10 @@
 //! simulation, solve it with an order-parameter series as the only observer (no files), and
 //! classify.
 
-use crate::classify::{classify, CertaintyWatch};
+use crate::classify::{classify, CertaintyWatch, Label};
 use crate::simulation;
 
-use super::format::{fmt_f64, fmt_opt};
+use super::format::fmt_opt;
 use super::spec::{LabelSource, Plan};
 
 /// The result columns of `sweep.csv`, after the axis names.
@@ -21,42 +21,112 @@ pub const RESULT_COLUMNS: [&str; 9] = [
     "reason",
 ];
 
-/// The result cells of one point, formatted once (see [`RESULT_COLUMNS`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The result of one point: the label and the numbers it was read from, or the message of a
+/// failure. Strings only at the writers ([`Outcome::cells`]) and readers ([`Outcome::from_cells`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
-    pub cells: Vec<String>,
+    /// The label; `None` for a failed point.
+    pub label: Option<Label>,
+    pub r2_abs_final: Option<f64>,
+    pub r2_abs_tail_min: Option<f64>,
+    pub r2_abs_tail_max: Option<f64>,
+    pub r2_arg_rate: Option<f64>,
+    pub period: Option<f64>,
+    /// The message of a failed point (one line, not empty).
+    pub error: Option<String>,
+    /// The time the run reached (it goes on past t_end while the label is uncertain).
+    pub t_final: Option<f64>,
+    /// Why the label (one line).
+    pub reason: String,
 }
 
 impl Outcome {
-    /// A failed point: empty label and numbers, the message in `error`.
+    /// A failed point: no label or numbers, the message in `error`.
     pub fn failure(message: &str) -> Self {
-        let mut cells = vec![String::new(); RESULT_COLUMNS.len()];
-        cells[6] = one_line(message);
-        if cells[6].is_empty() {
-            cells[6] = "failed".into();
+        let mut error = one_line(message);
+        if error.is_empty() {
+            error = "failed".into();
         }
-        Outcome { cells }
+        Outcome {
+            error: Some(error),
+            ..Outcome::labelled(None, String::new())
+        }
     }
 
-    /// Rebuilds an outcome from stored cells; `None` if they are not a valid outcome.
+    /// A point with `label` and `reason` and no numbers yet.
+    fn labelled(label: Option<Label>, reason: String) -> Self {
+        Outcome {
+            label,
+            r2_abs_final: None,
+            r2_abs_tail_min: None,
+            r2_abs_tail_max: None,
+            r2_arg_rate: None,
+            period: None,
+            error: None,
+            t_final: None,
+            reason,
+        }
+    }
+
+    /// The cells of `sweep.csv` (see [`RESULT_COLUMNS`]), numbers as the shortest decimal that
+    /// reads back.
+    pub fn cells(&self) -> Vec<String> {
+        vec![
+            self.label
+                .map(|l| l.as_str().to_string())
+                .unwrap_or_default(),
+            fmt_opt(self.r2_abs_final),
+            fmt_opt(self.r2_abs_tail_min),
+            fmt_opt(self.r2_abs_tail_max),
+            fmt_opt(self.r2_arg_rate),
+            fmt_opt(self.period),
+            self.error.clone().unwrap_or_default(),
+            fmt_opt(self.t_final),
+            self.reason.clone(),
+        ]
+    }
+
+    /// Reads stored cells back; `None` if they are not a valid outcome (a label or an error,
+    /// not both; numbers that parse).
     pub fn from_cells(cells: &[String]) -> Option<Self> {
         if cells.len() != RESULT_COLUMNS.len() {
             return None;
         }
-        let label_ok = cells[0].is_empty() || crate::scenario::LABELS.contains(&cells[0].as_str());
-        (label_ok && cells[0].is_empty() != cells[6].is_empty()).then(|| Outcome {
-            cells: cells.to_vec(),
+        let number = |k: usize| -> Option<Option<f64>> {
+            match cells[k].as_str() {
+                "" => Some(None),
+                c => c.parse::<f64>().ok().map(Some),
+            }
+        };
+        let label = match cells[0].as_str() {
+            "" => None,
+            word => Some(Label::from_word(word)?),
+        };
+        let error = (!cells[6].is_empty()).then(|| cells[6].clone());
+        if label.is_some() == error.is_some() {
+            return None;
+        }
+        Some(Outcome {
+            label,
+            r2_abs_final: number(1)?,
+            r2_abs_tail_min: number(2)?,
+            r2_abs_tail_max: number(3)?,
+            r2_arg_rate: number(4)?,
+            period: number(5)?,
+            error,
+            t_final: number(7)?,
+            reason: cells[8].clone(),
         })
     }
 
-    /// The label (empty for a failed point).
-    pub fn label(&self) -> &str {
-        &self.cells[0]
+    /// The label's word (empty for a failed point).
+    pub fn label(&self) -> &'static str {
+        self.label.map(Label::as_str).unwrap_or("")
     }
 
     /// Whether the point's run failed.
     pub fn failed(&self) -> bool {
-        !self.cells[6].is_empty()
+        self.error.is_some()
     }
 }
 
@@ -101,17 +171,13 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
     let c = classify(&series);
     let f = &c.features;
     Outcome {
-        cells: vec![
-            c.label.as_str().to_string(),
-            fmt_f64(f.r2_abs_final),
-            fmt_f64(f.r2_abs_tail_min),
-            fmt_f64(f.r2_abs_tail_max),
-            fmt_f64(f.r2_arg_rate),
-            fmt_opt(f.period),
-            String::new(),
-            fmt_f64(solution.t_last),
-            one_line(&c.reason),
-        ],
+        r2_abs_final: Some(f.r2_abs_final),
+        r2_abs_tail_min: Some(f.r2_abs_tail_min),
+        r2_abs_tail_max: Some(f.r2_abs_tail_max),
+        r2_arg_rate: Some(f.r2_arg_rate),
+        period: f.period,
+        t_final: Some(solution.t_last),
+        ..Outcome::labelled(Some(c.label), one_line(&c.reason))
     }
 }
 
@@ -119,12 +185,7 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
 /// `tokdyn predict`; the simulation's numbers stay empty (none was run).
 fn predicted_point(scenario: &crate::scenario::Scenario) -> Outcome {
     match crate::predict::command::prediction(scenario) {
-        Ok(p) => {
-            let mut cells = vec![String::new(); RESULT_COLUMNS.len()];
-            cells[0] = p.label.to_string();
-            cells[8] = one_line(&p.reason);
-            Outcome { cells }
-        }
+        Ok(p) => Outcome::labelled(Some(p.label), one_line(&p.reason)),
         Err(e) => Outcome::failure(&format!("the prediction failed: {e}")),
     }
 }

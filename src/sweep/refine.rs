@@ -300,7 +300,7 @@ samples = 11
         } else {
             cells[0] = label.into();
         }
-        Outcome { cells }
+        Outcome::from_cells(&cells).unwrap()
     }
 
     /// Labels by a rule on the coordinates, counting the runs.

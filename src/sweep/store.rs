@@ -425,7 +425,7 @@ impl ProgressWriter {
     /// Records a finished grid point.
     pub fn grid(&mut self, index: usize, outcome: &Outcome) -> io::Result<()> {
         let mut cells = vec!["g".to_string(), index.to_string()];
-        cells.extend(outcome.cells.iter().cloned());
+        cells.extend(outcome.cells());
         self.line(cells)
     }
 
@@ -433,7 +433,7 @@ impl ProgressWriter {
     pub fn refine(&mut self, coords: &[String], outcome: &Outcome) -> io::Result<()> {
         let mut cells = vec!["r".to_string()];
         cells.extend(coords.iter().cloned());
-        cells.extend(outcome.cells.iter().cloned());
+        cells.extend(outcome.cells());
         self.line(cells)
     }
 
@@ -465,7 +465,7 @@ mod tests {
             cells = vec![String::new(); RESULT_COLUMNS.len()];
             cells[6] = "boom, \"quoted\"".into();
         }
-        Outcome { cells }
+        Outcome::from_cells(&cells).unwrap()
     }
 
     #[test]

@@ -146,19 +146,32 @@ impl GroupFlow {
 
     /// The tokens y_k = Phi x_k(0) / |Phi x_k(0)| (n x d row-major).
     pub fn tokens_of(&self, phi: &[f64]) -> Vec<f64> {
-        let d = self.d;
-        let mut out = vec![0.0; self.n * d];
-        if d >= GEMM_MIN_D {
-            // Row-major tokens are the columns of Y: one blocked product per chunk.
-            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| {
-                unit_images(phi, d, x, y)
-            });
-        } else {
-            for_each_chunk(&mut out, d, &self.tokens, d, |y, x| {
-                map_tokens(phi, d, x, y)
-            });
-        }
+        let mut out = vec![0.0; self.n * self.d];
+        self.tokens_into(phi, 0, &mut out);
         out
+    }
+
+    /// The tokens y_k for k = first, first + 1, ... into `out` (as many rows as fit and exist);
+    /// the same numbers as [`GroupFlow::tokens_of`], a piece at a time.
+    pub fn tokens_into(&self, phi: &[f64], first: usize, out: &mut [f64]) {
+        let d = self.d;
+        let start = first.min(self.n) * d;
+        let end = (start + out.len() / d.max(1) * d).min(self.tokens.len());
+        let x = &self.tokens[start..end];
+        let out = &mut out[..end - start];
+        match d {
+            2 => for_each_chunk(out, d, x, d, |y, x| plane::map_tokens(phi, x, y)),
+            _ if d >= GEMM_MIN_D => {
+                // Row-major tokens are the columns of Y: one blocked product per chunk.
+                for_each_chunk(out, d, x, d, |y, x| unit_images(phi, d, x, y))
+            }
+            _ => for_each_chunk(out, d, x, d, |y, x| map_tokens(phi, d, x, y)),
+        }
+    }
+
+    /// Number of tokens.
+    pub fn n(&self) -> usize {
+        self.n
     }
 
     /// S = (1/n) sum_k y_k y_k^T into `s.moment`.
@@ -167,7 +180,7 @@ impl GroupFlow {
         let sums = s.moment.as_mut_slice();
         match d {
             1 => moment_small::<1>(phi, &self.tokens, &mut s.partials, sums),
-            2 => moment_small::<2>(phi, &self.tokens, &mut s.partials, sums),
+            2 => plane::moment(phi, &self.tokens, &mut s.partials, sums),
             3 => moment_small::<3>(phi, &self.tokens, &mut s.partials, sums),
             4 => moment_small::<4>(phi, &self.tokens, &mut s.partials, sums),
             5 => moment_small::<5>(phi, &self.tokens, &mut s.partials, sums),
@@ -231,6 +244,9 @@ impl Dynamics for GroupFlow {
         let d = self.d;
         if d >= GEMM_MIN_D {
             return order_blocked(phi, d, &self.tokens);
+        }
+        if d == 2 {
+            return plane::order_parameters(phi, &self.tokens);
         }
         order_parameters_mapped(&self.tokens, d, d, |x, buffer| {
             buffer.resize(x.len(), 0.0);
@@ -397,5 +413,175 @@ fn unit_images(phi: &[f64], d: usize, block: &[f64], y: &mut [f64]) {
         let size = dot(column, column).sqrt();
         let inv = if size > 0.0 { 1.0 / size } else { 0.0 };
         column.iter_mut().for_each(|v| *v *= inv);
+    }
+}
+
+/// The plane (d = 2): with (a, b) = Phi x, y y^T = (a^2, ab; ab, b^2) / (a^2 + b^2) needs no
+/// square root. Tokens go through in blocks of [`plane::LANES`], split into their two
+/// coordinates, with one division per token and no branch (a zero image gives 0 by a select),
+/// so the loops become 4-wide vector code; the lanes' sums are added in a fixed order.
+mod plane {
+    use crate::observe::{order_parameters_from_sums, OrderParameters};
+    use crate::parallel::{chunk_count, chunked_sum};
+    use crate::simd::vectorized;
+    use nalgebra::DMatrix;
+    use num_complex::Complex64;
+
+    /// Tokens per block (two 4-wide vectors a coordinate).
+    pub const LANES: usize = 8;
+
+    /// The tokens of a block in lane order: what two in-lane unpacks of pairs of 4-wide loads
+    /// give, so the split into coordinates costs no lane crossing (the sums' order is fixed).
+    const ORDER: [usize; LANES] = [0, 2, 1, 3, 4, 6, 5, 7];
+
+    /// Phi (column-major) as (p00, p01, p10, p11).
+    fn entries(phi: &[f64]) -> [f64; 4] {
+        [phi[0], phi[2], phi[1], phi[3]]
+    }
+
+    /// The blocks of `rows` (x1, x2 pairs): full ones, then the rest padded with zero tokens
+    /// (whose images are zero and add nothing).
+    #[inline(always)]
+    fn for_blocks(rows: &[f64], mut f: impl FnMut(&[f64; 2 * LANES])) {
+        let mut blocks = rows.chunks_exact(2 * LANES);
+        for block in &mut blocks {
+            f(block.try_into().expect("a block of 2 LANES numbers"));
+        }
+        let rest = blocks.remainder();
+        if !rest.is_empty() {
+            let mut padded = [0.0; 2 * LANES];
+            padded[..rest.len()].copy_from_slice(rest);
+            f(&padded);
+        }
+    }
+
+    /// The images (a, b) = Phi x of one block and 1 / (a^2 + b^2) (0 for a zero image).
+    #[inline(always)]
+    #[allow(clippy::type_complexity)]
+    fn images(
+        p: &[f64; 4],
+        block: &[f64; 2 * LANES],
+    ) -> ([f64; LANES], [f64; LANES], [f64; LANES]) {
+        let x1: [f64; LANES] = std::array::from_fn(|i| block[2 * ORDER[i]]);
+        let x2: [f64; LANES] = std::array::from_fn(|i| block[2 * ORDER[i] + 1]);
+        let a: [f64; LANES] = std::array::from_fn(|i| p[0] * x1[i] + p[1] * x2[i]);
+        let b: [f64; LANES] = std::array::from_fn(|i| p[2] * x1[i] + p[3] * x2[i]);
+        let inv = std::array::from_fn(|i| {
+            let norm = a[i] * a[i] + b[i] * b[i];
+            let q = 1.0 / norm;
+            if norm > 0.0 {
+                q
+            } else {
+                0.0
+            }
+        });
+        (a, b, inv)
+    }
+
+    /// Adds the lanes of `sums` (lane 0 first) to `acc`.
+    #[inline(always)]
+    fn add_lanes<const W: usize>(sums: &[[f64; LANES]; W], acc: &mut [f64]) {
+        for (a, lanes) in acc.iter_mut().zip(sums) {
+            *a += lanes.iter().fold(0.0, |s, v| s + v);
+        }
+    }
+
+    /// acc += (sum a^2/|z|^2, sum ab/|z|^2, sum b^2/|z|^2) over the tokens `rows`.
+    #[inline(always)]
+    fn moment_rows(p: &[f64; 4], rows: &[f64], acc: &mut [f64]) {
+        let mut sums = [[0.0; LANES]; 3];
+        for_blocks(
+            rows,
+            #[inline(always)]
+            |block| {
+                let (a, b, inv) = images(p, block);
+                for i in 0..LANES {
+                    let ai = a[i] * inv[i];
+                    sums[0][i] += ai * a[i];
+                    sums[1][i] += ai * b[i];
+                    sums[2][i] += b[i] * b[i] * inv[i];
+                }
+            },
+        );
+        add_lanes(&sums, acc);
+    }
+
+    /// sum_k y_k y_k^T (column-major 2 x 2 into `out`) for the tokens `x`, in fixed chunks.
+    pub fn moment(phi: &[f64], x: &[f64], partials: &mut [f64], out: &mut [f64]) {
+        let p = entries(phi);
+        let mut sums = [0.0; 3];
+        chunked_sum(x, 2, 3, partials, &mut sums, |rows, acc| {
+            vectorized(
+                #[inline(always)]
+                || moment_rows(&p, rows, acc),
+            )
+        });
+        out.copy_from_slice(&[sums[0], sums[1], sums[1], sums[2]]);
+    }
+
+    /// acc += the moment sums and (sum y1, sum y2) with y = z / |z|.
+    #[inline(always)]
+    fn order_rows(p: &[f64; 4], rows: &[f64], acc: &mut [f64]) {
+        let mut sums = [[0.0; LANES]; 5];
+        for_blocks(
+            rows,
+            #[inline(always)]
+            |block| {
+                let (a, b, inv) = images(p, block);
+                for i in 0..LANES {
+                    let ai = a[i] * inv[i];
+                    sums[0][i] += ai * a[i];
+                    sums[1][i] += ai * b[i];
+                    sums[2][i] += b[i] * b[i] * inv[i];
+                    let r = inv[i].sqrt();
+                    sums[3][i] += a[i] * r;
+                    sums[4][i] += b[i] * r;
+                }
+            },
+        );
+        add_lanes(&sums, acc);
+    }
+
+    /// The order parameters of the tokens y_k = Phi x_k / |Phi x_k| in one pass: with S the
+    /// moment, R2 = S_11 - S_22 + 2 i S_12 (e^{2 i t} = (y1^2 - y2^2 + 2 i y1 y2) for unit y),
+    /// R1 from sum y_k, s from S, as [`crate::observe::order_parameters`] defines them.
+    pub fn order_parameters(phi: &[f64], x: &[f64]) -> OrderParameters {
+        let n = x.len() / 2;
+        let p = entries(phi);
+        let mut partials = vec![0.0; 5 * chunk_count(n)];
+        let mut sums = [0.0; 5];
+        chunked_sum(x, 2, 5, &mut partials, &mut sums, |rows, acc| {
+            vectorized(
+                #[inline(always)]
+                || order_rows(&p, rows, acc),
+            )
+        });
+        let [s11, s12, s22, y1, y2] = sums;
+        let moment = DMatrix::from_column_slice(2, 2, &[s11, s12, s12, s22]);
+        let r2_sum = Complex64::new(s11 - s22, 2.0 * s12);
+        order_parameters_from_sums(n, r2_sum, &[y1, y2], moment)
+    }
+
+    /// y = z / |z| with z = Phi x for the rows x (a zero image stays zero): the same
+    /// arithmetic as the general map, vectorised.
+    pub fn map_tokens(phi: &[f64], x: &[f64], y: &mut [f64]) {
+        let p = entries(phi);
+        vectorized(
+            #[inline(always)]
+            || {
+                for (y, x) in y.chunks_exact_mut(2).zip(x.chunks_exact(2)) {
+                    let a = p[0] * x[0] + p[1] * x[1];
+                    let b = p[2] * x[0] + p[3] * x[1];
+                    let size = (a * a + b * b).sqrt();
+                    let (a, b) = if size > 0.0 {
+                        (a / size, b / size)
+                    } else {
+                        (a, b)
+                    };
+                    y[0] = a;
+                    y[1] = b;
+                }
+            },
+        )
     }
 }

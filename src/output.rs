@@ -533,15 +533,41 @@ impl Observer for OrderCsv {
 
 /// Writes tokens (n x d row-major) as CSV with the header `x1,...,xd`, one token a row.
 pub fn write_tokens_csv(path: &Path, tokens: &[f64], d: usize) -> io::Result<()> {
-    let mut w = csv::WriterBuilder::new()
-        .has_headers(false)
-        .from_writer(BufWriter::new(File::create(path)?));
-    w.write_record((1..=d).map(|i| format!("x{i}")))
-        .map_err(io::Error::other)?;
-    for row in tokens.chunks_exact(d) {
-        w.serialize(row).map_err(io::Error::other)?;
+    let mut w = TokensCsv::create(path, d)?;
+    w.rows(tokens)?;
+    w.finish()
+}
+
+/// A tokens CSV written a piece of rows at a time (the bytes of [`write_tokens_csv`]).
+pub struct TokensCsv {
+    writer: csv::Writer<BufWriter<File>>,
+    d: usize,
+}
+
+impl TokensCsv {
+    /// Creates the file and writes the header `x1,...,xd`.
+    pub fn create(path: &Path, d: usize) -> io::Result<Self> {
+        let mut writer = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(BufWriter::new(File::create(path)?));
+        writer
+            .write_record((1..=d).map(|i| format!("x{i}")))
+            .map_err(io::Error::other)?;
+        Ok(TokensCsv { writer, d })
     }
-    w.flush()
+
+    /// Appends tokens (rows of d numbers).
+    pub fn rows(&mut self, tokens: &[f64]) -> io::Result<()> {
+        for row in tokens.chunks_exact(self.d.max(1)) {
+            self.writer.serialize(row).map_err(io::Error::other)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the file.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
 }
 
 /// Streams the sampled tokens to `trajectory.npy`, float64 of shape (samples, n, d).
@@ -586,6 +612,17 @@ impl Observer for TrajectoryNpy {
         match (&mut self.writer, s.tokens) {
             (Some(w), Some(tokens)) => w.extend(tokens.iter().copied()),
             _ => Ok(()),
+        }
+    }
+
+    fn takes_token_pieces(&self) -> bool {
+        true
+    }
+
+    fn sample_tokens(&mut self, _index: usize, _first: usize, rows: &[f64]) -> io::Result<()> {
+        match &mut self.writer {
+            Some(w) => w.extend(rows.iter().copied()),
+            None => Ok(()),
         }
     }
 

@@ -361,16 +361,46 @@ pub fn run_observed(
         &classification,
         staged.path(),
     )?;
-    if let Some(tokens) = sim.dynamics.tokens(&solution.final_state) {
-        let path = staged.path().join("tokens_final.csv");
-        write_tokens_csv(&path, &tokens, scenario.model.d).map_err(Error::io(&path))?;
-    }
+    let path = staged.path().join("tokens_final.csv");
+    write_final_tokens(
+        &path,
+        &*sim.dynamics,
+        &solution.final_state,
+        scenario.model.d,
+    )
+    .map_err(Error::io(&path))?;
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.stack = stack;
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
     let dir = staged.commit()?;
     Ok(RunReport { dir, summary })
+}
+
+/// Writes `tokens_final.csv` when the model carries tokens, a piece at a time where the model
+/// makes them (the group model: no n x d copy).
+fn write_final_tokens(
+    path: &Path,
+    dynamics: &dyn crate::integrate::Dynamics,
+    state: &[f64],
+    d: usize,
+) -> std::io::Result<()> {
+    let mut csv = None;
+    let fed = dynamics.token_pieces(state, &mut |_, rows| {
+        let w = match &mut csv {
+            Some(w) => w,
+            None => csv.insert(crate::output::TokensCsv::create(path, d)?),
+        };
+        w.rows(rows)
+    });
+    match (fed, csv) {
+        (Some(fed), Some(w)) => fed.and_then(|_| w.finish()),
+        (Some(fed), None) => fed.and_then(|_| crate::output::TokensCsv::create(path, d)?.finish()),
+        (None, _) => match dynamics.tokens(state) {
+            Some(tokens) => write_tokens_csv(path, &tokens, d),
+            None => Ok(()),
+        },
+    }
 }
 
 /// Runs `scenario` with its `run.model` without writing anything: the `extra` observers see

@@ -41,11 +41,46 @@ pub trait Dynamics {
     fn order_parameters(&self, y: &[f64]) -> OrderParameters;
     /// The tokens (n x d row-major) of a state, when the model carries them.
     fn tokens<'a>(&self, y: &'a [f64]) -> Option<Cow<'a, [f64]>>;
+    /// The tokens of a state a piece at a time, for models that make them (the group model):
+    /// `f(first, rows)` for consecutive pieces of whole rows, `first` the index of the piece's
+    /// first token; `None` when the model does not (use [`Dynamics::tokens`]).
+    fn token_pieces(
+        &self,
+        _y: &[f64],
+        _f: &mut dyn FnMut(usize, &[f64]) -> io::Result<()>,
+    ) -> Option<io::Result<()>> {
+        None
+    }
     /// A stack of layers whose field changes at given times (see [`Piecewise`]); `None` for
     /// an autonomous field.
     fn piecewise(&self) -> Option<&Piecewise> {
         None
     }
+}
+
+/// Hands the tokens of sample `index` to the observers that want them a piece at a time, when
+/// all of them take pieces and the model makes them so (then no n x d copy is made); `None`
+/// otherwise.
+fn tokens_in_pieces(
+    dynamics: &dyn Dynamics,
+    y: &[f64],
+    index: usize,
+    observers: &mut [&mut dyn Observer],
+) -> Option<io::Result<()>> {
+    if observers
+        .iter()
+        .any(|o| o.wants_tokens_at(index) && !o.takes_token_pieces())
+    {
+        return None;
+    }
+    dynamics.token_pieces(y, &mut |first, rows| {
+        for o in observers.iter_mut() {
+            if o.wants_tokens_at(index) {
+                o.sample_tokens(index, first, rows)?;
+            }
+        }
+        Ok(())
+    })
 }
 
 /// An initial-value problem with its output grid.
@@ -255,7 +290,10 @@ pub fn solve_until(
             break;
         }
         let tokens = if observers.iter().any(|o| o.wants_tokens_at(i)) {
-            dynamics.tokens(&y)
+            match tokens_in_pieces(dynamics, &y, i, observers) {
+                Some(fed) => fed.map(|_| None)?,
+                None => dynamics.tokens(&y),
+            }
         } else {
             None
         };

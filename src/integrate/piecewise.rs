@@ -98,6 +98,13 @@ impl Dynamics for Piecewise {
     fn tokens<'a>(&self, y: &'a [f64]) -> Option<std::borrow::Cow<'a, [f64]>> {
         self.layers[0].tokens(y)
     }
+    fn token_pieces(
+        &self,
+        y: &[f64],
+        f: &mut dyn FnMut(usize, &[f64]) -> std::io::Result<()>,
+    ) -> Option<std::io::Result<()>> {
+        self.layers[0].token_pieces(y, f)
+    }
     fn piecewise(&self) -> Option<&Piecewise> {
         Some(self)
     }

@@ -53,6 +53,17 @@ pub trait Observer {
     fn wants_tokens_at(&self, _index: usize) -> bool {
         self.wants_tokens()
     }
+    /// Whether this observer takes a sample's tokens in pieces ([`Observer::sample_tokens`]);
+    /// when every observer that wants them does, a model that makes its tokens (the group
+    /// model) hands them over that way and [`Sample::tokens`] is `None`.
+    fn takes_token_pieces(&self) -> bool {
+        false
+    }
+    /// Tokens `first, first + 1, ...` of sample `index` (whole rows, n x d row-major), in order
+    /// from token 0, before [`Observer::sample`] is called for that sample.
+    fn sample_tokens(&mut self, _index: usize, _first: usize, _rows: &[f64]) -> io::Result<()> {
+        Ok(())
+    }
     /// Called once before the first sample.
     fn start(&mut self, _info: &RunInfo) -> io::Result<()> {
         Ok(())

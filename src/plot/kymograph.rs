@@ -47,6 +47,11 @@ pub struct AngleHistory {
     times: Vec<f64>,
     /// d <= 2: fractions per bin; d > 2: the kept tokens (row-major, f32).
     columns: Vec<Vec<f32>>,
+    /// The column being recorded a piece at a time: counts per bin and the number of tokens
+    /// (d <= 2), the kept tokens (d > 2).
+    counts: Vec<u64>,
+    total: u64,
+    raw: Vec<f32>,
 }
 
 /// The bin of an angle in [0, 2 pi) (any finite angle is reduced first).
@@ -60,12 +65,23 @@ pub fn angle_bin(angle: f64, bins: usize) -> usize {
 fn histogram(angles: impl Iterator<Item = f64>, bins: usize) -> Vec<f32> {
     let mut counts = vec![0u64; bins];
     let mut total = 0u64;
+    count_angles(angles, &mut counts, &mut total);
+    fractions(&counts, total)
+}
+
+/// Adds the angles to the bin counts and their number to `total`.
+fn count_angles(angles: impl Iterator<Item = f64>, counts: &mut [u64], total: &mut u64) {
+    let bins = counts.len();
     for a in angles {
-        total += 1;
+        *total += 1;
         if a.is_finite() {
             counts[angle_bin(a, bins)] += 1;
         }
     }
+}
+
+/// The counts as fractions of `total`.
+fn fractions(counts: &[u64], total: u64) -> Vec<f32> {
     let total = total.max(1) as f64;
     counts.iter().map(|&c| (c as f64 / total) as f32).collect()
 }
@@ -86,6 +102,9 @@ impl AngleHistory {
             token_stride: n.div_ceil(per).max(1),
             times: Vec::new(),
             columns: Vec::new(),
+            counts: vec![0; BINS],
+            total: 0,
+            raw: Vec::new(),
         }
     }
 
@@ -94,28 +113,51 @@ impl AngleHistory {
         self.stride = 1;
         self.times.clear();
         self.columns.clear();
+        self.counts.fill(0);
+        self.total = 0;
+        self.raw.clear();
     }
 
     /// Records sample `index` (0, 1, 2, ... in order) at time t with tokens n x d row-major.
     pub fn record(&mut self, index: usize, t: f64, tokens: &[f64]) {
+        self.record_piece(index, 0, tokens);
+        self.finish_record(index, t);
+    }
+
+    /// Records the tokens `first, first + 1, ...` (rows n x d) of sample `index`, a piece of
+    /// [`AngleHistory::record`]; the pieces of a sample come in order from token 0, then
+    /// [`AngleHistory::finish_record`].
+    pub fn record_piece(&mut self, index: usize, first: usize, tokens: &[f64]) {
         if !index.is_multiple_of(self.stride) {
             return;
         }
         let d = self.d;
-        let column = if d <= 2 {
+        if d <= 2 {
             let doubled = tokens.chunks_exact(d).map(|x| {
                 let y = if d == 2 { x[1] } else { 0.0 };
                 2.0 * y.atan2(x[0])
             });
-            histogram(doubled, BINS)
+            count_angles(doubled, &mut self.counts, &mut self.total);
         } else {
-            tokens
-                .chunks_exact(d)
-                .step_by(self.token_stride)
-                .flatten()
-                .map(|&v| v as f32)
-                .collect()
+            let stride = self.token_stride;
+            let skip = (stride - first % stride) % stride;
+            let kept = tokens.chunks_exact(d).skip(skip).step_by(stride);
+            self.raw.extend(kept.flatten().map(|&v| v as f32));
+        }
+    }
+
+    /// Ends the column of sample `index` at time t begun by [`AngleHistory::record_piece`].
+    pub fn finish_record(&mut self, index: usize, t: f64) {
+        if !index.is_multiple_of(self.stride) {
+            return;
+        }
+        let column = if self.d <= 2 {
+            fractions(&self.counts, self.total)
+        } else {
+            std::mem::take(&mut self.raw)
         };
+        self.counts.fill(0);
+        self.total = 0;
         self.times.push(t);
         self.columns.push(column);
         if self.columns.len() > MAX_COLUMNS {

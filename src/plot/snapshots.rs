@@ -51,6 +51,9 @@ pub struct TokenSnapshots {
     ring_stride: usize,
     ring: VecDeque<(f64, Vec<f64>)>,
     history: AngleHistory,
+    /// The subsample of the sample being handed over in pieces, and that sample's index.
+    pending: Vec<f64>,
+    pending_index: Option<usize>,
 }
 
 /// `count` evenly spaced indices in `0..samples`, first and last included, increasing, distinct.
@@ -153,6 +156,8 @@ impl TokenSnapshots {
             ring_stride: ring_stride(samples),
             ring: VecDeque::new(),
             history: AngleHistory::new(n, d),
+            pending: Vec::new(),
+            pending_index: None,
         }
     }
 
@@ -273,6 +278,20 @@ impl Observer for TokenSnapshots {
         true
     }
 
+    fn takes_token_pieces(&self) -> bool {
+        true
+    }
+
+    /// The same subsample and angle counts as a whole sample's, a piece at a time.
+    fn sample_tokens(&mut self, index: usize, first: usize, rows: &[f64]) -> io::Result<()> {
+        self.history.record_piece(index, first, rows);
+        self.pending_index = Some(index);
+        let skip = (self.stride - first % self.stride) % self.stride;
+        let kept = rows.chunks_exact(self.d).skip(skip).step_by(self.stride);
+        self.pending.extend(kept.flatten());
+        Ok(())
+    }
+
     fn start(&mut self, info: &RunInfo) -> io::Result<()> {
         self.wanted = spaced(info.samples, self.count);
         self.next = 0;
@@ -280,6 +299,8 @@ impl Observer for TokenSnapshots {
         self.tokens.clear();
         self.at_given.clear();
         self.ring.clear();
+        self.pending.clear();
+        self.pending_index = None;
         self.ring_stride = ring_stride(info.samples);
         self.history.clear();
         if !self.given_times.is_empty() {
@@ -289,18 +310,27 @@ impl Observer for TokenSnapshots {
     }
 
     fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()> {
-        if let Some(tokens) = sample.tokens {
-            self.history.record(sample.index, sample.t, tokens);
+        // The subsample of this sample's tokens, given whole or in pieces before.
+        let kept = match sample.tokens {
+            Some(tokens) => {
+                self.history.record(sample.index, sample.t, tokens);
+                Some(self.subsample(tokens))
+            }
+            None if self.pending_index.take() == Some(sample.index) => {
+                self.history.finish_record(sample.index, sample.t);
+                Some(std::mem::take(&mut self.pending))
+            }
+            None => None,
+        };
+        if let Some(kept) = &kept {
             if self.given.binary_search(&sample.index).is_ok() {
-                let kept = self.subsample(tokens);
-                self.at_given.push((sample.t, kept));
+                self.at_given.push((sample.t, kept.clone()));
             }
             if sample.index.is_multiple_of(self.ring_stride) {
                 if self.ring.len() == RING {
                     self.ring.pop_front();
                 }
-                let kept = self.subsample(tokens);
-                self.ring.push_back((sample.t, kept));
+                self.ring.push_back((sample.t, kept.clone()));
             }
         }
         while self.next < self.wanted.len() && self.wanted[self.next] < sample.index {
@@ -308,8 +338,9 @@ impl Observer for TokenSnapshots {
         }
         if self.next < self.wanted.len() && self.wanted[self.next] == sample.index {
             self.next += 1;
-            if let Some(tokens) = sample.tokens {
-                self.push(sample.t, tokens);
+            if let Some(kept) = kept {
+                self.times.push(sample.t);
+                self.tokens.push(kept);
             }
         }
         Ok(())

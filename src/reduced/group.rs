@@ -46,6 +46,9 @@ const BLOCK_TOKENS: usize = 256;
 /// not depend on which buffer or thread it gets).
 const WAVE: usize = 4;
 
+/// Numbers in a piece of tokens handed to observers and writers (2 MB).
+const PIECE_NUMBERS: usize = 1 << 18;
+
 /// Buffers reused from one evaluation to the next (no allocation on the hot path).
 struct Scratch {
     /// Per-chunk partial sums of y y^T (d x d each, column-major).
@@ -257,6 +260,27 @@ impl Dynamics for GroupFlow {
 
     fn tokens<'a>(&self, phi: &'a [f64]) -> Option<Cow<'a, [f64]>> {
         Some(Cow::Owned(self.tokens_of(phi)))
+    }
+
+    /// The tokens in pieces of about [`PIECE_NUMBERS`] numbers (whole chunks), made into one
+    /// buffer: no n x d copy.
+    fn token_pieces(
+        &self,
+        phi: &[f64],
+        f: &mut dyn FnMut(usize, &[f64]) -> std::io::Result<()>,
+    ) -> Option<std::io::Result<()>> {
+        let d = self.d.max(1);
+        let chunks = (PIECE_NUMBERS / (TOKENS_PER_CHUNK * d)).max(1);
+        let rows = (chunks * TOKENS_PER_CHUNK).min(self.n);
+        let mut buffer = vec![0.0; rows * d];
+        for first in (0..self.n).step_by(rows.max(1)) {
+            let m = rows.min(self.n - first);
+            self.tokens_into(phi, first, &mut buffer[..m * d]);
+            if let Err(e) = f(first, &buffer[..m * d]) {
+                return Some(Err(e));
+            }
+        }
+        Some(Ok(()))
     }
 }
 

@@ -277,3 +277,78 @@ fn compare_runs_full_and_group_outside_the_plane() {
     assert!(c["seconds"]["group"].as_f64().unwrap() >= 0.0);
     assert_eq!(c["unknowns"]["group"].as_u64(), Some(9));
 }
+
+#[test]
+fn token_pieces_are_the_tokens_and_feed_the_snapshots_alike() {
+    use tokdyn::observe::{order_parameters, RunInfo, Sample};
+    use tokdyn::plot::TokenSnapshots;
+    // n = 150001: two pieces in d = 2 and 3; the snapshot and kymograph strides (76) do not
+    // divide the piece boundaries.
+    let n = 150_001;
+    for d in [2, 3] {
+        let s = scenario(&lsa(d, &random_heads(1, 7), n, 1.0, 1e-9, 1e-11)).unwrap();
+        let sim = simulation::build(&s, ModelKind::Group).unwrap();
+        // Some Phi away from the identity.
+        let phi: Vec<f64> = (0..d * d)
+            .map(|i| (i as f64 * 0.77).sin() + if i % (d + 1) == 0 { 1.5 } else { 0.0 })
+            .collect();
+        let whole = sim.dynamics.tokens(&phi).unwrap().to_vec();
+        let (mut pieces, mut firsts) = (Vec::new(), Vec::new());
+        let mut collect = |first: usize, rows: &[f64]| {
+            firsts.push(first);
+            pieces.extend_from_slice(rows);
+            Ok(())
+        };
+        sim.dynamics
+            .token_pieces(&phi, &mut collect)
+            .unwrap()
+            .unwrap();
+        assert!(firsts.len() > 1, "d = {d}: one piece only");
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&pieces), bits(&whole), "d = {d}");
+
+        // The one-pass order parameters against those of the tokens themselves.
+        let (fast, slow) = (
+            sim.dynamics.order_parameters(&phi),
+            order_parameters(&whole, d),
+        );
+        assert!((fast.r2 - slow.r2).norm() < 1e-13, "d = {d}");
+        assert!(
+            (fast.r1.unwrap() - slow.r1.unwrap()).abs() < 1e-13,
+            "d = {d}"
+        );
+        assert!((fast.nematic - slow.nematic).abs() < 1e-13, "d = {d}");
+
+        // Snapshots fed whole and in pieces keep the same tokens and angle histograms.
+        let info = RunInfo {
+            samples: 3,
+            t_end: 2.0,
+        };
+        let (mut a, mut b) = (
+            TokenSnapshots::new(3, n, d, 3),
+            TokenSnapshots::new(3, n, d, 3),
+        );
+        a.start(&info).unwrap();
+        b.start(&info).unwrap();
+        for index in 0..3 {
+            let sample = |tokens| Sample {
+                index,
+                t: index as f64,
+                state: &phi,
+                order: &fast,
+                tokens,
+            };
+            a.sample(&sample(Some(&whole))).unwrap();
+            let mut feed = |first: usize, rows: &[f64]| b.sample_tokens(index, first, rows);
+            sim.dynamics.token_pieces(&phi, &mut feed).unwrap().unwrap();
+            b.sample(&sample(None)).unwrap();
+        }
+        assert_eq!(a.candidates(), b.candidates(), "d = {d}");
+        assert!(!a.candidates().is_empty());
+        assert_eq!(
+            a.history().histograms(),
+            b.history().histograms(),
+            "d = {d}"
+        );
+    }
+}

@@ -21,6 +21,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
+use rayon::prelude::*;
 
 use super::tokens::principal_axes;
 use super::{
@@ -133,11 +134,31 @@ impl AngleHistory {
         }
         let d = self.d;
         if d <= 2 {
-            let doubled = tokens.chunks_exact(d).map(|x| {
-                let y = if d == 2 { x[1] } else { 0.0 };
-                2.0 * y.atan2(x[0])
-            });
-            count_angles(doubled, &mut self.counts, &mut self.total);
+            // Integer counts: the same for any split among threads.
+            let rows = crate::parallel::TOKENS_PER_CHUNK * d;
+            let (counts, total) = tokens
+                .par_chunks(rows)
+                .map(|rows| {
+                    let doubled = rows.chunks_exact(d).map(|x| {
+                        let y = if d == 2 { x[1] } else { 0.0 };
+                        2.0 * y.atan2(x[0])
+                    });
+                    let (mut counts, mut total) = ([0u64; BINS], 0);
+                    count_angles(doubled, &mut counts, &mut total);
+                    (counts, total)
+                })
+                .reduce(
+                    || ([0u64; BINS], 0),
+                    |(mut a, s), (b, t)| {
+                        a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                        (a, s + t)
+                    },
+                );
+            self.counts
+                .iter_mut()
+                .zip(counts)
+                .for_each(|(a, b)| *a += b);
+            self.total += total;
         } else {
             let stride = self.token_stride;
             let skip = (stride - first % stride) % stride;

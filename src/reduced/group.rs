@@ -129,16 +129,21 @@ impl GroupFlow {
         DMatrix::<f64>::identity(d, d).as_slice().to_vec()
     }
 
-    /// Bytes held beside the initial tokens and the d x d state.
+    /// Bytes held beside the initial tokens and the d x d state (the piece of tokens made for
+    /// the observers and `tokens_final.csv` included).
     pub fn scratch_bytes(n: usize, d: usize) -> usize {
         let blocks = if d >= GEMM_MIN_D {
             WAVE * BLOCK_TOKENS * d
         } else {
             0
         };
+        let piece = PIECE_NUMBERS
+            .max(TOKENS_PER_CHUNK.saturating_mul(d))
+            .min(n.saturating_mul(d));
         (d * d)
             .saturating_mul(chunk_count(n) + 3)
             .saturating_add(blocks)
+            .saturating_add(piece)
             .saturating_mul(8)
     }
 

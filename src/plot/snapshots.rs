@@ -310,11 +310,20 @@ impl Observer for TokenSnapshots {
     }
 
     fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()> {
+        let given = self.given.binary_search(&sample.index).is_ok();
+        let ring = sample.index.is_multiple_of(self.ring_stride);
+        while self.next < self.wanted.len() && self.wanted[self.next] < sample.index {
+            self.next += 1;
+        }
+        let wanted = self.next < self.wanted.len() && self.wanted[self.next] == sample.index;
+        if wanted {
+            self.next += 1;
+        }
         // The subsample of this sample's tokens, given whole or in pieces before.
         let kept = match sample.tokens {
             Some(tokens) => {
                 self.history.record(sample.index, sample.t, tokens);
-                Some(self.subsample(tokens))
+                (given || ring || wanted).then(|| self.subsample(tokens))
             }
             None if self.pending_index.take() == Some(sample.index) => {
                 self.history.finish_record(sample.index, sample.t);
@@ -322,26 +331,21 @@ impl Observer for TokenSnapshots {
             }
             None => None,
         };
-        if let Some(kept) = &kept {
-            if self.given.binary_search(&sample.index).is_ok() {
-                self.at_given.push((sample.t, kept.clone()));
-            }
-            if sample.index.is_multiple_of(self.ring_stride) {
-                if self.ring.len() == RING {
-                    self.ring.pop_front();
-                }
-                self.ring.push_back((sample.t, kept.clone()));
-            }
+        let Some(kept) = kept else {
+            return Ok(());
+        };
+        if given {
+            self.at_given.push((sample.t, kept.clone()));
         }
-        while self.next < self.wanted.len() && self.wanted[self.next] < sample.index {
-            self.next += 1;
-        }
-        if self.next < self.wanted.len() && self.wanted[self.next] == sample.index {
-            self.next += 1;
-            if let Some(kept) = kept {
-                self.times.push(sample.t);
-                self.tokens.push(kept);
+        if ring {
+            if self.ring.len() == RING {
+                self.ring.pop_front();
             }
+            self.ring.push_back((sample.t, kept.clone()));
+        }
+        if wanted {
+            self.times.push(sample.t);
+            self.tokens.push(kept);
         }
         Ok(())
     }

@@ -557,7 +557,7 @@ fn symmetric_tiles_fit(n: usize, d: usize) -> bool {
 
 /// Scratch numbers of the tiled kernels (the symmetric one's where A may be symmetric).
 fn tiled_scratch_len(n: usize, d: usize, symmetric: bool, tiles: Tiles, tile: usize) -> usize {
-    let general = general_scratch_len(tiles);
+    let general = general_scratch_len(n, d, tiles);
     if symmetric && symmetric_tiles_fit(n, d) {
         general.max(symmetric_tiles_scratch_len(n, d, tile))
     } else {

@@ -244,7 +244,7 @@ fn tile_sizes() {
     }
     let identity = token_pairs(n, d, true);
     let flops = 3.0 * (n * n * d) as f64;
-    for tile in [64, 96, 128] {
+    for tile in [64, 96, 120, 144] {
         for softmax in [false, true] {
             let pairs = Pairs {
                 unit: &identity[0],

@@ -197,6 +197,28 @@ mod tests {
     }
 
     #[test]
+    fn shifted_exponentials_and_their_sum_match_the_library() {
+        // Lengths around the lane count, so the tail loop runs with 0..7 values.
+        for len in [0, 1, 7, 8, 9, 23, 64] {
+            let xs: Vec<f64> = (0..len).map(|i| (i as f64 * 0.7).sin() * 40.0).collect();
+            let shift = xs
+                .iter()
+                .copied()
+                .fold(f64::NEG_INFINITY, f64::max)
+                .max(0.0);
+            let mut got = xs.clone();
+            let sum = exp_shifted_sum(&mut got, shift);
+            let mut expected_sum = 0.0;
+            for (g, x) in got.iter().zip(&xs) {
+                let e = (x - shift).exp();
+                expected_sum += e;
+                assert!((g - e).abs() <= 4e-16 * e, "exp({x} - {shift}) = {g}");
+            }
+            assert!((sum - expected_sum).abs() <= 1e-15 * expected_sum.max(1e-300));
+        }
+    }
+
+    #[test]
     fn special_values() {
         let mut v = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 710.0, 1e6, -1e6];
         exp_in_place(&mut v);

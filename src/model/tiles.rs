@@ -18,9 +18,10 @@
 //! F_b += U_c W and, for c > b, F_c += U_b W^T. The weights are unshifted (the caller allows
 //! `sa` only while |z| <= max_k |q_k| keeps exp finite).
 //!
-//! Thread-count independence: the query tiles are cut into [`GROUPS`] fixed groups; each group
-//! runs its tiles in a fixed order on one thread (the symmetric kernel into its own n x d
-//! accumulator), and the groups' accumulators are added in group order. The products run
+//! Thread-count independence: the query tiles are cut into [`QUERY_GROUPS`] fixed groups (the
+//! symmetric kernel's tile rows into [`GROUPS`]); each group runs its tiles in a fixed order on
+//! one thread (the symmetric kernel into its own n x d accumulator), and the groups'
+//! accumulators are added in group order. The products run
 //! single-threaded inside a group, so the bytes do not depend on the number of threads.
 
 use rayon::prelude::*;
@@ -29,8 +30,13 @@ use super::exp::{exp_in_place, exp_shifted_sum};
 use super::gemm::{pack_panels, panel_product, panels_len, MatMut, MatRef, Panels, PANEL};
 use crate::simd::{add_in_lanes, LANES};
 
-/// Groups of query tiles run in parallel (fixed, so results never depend on the threads).
+/// Groups of tile rows of the symmetric kernel run in parallel, each into its own sums (fixed,
+/// so results never depend on the threads).
 pub const GROUPS: usize = 4;
+
+/// Groups of query tiles of the general kernel run in parallel (each query tile's sums are
+/// its own, so the grouping changes no result; 8 groups share 2-4 threads evenly).
+pub const QUERY_GROUPS: usize = 8;
 
 /// Tile sizes: key tokens (rows of a weight tile, a multiple of 8) and query tokens (columns).
 #[derive(Clone, Copy, Debug)]
@@ -47,11 +53,11 @@ pub const TILES: Tiles = Tiles {
 
 /// Square tiles of the symmetric kernel (one size for both sides of the score matrix; a
 /// multiple of 8).
-pub const SYMMETRIC_TILE: usize = 64;
+pub const SYMMETRIC_TILE: usize = 120;
 
 /// Numbers of scratch [`general_tiles`] needs for n tokens in d dimensions.
 pub fn general_scratch_len(n: usize, d: usize, tiles: Tiles) -> usize {
-    packed_len(n, d) + GROUPS * group_len(tiles)
+    packed_len(n, d) + QUERY_GROUPS * group_len(tiles)
 }
 
 /// Numbers of scratch [`symmetric_tiles`] needs for n tokens in d dimensions.
@@ -130,7 +136,7 @@ pub fn general_tiles(
     assert!(tiles.keys % PANEL == 0 && tiles.keys > 0 && tiles.queries > 0);
     let (n, d) = (pairs.n(), pairs.d);
     let (packed, scratch) = pack(pairs, scratch);
-    let per_group = n.div_ceil(tiles.queries).div_ceil(GROUPS).max(1) * tiles.queries;
+    let per_group = n.div_ceil(tiles.queries).div_ceil(QUERY_GROUPS).max(1) * tiles.queries;
     let group = |(g, (fg, s)): (usize, (&mut [f64], &mut [f64]))| {
         for (i, fb) in fg.chunks_mut(tiles.queries * d).enumerate() {
             let from = g * per_group + i * tiles.queries;

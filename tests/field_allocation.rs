@@ -39,7 +39,11 @@ fn tiled_field_evaluations_allocate_nothing() {
         (Kernel::Sa, true),
     ] {
         let a = DMatrix::from_fn(d, d, |i, j| {
-            let (i, j) = if symmetric { (i.min(j), i.max(j)) } else { (i, j) };
+            let (i, j) = if symmetric {
+                (i.min(j), i.max(j))
+            } else {
+                (i, j)
+            };
             ((i * 7 + j * 3) as f64 * 0.37).sin() * 0.5
         });
         let v = DMatrix::from_fn(d, d, |i, j| ((i + 2 * j) as f64 * 0.21).cos());
@@ -52,7 +56,10 @@ fn tiled_field_evaluations_allocate_nothing() {
             field.eval(&x, &mut dx);
         }
         let count = ALLOCATIONS.load(Ordering::Relaxed) - before;
-        assert_eq!(count, 0, "{kernel:?} symmetric {symmetric}: {count} allocations");
+        assert_eq!(
+            count, 0,
+            "{kernel:?} symmetric {symmetric}: {count} allocations"
+        );
         assert!(dx.iter().all(|v| v.is_finite()));
     }
 }

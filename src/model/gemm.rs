@@ -10,6 +10,11 @@
 //! rows are not contiguous, dimforge/nalgebra#1616: it read and wrote past the buffer when the
 //! last block held 1..5 query tokens.) Every call checks that each matrix lies inside its slice
 //! before handing the pointers over.
+//!
+//! The field's hot products use [`panel_product`] instead: the left operand packed once by the
+//! caller ([`pack_panels`], panels of 8 rows) and the `gemm` crate's 8 x 6 AVX2/FMA micro-kernel
+//! called block by block, with no packing or allocation per call (the crate's own driver
+//! allocates its packing buffers on every call and repacks operands the field reuses).
 
 /// A matrix inside a slice: entry (i, j) at `data[i * row_stride + j * column_stride]`.
 #[derive(Clone, Copy)]
@@ -273,7 +278,9 @@ impl<'a> Panels<'a> {
     /// # Panics
     /// When the ranges leave the block or the rows start inside a panel.
     pub fn block(&self, rows: std::ops::Range<usize>, depth: std::ops::Range<usize>) -> Self {
-        assert!(rows.start % PANEL == 0 && rows.end <= self.rows && depth.end <= self.depth);
+        assert!(
+            rows.start.is_multiple_of(PANEL) && rows.end <= self.rows && depth.end <= self.depth
+        );
         let start = rows.start / PANEL * self.panel_stride + depth.start * PANEL;
         Panels {
             data: &self.data[start.min(self.data.len())..],

@@ -9,7 +9,9 @@
 //!
 //! A tile of weights (|c| x |b|, [`Tiles`]) is made by one matrix product, exponentiated while it
 //! sits in cache and consumed by a second product, so no n x n (or n x m) matrix is ever written
-//! out. For `sa` the shift is the running maximum of each query's scores: when a tile raises it
+//! out. X^T and U are packed once per evaluation into the micro-kernel's panels
+//! ([`super::gemm::pack_panels`]) and every tile reads its block of them in place; Q_b and W
+//! are read unpacked, so no product packs or allocates anything. For `sa` the shift is the running maximum of each query's scores: when a tile raises it
 //! from m to m', the sums so far are multiplied by exp(m - m') first (the online softmax), so the
 //! exponentials stay at most 1 whatever the scores.
 //!
@@ -133,7 +135,7 @@ pub fn general_tiles(
     tiles: Tiles,
     scratch: &mut [f64],
 ) {
-    assert!(tiles.keys % PANEL == 0 && tiles.keys > 0 && tiles.queries > 0);
+    assert!(tiles.keys.is_multiple_of(PANEL) && tiles.keys > 0 && tiles.queries > 0);
     let (n, d) = (pairs.n(), pairs.d);
     let (packed, scratch) = pack(pairs, scratch);
     let per_group = n.div_ceil(tiles.queries).div_ceil(QUERY_GROUPS).max(1) * tiles.queries;
@@ -255,7 +257,7 @@ pub fn symmetric_tiles(
     tile: usize,
     scratch: &mut [f64],
 ) {
-    assert!(tile % PANEL == 0 && tile > 0);
+    assert!(tile.is_multiple_of(PANEL) && tile > 0);
     let (n, d) = (pairs.n(), pairs.d);
     let count = n.div_ceil(tile);
     let scratch = &mut scratch[..symmetric_scratch_len(n, d, tile)];

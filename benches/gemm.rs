@@ -153,9 +153,124 @@ fn field_evaluations() {
     }
 }
 
+/// n unit tokens in d dimensions, queries beta A^T x (A random, or I) and values V x.
+fn token_pairs(n: usize, d: usize, identity: bool) -> [Vec<f64>; 3] {
+    let mut state = 11u64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    };
+    let mut unit: Vec<f64> = (0..n * d).map(|_| next()).collect();
+    for row in unit.chunks_exact_mut(d) {
+        let r = row.iter().map(|v| v * v).sum::<f64>().sqrt();
+        row.iter_mut().for_each(|v| *v /= r);
+    }
+    let a: Vec<f64> = (0..d * d)
+        .map(|i| {
+            if identity {
+                f64::from(u8::from(i % (d + 1) == 0))
+            } else {
+                next() * (3.0 / d as f64).sqrt()
+            }
+        })
+        .collect();
+    let v: Vec<f64> = (0..d * d).map(|_| next() / d as f64).collect();
+    let apply = |m: &[f64]| -> Vec<f64> {
+        unit.chunks_exact(d)
+            .flat_map(|x| (0..d).map(move |r| (0..d).map(|c| m[r * d + c] * x[c]).sum::<f64>()))
+            .collect()
+    };
+    let (query, value) = (apply(&a), apply(&v));
+    [unit, query, value]
+}
+
+/// The tiled kernels alone on one thread (`cargo bench --bench gemm -- tiles`): GFlop/s by
+/// the thread's CPU time for several tile sizes, n = 2000, d = 100.
+fn tile_sizes() {
+    use tokdyn::model::tiles::{
+        general_scratch_len, general_tiles, symmetric_scratch_len, symmetric_tiles, Pairs, Tiles,
+    };
+    let (n, d) = (2000, 100);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let time = |run: &mut (dyn FnMut() + Send)| {
+        pool.install(|| {
+            run();
+            let mut best = f64::INFINITY;
+            for _ in 0..3 {
+                let start = thread_cpu_seconds();
+                for _ in 0..3 {
+                    run();
+                }
+                best = best.min((thread_cpu_seconds() - start) / 3.0);
+            }
+            best
+        })
+    };
+    let random = token_pairs(n, d, false);
+    println!("| kernel | tile (keys x queries) | ms per evaluation (one core) | GFlop/s |");
+    println!("|---|---|---:|---:|");
+    let flops = 4.0 * (n * n * d) as f64;
+    for (keys, queries) in [
+        (128, 60),
+        (128, 64),
+        (256, 60),
+        (128, 120),
+        (256, 120),
+        (64, 60),
+    ] {
+        for softmax in [false, true] {
+            let pairs = Pairs {
+                unit: &random[0],
+                query: &random[1],
+                value: &random[2],
+                d,
+            };
+            let tiles = Tiles { keys, queries };
+            let mut scratch = vec![0.0; general_scratch_len(n, d, tiles)];
+            let mut f = vec![0.0; n * d];
+            let t = time(&mut || general_tiles(pairs, &mut f, softmax, tiles, &mut scratch));
+            let name = if softmax { "sa" } else { "usa" };
+            println!(
+                "| {name} random A | {keys} x {queries} | {:.1} | {:.1} |",
+                t * 1e3,
+                flops / t / 1e9
+            );
+        }
+    }
+    let identity = token_pairs(n, d, true);
+    let flops = 3.0 * (n * n * d) as f64;
+    for tile in [64, 96, 120, 144] {
+        for softmax in [false, true] {
+            let pairs = Pairs {
+                unit: &identity[0],
+                query: &identity[1],
+                value: &identity[2],
+                d,
+            };
+            let mut scratch = vec![0.0; symmetric_scratch_len(n, d, tile)];
+            let mut f = vec![0.0; n * d];
+            let t = time(&mut || symmetric_tiles(pairs, &mut f, softmax, tile, &mut scratch));
+            let name = if softmax { "sa" } else { "usa" };
+            println!(
+                "| {name} A = I (symmetric) | {tile} x {tile} | {:.1} | {:.1} (3 n^2 d) |",
+                t * 1e3,
+                flops / t / 1e9
+            );
+        }
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "field") {
         return field_evaluations();
+    }
+    if std::env::args().any(|a| a == "tiles") {
+        return tile_sizes();
     }
     let (n, d) = (2000, 100);
     let mut shapes = vec![];

@@ -50,6 +50,10 @@ CASES = [
     dict(name="lsa-n1e7-d2", kernel="lsa", n=10_000_000, d=2, t_end=50.0, target="tokdyn only",
          big=True, tokdyn_only=True),
 ]
+# Names --cases accepts for several cases at once.
+CASE_GROUPS = {
+    "d100": ["usa-n2000-d100-random-a", "sa-n2000-d100-random-a", "usa-n2000-d100"],
+}
 SAMPLES = 101
 RTOL, ATOL = 1e-9, 1e-11
 REF_RTOL, REF_ATOL = 1e-13, 1e-15
@@ -534,10 +538,20 @@ def check(args, root):
 
 
 def main():
-    ensure_venv_and_reexec()
-    ap = argparse.ArgumentParser(description="tokdyn against the numpy/scipy baseline")
-    ap.add_argument("--cases", help="comma-separated case names (default: all but lsa-n1e7-d2); "
-                    "'none' for no case")
+    ap = argparse.ArgumentParser(
+        description="tokdyn against the numpy/scipy baseline (and, with --jax, JAX + diffrax)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="cases: " + ", ".join(c["name"] for c in CASES) + "\n"
+        f"groups for --cases: {', '.join(CASE_GROUPS)}\n\n"
+        "The d = 100 USA and SA cases (random A, and USA with A = I) against JAX and numpy,\n"
+        "one run of each program:\n"
+        "  python3 benches/baseline/compare.py --jax --cases d100 --repeats 1\n"
+        "against JAX alone (the numpy program skipped):\n"
+        "  python3 benches/baseline/compare.py --jax --cases d100 --skip-baseline d100 --repeats 1\n"
+        "Nothing is installed for --help; the first real run makes output/baseline-venv\n"
+        "(and output/jax-venv for --jax) from the package index.")
+    ap.add_argument("--cases", help="comma-separated case names or groups (default: all but "
+                    "lsa-n1e7-d2); 'none' for no case")
     ap.add_argument("--repeats", type=int, default=None, help="runs of each side (default 3)")
     ap.add_argument("--quick", action="store_true", help="n / 10 and 1 repeat, to try the script")
     ap.add_argument("--big", action="store_true", help="include lsa-n1e7-d2 (tokdyn only)")
@@ -546,7 +560,8 @@ def main():
     ap.add_argument("--reduced", action="store_true",
                     help="tokdyn compare on case4-oscillation for n = 100 ... 100000")
     ap.add_argument("--skip-baseline", action="append", default=[], metavar="CASE",
-                    help="run only tokdyn for CASE (repeatable or comma-separated)")
+                    help="run only tokdyn (and JAX with --jax) for CASE (a case or group; "
+                    "repeatable or comma-separated)")
     ap.add_argument("--check", action="store_true",
                     help="first check the baseline against tokdyn on small cases (n = 200)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the initial tokens (default 1)")
@@ -556,7 +571,9 @@ def main():
     ap.add_argument("--blas-threads", type=int, metavar="N",
                     help="set OPENBLAS_NUM_THREADS=N for the baseline only (default: not set)")
     args = ap.parse_args()
-    args.skip_baseline = {c for s in args.skip_baseline for c in s.split(",") if c}
+    ensure_venv_and_reexec()
+    args.skip_baseline = {w for s in args.skip_baseline for c in s.split(",") if c
+                          for w in CASE_GROUPS.get(c, [c])}
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
 
@@ -564,7 +581,7 @@ def main():
     if args.cases == "none":
         selected = []
     elif args.cases:
-        wanted = [s for s in args.cases.split(",") if s]
+        wanted = [w for s in args.cases.split(",") if s for w in CASE_GROUPS.get(s, [s])]
         unknown = [w for w in wanted if w not in names]
         if unknown:
             sys.exit(f"error: --cases: unknown case(s) {unknown}; known: {names}")

@@ -16,6 +16,8 @@
 //! code is compiled for 4-wide vectors with fused multiply-adds; elsewhere it runs with plain
 //! multiplies and adds. The relative error is below 4e-16 either way (tested against `f64::exp`).
 
+use crate::simd::LANES;
+
 /// ln 2 split so that k LN2_HI is exact for |k| < 2^20 (LN2_HI has 21 trailing zero bits).
 const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
 const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
@@ -103,6 +105,47 @@ pub fn exp_in_place(values: &mut [f64]) {
     exp_in_place_lanes::<false>(values)
 }
 
+#[inline(always)]
+fn exp_shifted_sum_lanes<const FUSED: bool>(values: &mut [f64], shift: f64) -> f64 {
+    let mut acc = [0.0; LANES];
+    let mut chunks = values.chunks_exact_mut(LANES);
+    for chunk in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(chunk.iter_mut()) {
+            *v = exp_lane::<FUSED>(*v - shift);
+            *a += *v;
+        }
+    }
+    for (a, v) in acc.iter_mut().zip(chunks.into_remainder()) {
+        *v = exp_lane::<FUSED>(*v - shift);
+        *a += *v;
+    }
+    acc.iter().sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn exp_shifted_sum_avx2(values: &mut [f64], shift: f64) -> f64 {
+    exp_shifted_sum_lanes::<true>(values, shift)
+}
+
+/// Replaces every value v by exp(v - shift) and returns their sum, added in a fixed order
+/// ([`LANES`] partial sums, then in lane order): the softmax step of one column of weights,
+/// in one pass while the column is in cache.
+///
+/// ```
+/// let mut v = [0.0, 1.0, -2.5];
+/// let sum = tokdyn::model::exp::exp_shifted_sum(&mut v, 1.0);
+/// assert!((sum - (-1.0f64).exp() - 1.0 - (-3.5f64).exp()).abs() < 1e-15);
+/// ```
+pub fn exp_shifted_sum(values: &mut [f64], shift: f64) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::has_avx2_fma() {
+        // SAFETY: the CPU supports the features this function is compiled for.
+        return unsafe { exp_shifted_sum_avx2(values, shift) };
+    }
+    exp_shifted_sum_lanes::<false>(values, shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +194,28 @@ mod tests {
             .iter()
             .zip(&xs)
             .all(|(g, x)| x.exp() < f64::MIN_POSITIVE || relative_error(*g, *x) < 4e-16));
+    }
+
+    #[test]
+    fn shifted_exponentials_and_their_sum_match_the_library() {
+        // Lengths around the lane count, so the tail loop runs with 0..7 values.
+        for len in [0, 1, 7, 8, 9, 23, 64] {
+            let xs: Vec<f64> = (0..len).map(|i| (i as f64 * 0.7).sin() * 40.0).collect();
+            let shift = xs
+                .iter()
+                .copied()
+                .fold(f64::NEG_INFINITY, f64::max)
+                .max(0.0);
+            let mut got = xs.clone();
+            let sum = exp_shifted_sum(&mut got, shift);
+            let mut expected_sum = 0.0;
+            for (g, x) in got.iter().zip(&xs) {
+                let e = (x - shift).exp();
+                expected_sum += e;
+                assert!((g - e).abs() <= 4e-16 * e, "exp({x} - {shift}) = {g}");
+            }
+            assert!((sum - expected_sum).abs() <= 1e-15 * expected_sum.max(1e-300));
+        }
     }
 
     #[test]

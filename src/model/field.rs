@@ -27,7 +27,7 @@ use std::sync::Mutex;
 use nalgebra::DMatrix;
 use rayon::prelude::*;
 
-use super::gemm::{gemm, MatMut, MatRef};
+use super::gemm::{gemm, pack_panels, panel_product, panels_len, MatMut, MatRef, Panels};
 use super::pairwise::{pairwise_sum, Columns};
 use super::spectral::{choose, KernelChoice, KernelMethod, SpectralField};
 use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
@@ -106,8 +106,8 @@ pub struct SphereField {
     attention: Attention,
     /// V^T for each head (so that V x is a run of column dot products).
     values_transposed: Vec<DMatrix<f64>>,
-    /// A^T for each head (the queries q_k = beta A^T x_k as one matrix product).
-    queries_transposed: Vec<DMatrix<f64>>,
+    /// beta A^T and V for each head packed for [`panel_product`] (`usa`/`sa`, d >= GEMM_MIN_D).
+    packed_heads: Vec<[Vec<f64>; 2]>,
     n: usize,
     d: usize,
     /// Whether each head's A equals its transpose (one exponential per pair, see `symmetric`).
@@ -200,11 +200,24 @@ impl SphereField {
             symmetric_tile: SYMMETRIC_TILE,
         };
         let values_transposed = attention.heads.iter().map(|h| h.v.transpose()).collect();
-        let queries_transposed = attention.heads.iter().map(|h| h.a.transpose()).collect();
+        let packed_heads = if lsa || d < GEMM_MIN_D {
+            Vec::new()
+        } else {
+            attention
+                .heads
+                .iter()
+                .map(|h| {
+                    [
+                        pack_square(&h.a.transpose(), attention.beta),
+                        pack_square(&h.v, 1.0),
+                    ]
+                })
+                .collect()
+        };
         SphereField {
             attention,
             values_transposed,
-            queries_transposed,
+            packed_heads,
             n,
             d,
             symmetric_heads,
@@ -386,30 +399,26 @@ impl SphereField {
         if several_heads {
             dx.fill(0.0);
         }
-        let transposes = self.values_transposed.iter().zip(&self.queries_transposed);
-        for (h, (head, (vt, at))) in self.attention.heads.iter().zip(transposes).enumerate() {
+        for (h, (head, vt)) in self
+            .attention
+            .heads
+            .iter()
+            .zip(&self.values_transposed)
+            .enumerate()
+        {
             if d >= GEMM_MIN_D {
-                // Q = beta A^T X and U = V X, chunk by chunk, with blocked products.
-                let (at, v) = (at.as_slice(), head.v.as_slice());
+                // Q = beta A^T X and U = V X, chunk by chunk, with beta A^T and V packed once.
+                let [at, v] = &self.packed_heads[h];
+                let (at, v) = (Panels::new(at, d, d), Panels::new(v, d, d));
                 for_each_chunk(&mut s.query, d, &s.unit, d, |q, x| {
                     let m = x.len() / d;
-                    gemm(
-                        beta,
-                        MatRef::columns(at, d, d),
-                        MatRef::columns(x, d, m),
-                        0.0,
-                        MatMut::columns(q, d, m),
-                    );
+                    let (x, q) = (MatRef::columns(x, d, m), MatMut::columns(q, d, m));
+                    panel_product(at, x, false, q);
                 });
                 for_each_chunk(&mut s.value, d, &s.unit, d, |u, x| {
                     let m = x.len() / d;
-                    gemm(
-                        1.0,
-                        MatRef::columns(v, d, d),
-                        MatRef::columns(x, d, m),
-                        0.0,
-                        MatMut::columns(u, d, m),
-                    );
+                    let (x, u) = (MatRef::columns(x, d, m), MatMut::columns(u, d, m));
+                    panel_product(v, x, false, u);
                 });
             } else {
                 let a = head.a.as_slice();
@@ -550,6 +559,15 @@ impl Dynamics for SphereField {
     }
 }
 
+/// scale M (d x d) packed for [`panel_product`].
+fn pack_square(m: &DMatrix<f64>, scale: f64) -> Vec<f64> {
+    let d = m.nrows();
+    let mut packed = vec![0.0; panels_len(d, d)];
+    pack_panels(MatRef::columns(m.as_slice(), d, d), &mut packed);
+    packed.iter_mut().for_each(|v| *v *= scale);
+    packed
+}
+
 /// Whether the symmetric tiled kernel's per-group sums fit its memory bound.
 fn symmetric_tiles_fit(n: usize, d: usize) -> bool {
     symmetric_tiles_scratch_len(n, d, SYMMETRIC_TILE) <= SYMMETRIC_TILES_MAX_NUMBERS
@@ -557,7 +575,7 @@ fn symmetric_tiles_fit(n: usize, d: usize) -> bool {
 
 /// Scratch numbers of the tiled kernels (the symmetric one's where A may be symmetric).
 fn tiled_scratch_len(n: usize, d: usize, symmetric: bool, tiles: Tiles, tile: usize) -> usize {
-    let general = general_scratch_len(tiles);
+    let general = general_scratch_len(n, d, tiles);
     if symmetric && symmetric_tiles_fit(n, d) {
         general.max(symmetric_tiles_scratch_len(n, d, tile))
     } else {

@@ -9,7 +9,9 @@
 //!
 //! A tile of weights (|c| x |b|, [`Tiles`]) is made by one matrix product, exponentiated while it
 //! sits in cache and consumed by a second product, so no n x n (or n x m) matrix is ever written
-//! out. For `sa` the shift is the running maximum of each query's scores: when a tile raises it
+//! out. X^T and U are packed once per evaluation into the micro-kernel's panels
+//! ([`super::gemm::pack_panels`]) and every tile reads its block of them in place; Q_b and W
+//! are read unpacked, so no product packs or allocates anything. For `sa` the shift is the running maximum of each query's scores: when a tile raises it
 //! from m to m', the sums so far are multiplied by exp(m - m') first (the online softmax), so the
 //! exponentials stay at most 1 whatever the scores.
 //!
@@ -18,21 +20,27 @@
 //! F_b += U_c W and, for c > b, F_c += U_b W^T. The weights are unshifted (the caller allows
 //! `sa` only while |z| <= max_k |q_k| keeps exp finite).
 //!
-//! Thread-count independence: the query tiles are cut into [`GROUPS`] fixed groups; each group
-//! runs its tiles in a fixed order on one thread (the symmetric kernel into its own n x d
-//! accumulator), and the groups' accumulators are added in group order. The products run
+//! Thread-count independence: the query tiles are cut into [`QUERY_GROUPS`] fixed groups (the
+//! symmetric kernel's tile rows into [`GROUPS`]); each group runs its tiles in a fixed order on
+//! one thread (the symmetric kernel into its own n x d accumulator), and the groups'
+//! accumulators are added in group order. The products run
 //! single-threaded inside a group, so the bytes do not depend on the number of threads.
 
 use rayon::prelude::*;
 
-use super::exp::exp_in_place;
-use super::gemm::{gemm, MatMut, MatRef};
+use super::exp::{exp_in_place, exp_shifted_sum};
+use super::gemm::{pack_panels, panel_product, panels_len, MatMut, MatRef, Panels, PANEL};
 use crate::simd::{add_in_lanes, LANES};
 
-/// Groups of query tiles run in parallel (fixed, so results never depend on the threads).
+/// Groups of tile rows of the symmetric kernel run in parallel, each into its own sums (fixed,
+/// so results never depend on the threads).
 pub const GROUPS: usize = 4;
 
-/// Tile sizes: key tokens (rows of a weight tile) and query tokens (columns).
+/// Groups of query tiles of the general kernel run in parallel (each query tile's sums are
+/// its own, so the grouping changes no result; 8 groups share 2-4 threads evenly).
+pub const QUERY_GROUPS: usize = 8;
+
+/// Tile sizes: key tokens (rows of a weight tile, a multiple of 8) and query tokens (columns).
 #[derive(Clone, Copy, Debug)]
 pub struct Tiles {
     pub keys: usize,
@@ -42,20 +50,26 @@ pub struct Tiles {
 /// The tile sizes of the field (chosen by measurement, see benches/README.md).
 pub const TILES: Tiles = Tiles {
     keys: 128,
-    queries: 64,
+    queries: 60,
 };
 
-/// Square tiles of the symmetric kernel (one size for both sides of the score matrix).
-pub const SYMMETRIC_TILE: usize = 64;
+/// Square tiles of the symmetric kernel (one size for both sides of the score matrix; a
+/// multiple of 8).
+pub const SYMMETRIC_TILE: usize = 120;
 
-/// Numbers of scratch [`general_tiles`] needs.
-pub fn general_scratch_len(tiles: Tiles) -> usize {
-    GROUPS * group_len(tiles)
+/// Numbers of scratch [`general_tiles`] needs for n tokens in d dimensions.
+pub fn general_scratch_len(n: usize, d: usize, tiles: Tiles) -> usize {
+    packed_len(n, d) + QUERY_GROUPS * group_len(tiles)
 }
 
 /// Numbers of scratch [`symmetric_tiles`] needs for n tokens in d dimensions.
 pub fn symmetric_scratch_len(n: usize, d: usize, tile: usize) -> usize {
-    GROUPS * (tile * tile + (d + 1) * n)
+    packed_len(n, d) + GROUPS * (tile * tile + (d + 1) * n)
+}
+
+/// The keys X^T (n x d) and the values U (d x n), packed for the micro-kernel.
+fn packed_len(n: usize, d: usize) -> usize {
+    panels_len(n, d) + panels_len(d, n)
 }
 
 /// One group's weight tile, running maxima and totals.
@@ -80,25 +94,40 @@ impl Pairs<'_> {
         self.unit.len() / self.d
     }
 
-    /// X_c^T for the key tokens `from..to` (|c| x d).
-    fn keys_transposed(&self, from: usize, to: usize) -> MatRef<'_> {
-        MatRef::rows(&self.unit[from * self.d..to * self.d], to - from, self.d)
-    }
-
     /// Q_b for the query tokens `from..to` (d x |b|).
     fn queries(&self, from: usize, to: usize) -> MatRef<'_> {
         MatRef::columns(&self.query[from * self.d..to * self.d], self.d, to - from)
     }
+}
 
-    /// U_c for the tokens `from..to` (d x |c|).
-    fn values(&self, from: usize, to: usize) -> MatRef<'_> {
-        MatRef::columns(&self.value[from * self.d..to * self.d], self.d, to - from)
-    }
+/// X^T and U packed once per evaluation (read by every tile, never packed again).
+#[derive(Clone, Copy)]
+struct Packed<'a> {
+    /// X^T, n x d: a key tile's X_c^T is rows c.
+    keys: Panels<'a>,
+    /// U, d x n: a key tile's U_c is depth c.
+    values: Panels<'a>,
+}
+
+/// Packs X^T and U into the front of `scratch`; returns them and the rest of `scratch`.
+fn pack<'s>(pairs: Pairs<'_>, scratch: &'s mut [f64]) -> (Packed<'s>, &'s mut [f64]) {
+    let (n, d) = (pairs.n(), pairs.d);
+    let (keys, rest) = scratch.split_at_mut(panels_len(n, d));
+    let (values, rest) = rest.split_at_mut(panels_len(d, n));
+    rayon::join(
+        || pack_panels(MatRef::rows(pairs.unit, n, d), keys),
+        || pack_panels(MatRef::columns(pairs.value, d, n), values),
+    );
+    let packed = Packed {
+        keys: Panels::new(keys, n, d),
+        values: Panels::new(values, d, n),
+    };
+    (packed, rest)
 }
 
 /// Writes f_k (n x d row-major) for any A: the `usa` sums / n, or the `sa` weighted means.
 ///
-/// `scratch` holds at least [`general_scratch_len`] numbers.
+/// `scratch` holds at least [`general_scratch_len`] numbers; `tiles.keys` is a multiple of 8.
 pub fn general_tiles(
     pairs: Pairs<'_>,
     f: &mut [f64],
@@ -106,12 +135,14 @@ pub fn general_tiles(
     tiles: Tiles,
     scratch: &mut [f64],
 ) {
+    assert!(tiles.keys.is_multiple_of(PANEL) && tiles.keys > 0 && tiles.queries > 0);
     let (n, d) = (pairs.n(), pairs.d);
-    let per_group = n.div_ceil(tiles.queries).div_ceil(GROUPS).max(1) * tiles.queries;
+    let (packed, scratch) = pack(pairs, scratch);
+    let per_group = n.div_ceil(tiles.queries).div_ceil(QUERY_GROUPS).max(1) * tiles.queries;
     let group = |(g, (fg, s)): (usize, (&mut [f64], &mut [f64]))| {
         for (i, fb) in fg.chunks_mut(tiles.queries * d).enumerate() {
             let from = g * per_group + i * tiles.queries;
-            query_tile(pairs, from, fb, softmax, tiles, s);
+            query_tile(pairs, packed, from, fb, softmax, tiles, s);
         }
     };
     f.par_chunks_mut(per_group * d)
@@ -124,6 +155,7 @@ pub fn general_tiles(
 /// The sums of the query tokens from..from + |b| over every key tile, scaled (see the module).
 fn query_tile(
     pairs: Pairs<'_>,
+    packed: Packed<'_>,
     from: usize,
     fb: &mut [f64],
     softmax: bool,
@@ -143,36 +175,24 @@ fn query_tile(
         let c1 = (c0 + tiles.keys).min(n);
         let nc = c1 - c0;
         let w = &mut w[..nc * mb];
-        gemm(
-            1.0,
-            pairs.keys_transposed(c0, c1),
-            queries,
-            0.0,
-            MatMut::columns(w, nc, mb),
-        );
+        let keys = packed.keys.block(c0..c1, 0..d);
+        panel_product(keys, queries, false, MatMut::columns(w, nc, mb));
         if softmax {
-            shift_columns(w, nc, maxima, totals, fb, d);
+            softmax_step(w, nc, maxima, totals, fb, d);
+        } else {
+            exp_in_place(w);
         }
-        exp_in_place(w);
-        if softmax {
-            for (column, total) in w.chunks_exact(nc).zip(totals.iter_mut()) {
-                *total += lane_sum(column);
-            }
-        }
-        gemm(
-            1.0,
-            pairs.values(c0, c1),
-            MatRef::columns(w, nc, mb),
-            1.0,
-            MatMut::columns(fb, d, mb),
-        );
+        let values = packed.values.block(0..d, c0..c1);
+        let weights = MatRef::columns(w, nc, mb);
+        panel_product(values, weights, true, MatMut::columns(fb, d, mb));
     }
     scale_columns(fb, d, if softmax { Some(&*totals) } else { None }, n);
 }
 
 /// Online softmax step: raises each column's running maximum to cover this tile (rescaling the
-/// sums and totals so far by exp(old - new)), then subtracts it from the column.
-fn shift_columns(
+/// sums and totals so far by exp(old - new)), then replaces the column by exp(z - maximum) and
+/// adds it to the column's total, in one pass.
+fn softmax_step(
     w: &mut [f64],
     rows: usize,
     maxima: &mut [f64],
@@ -181,7 +201,7 @@ fn shift_columns(
     d: usize,
 ) {
     for (k, column) in w.chunks_exact_mut(rows).enumerate() {
-        let top = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let top = lane_max(column);
         if top > maxima[k] {
             let mut factor = [maxima[k] - top];
             exp_in_place(&mut factor);
@@ -191,9 +211,23 @@ fn shift_columns(
                 .for_each(|v| *v *= factor[0]);
             maxima[k] = top;
         }
-        let m = maxima[k];
-        column.iter_mut().for_each(|v| *v -= m);
+        totals[k] += exp_shifted_sum(column, maxima[k]);
     }
+}
+
+/// The largest of `values` (NaN ignored; -inf when there is none), in lanes that vectorise.
+fn lane_max(values: &[f64]) -> f64 {
+    let mut acc = [f64::NEG_INFINITY; LANES];
+    let mut chunks = values.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(chunk) {
+            *a = if *v > *a { *v } else { *a };
+        }
+    }
+    for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
+        *a = if *v > *a { *v } else { *a };
+    }
+    acc.iter().copied().fold(f64::NEG_INFINITY, f64::max)
 }
 
 /// f_k = F_k / n (`totals` None) or F_k / t_k.
@@ -215,7 +249,7 @@ fn lane_sum(values: &[f64]) -> f64 {
 /// Writes f_k (n x d row-major) for a symmetric A: the `usa` sums / n, or (`softmax`) the
 /// weighted means with unshifted weights. One exponential per pair (see the module).
 ///
-/// `scratch` holds at least [`symmetric_scratch_len`] numbers.
+/// `scratch` holds at least [`symmetric_scratch_len`] numbers; `tile` is a multiple of 8.
 pub fn symmetric_tiles(
     pairs: Pairs<'_>,
     f: &mut [f64],
@@ -223,17 +257,19 @@ pub fn symmetric_tiles(
     tile: usize,
     scratch: &mut [f64],
 ) {
+    assert!(tile.is_multiple_of(PANEL) && tile > 0);
     let (n, d) = (pairs.n(), pairs.d);
     let count = n.div_ceil(tile);
-    let (weights, sums) =
-        scratch[..symmetric_scratch_len(n, d, tile)].split_at_mut(GROUPS * tile * tile);
+    let scratch = &mut scratch[..symmetric_scratch_len(n, d, tile)];
+    let (packed, scratch) = pack(pairs, scratch);
+    let (weights, sums) = scratch.split_at_mut(GROUPS * tile * tile);
     let group = |(g, (w, acc)): (usize, (&mut [f64], &mut [f64]))| {
         acc.fill(0.0);
         let (acc, totals) = acc.split_at_mut(n * d);
         // Tile rows b dealt to the groups back and forth (0 1 2 3 3 2 1 0 ...): row b holds
         // count - b tiles, so each group gets a share of long and short rows.
         for b in (0..count).filter(|&b| snake(b) == g) {
-            symmetric_row(pairs, b, tile, w, acc, totals);
+            symmetric_row(pairs, packed, b, tile, w, acc, totals);
         }
     };
     weights
@@ -264,6 +300,7 @@ fn snake(b: usize) -> usize {
 /// The tiles c >= b of tile row b: F_b += U_c W, and for c > b F_c += U_b W^T (and the totals).
 fn symmetric_row(
     pairs: Pairs<'_>,
+    packed: Packed<'_>,
     b: usize,
     tile: usize,
     w: &mut [f64],
@@ -278,21 +315,12 @@ fn symmetric_row(
         let c1 = (c0 + tile).min(n);
         let nc = c1 - c0;
         let w = &mut w[..nc * mb];
-        gemm(
-            1.0,
-            pairs.keys_transposed(c0, c1),
-            queries,
-            0.0,
-            MatMut::columns(w, nc, mb),
-        );
+        let keys = packed.keys.block(c0..c1, 0..d);
+        panel_product(keys, queries, false, MatMut::columns(w, nc, mb));
         exp_in_place(w);
-        gemm(
-            1.0,
-            pairs.values(c0, c1),
-            MatRef::columns(w, nc, mb),
-            1.0,
-            MatMut::columns(&mut acc[b0 * d..b1 * d], d, mb),
-        );
+        let values = packed.values.block(0..d, c0..c1);
+        let fb = MatMut::columns(&mut acc[b0 * d..b1 * d], d, mb);
+        panel_product(values, MatRef::columns(w, nc, mb), true, fb);
         for (column, total) in w.chunks_exact(nc).zip(&mut totals[b0..b1]) {
             *total += lane_sum(column);
         }
@@ -307,13 +335,9 @@ fn symmetric_row(
             row_stride: nc,
             column_stride: 1,
         };
-        gemm(
-            1.0,
-            pairs.values(b0, b1),
-            transposed,
-            1.0,
-            MatMut::columns(&mut acc[c0 * d..c1 * d], d, nc),
-        );
+        let values = packed.values.block(0..d, b0..b1);
+        let fc = MatMut::columns(&mut acc[c0 * d..c1 * d], d, nc);
+        panel_product(values, transposed, true, fc);
         let row_totals = &mut totals[c0..c1];
         for column in w.chunks_exact(nc) {
             row_totals.iter_mut().zip(column).for_each(|(t, v)| *t += v);
@@ -434,7 +458,7 @@ mod tests {
                     value: &data[2],
                     d,
                 };
-                let mut scratch = vec![f64::NAN; general_scratch_len(tiles)];
+                let mut scratch = vec![f64::NAN; general_scratch_len(n, d, tiles)];
                 let mut f = vec![f64::NAN; n * d];
                 general_tiles(pairs, &mut f, softmax, tiles, &mut scratch);
                 let what = format!("n {n} softmax {softmax} beta {beta}");

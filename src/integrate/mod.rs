@@ -12,7 +12,7 @@
 //! the solver is restarted every few steps so that its list of steps never holds more than a
 //! bounded number of states; memory is O(state) whatever the number of samples or steps.
 
-mod dop853;
+pub(crate) mod dop853;
 mod dop853_tableau;
 mod piecewise;
 mod stepper;

@@ -2,21 +2,25 @@
 //! `predict.json`, next to the simulated label when the scenario's run folder has one.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use num_complex::Complex64;
 use serde::Serialize;
 
-use super::{predict, Prediction};
+use super::{predict, CycleKind, LimitCycle, Prediction};
 use crate::error::Error;
 use crate::observe::order_parameter_r2;
 use crate::run::RunOptions;
 use crate::scenario::{InitKind, ModelKind, Scenario};
 use crate::simulation;
 
-/// The horizon of the prediction: the scenario's t_end, and at least 200.
+/// The least horizon of a prediction.
+pub const MIN_HORIZON: f64 = 2000.0;
+
+/// The horizon of the prediction: the scenario's t_max (t_end when unset), and at least
+/// [`MIN_HORIZON`] (the OA ODE is two-dimensional: following it is cheap).
 pub fn horizon(scenario: &Scenario) -> f64 {
-    scenario.time.t_end.max(200.0)
+    scenario.time.t_end.max(scenario.time.t_max).max(MIN_HORIZON)
 }
 
 /// R(0) of the OA model for a scenario: r0 e^{i phi0} for a Poisson start, else R2 of the tokens.
@@ -53,17 +57,42 @@ pub struct PredictReport {
 pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<PredictReport, Error> {
     simulation::require_single_layer(scenario, "predict")?;
     let mut p = prediction(scenario)?;
-    p.limit_cycles = super::limit_cycles(
-        &simulation::second_harmonic(scenario, ModelKind::Oa)?,
-        horizon(scenario),
-    );
+    let sh = simulation::second_harmonic(scenario, ModelKind::Oa)?;
+    super::limit_cycles(&sh, horizon(scenario), &mut p.limit_cycles);
     let dir = options.folder(scenario);
-    let simulated_label = std::fs::read_to_string(dir.join("summary.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .and_then(|v| v.get("label").and_then(|l| l.as_str()).map(str::to_string));
+    let simulated_label = simulated_label(&dir);
     let agrees = simulated_label.as_ref().map(|l| l == p.label.as_str());
     let mut table = String::new();
+    fixed_point_table(&mut table, &p);
+    boundary_table(&mut table, &p);
+    cycle_table(&mut table, &p);
+    let _ = writeln!(
+        table,
+        "from R2(0) = {:.4}{:+.4}i (horizon t = {}): predicted {} ({})",
+        p.start.re, p.start.im, p.horizon, p.label, p.reason
+    );
+    comparison_table(&mut table, &dir, simulated_label.as_deref(), agrees);
+    let mut report = PredictReport {
+        name: scenario.name.clone(),
+        prediction: p,
+        simulated_label,
+        agrees,
+        table,
+        path: dir.join("predict.json"),
+    };
+    write_report(&dir, &mut report)?;
+    Ok(report)
+}
+
+/// The label in the run folder's summary.json, if there is one.
+fn simulated_label(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(dir.join("summary.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|v| v.get("label").and_then(|l| l.as_str()).map(str::to_string))
+}
+
+fn fixed_point_table(table: &mut String, p: &Prediction) {
     let _ = writeln!(table, "fixed points of the OA ODE in the unit disk:");
     let _ = writeln!(
         table,
@@ -86,74 +115,90 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
             if f.on_boundary { " (boundary)" } else { "" }
         );
     }
+}
+
+fn boundary_table(table: &mut String, p: &Prediction) {
     if p.boundary_continuum {
         let _ = writeln!(
             table,
             "boundary |R2| = 1: g(phi) = 0 everywhere, every antipodal pair of clusters is fixed"
         );
-    } else if p.boundary_zeros.is_empty() {
-        let _ = writeln!(
-            table,
-            "boundary |R2| = 1: g(phi) has no zero, clusters there rotate forever"
-        );
-    } else {
-        let _ = writeln!(
-            table,
-            "boundary |R2| = 1: zeros of g(phi) (fixed cluster axes):"
-        );
-        for z in &p.boundary_zeros {
-            let _ = writeln!(
-                table,
-                "  phi = {:>9.6}  g'(phi) = {:>10.6}  transverse = {:>10.6}  {}",
-                z.phi,
-                z.slope,
-                z.transverse,
-                match (z.slope < 0.0, z.transverse < 0.0) {
-                    (true, true) => "attracting (both eigenvalues negative)",
-                    (true, false) => "attracting along the circle, repelling across it",
-                    (false, true) => "repelling along the circle, attracting across it",
-                    (false, false) => "repelling (both eigenvalues positive)",
-                }
-            );
-        }
+        return;
     }
-    if p.limit_cycles.len() > 3 {
-        let lo = p
-            .limit_cycles
-            .iter()
-            .map(|c| c.r_abs_min)
-            .fold(f64::INFINITY, f64::min);
-        let hi = p
-            .limit_cycles
-            .iter()
-            .map(|c| c.r_abs_max)
-            .fold(0.0, f64::max);
-        let periods: Vec<f64> = p.limit_cycles.iter().filter_map(|c| c.period).collect();
-        let (pmin, pmax) = periods
-            .iter()
-            .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+    if p.boundary_zeros.is_empty() {
         let _ = writeln!(
             table,
-            "{} oscillating tails from different starts (|R2| between {lo:.4} and {hi:.4}, periods {pmin:.4} to {pmax:.4}): not checked by a return map, so a centre is not told from a slow spiral",
-            p.limit_cycles.len()
+            "boundary |R2| = 1: g(phi) has no zero, clusters there rotate forever{}",
+            p.boundary_circle.map_or(String::new(), |c| format!(
+                " (period {:.4}, transverse multiplier {:.6}: {})",
+                c.period,
+                c.multiplier,
+                if c.multiplier < 1.0 { "attracting" } else { "repelling" }
+            ))
         );
-    }
-    for c in p.limit_cycles.iter().filter(|_| p.limit_cycles.len() <= 3) {
-        let _ = writeln!(
-            table,
-            "limit cycle ({}) with |R2| in [{:.4}, {:.4}], period {}",
-            c.label,
-            c.r_abs_min,
-            c.r_abs_max,
-            c.period.map_or("-".to_string(), |v| format!("{v:.4}"))
-        );
+        return;
     }
     let _ = writeln!(
         table,
-        "from R2(0) = {:.4}{:+.4}i to t = {}: predicted {} ({})",
-        p.start.re, p.start.im, p.horizon, p.label, p.reason
+        "boundary |R2| = 1: zeros of g(phi) (fixed cluster axes):"
     );
-    match (&simulated_label, agrees) {
+    for z in &p.boundary_zeros {
+        let _ = writeln!(
+            table,
+            "  phi = {:>9.6}  g'(phi) = {:>10.6}  transverse = {:>10.6}  {}",
+            z.phi,
+            z.slope,
+            z.transverse,
+            match (z.slope < 0.0, z.transverse < 0.0) {
+                (true, true) => "attracting (both eigenvalues negative)",
+                (true, false) => "attracting along the circle, repelling across it",
+                (false, true) => "repelling along the circle, attracting across it",
+                (false, false) => "repelling (both eigenvalues positive)",
+            }
+        );
+    }
+}
+
+/// Isolated cycles one per line; the members of a centre's family in one line.
+fn cycle_table(table: &mut String, p: &Prediction) {
+    let family: Vec<&LimitCycle> = p
+        .limit_cycles
+        .iter()
+        .filter(|c| c.kind == CycleKind::Centre)
+        .collect();
+    if !family.is_empty() {
+        let range = |f: fn(&LimitCycle) -> f64| {
+            family
+                .iter()
+                .map(|c| f(c))
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)))
+        };
+        let (pmin, pmax) = range(|c| c.period);
+        let (lo, _) = range(|c| c.r_abs_min);
+        let (_, hi) = range(|c| c.r_abs_max);
+        let _ = writeln!(
+            table,
+            "a family of closed orbits around a centre (the return map is the identity to {:e}): {} found, periods {pmin:.4} to {pmax:.4}, |R2| between {lo:.4} and {hi:.4}",
+            super::cycles::IDENTITY,
+            family.len()
+        );
+    }
+    for c in p.limit_cycles.iter().filter(|c| c.kind != CycleKind::Centre) {
+        let _ = writeln!(
+            table,
+            "limit cycle ({}, {}): period {:.4}, Floquet multiplier {:.6}, |R2| in [{:.4}, {:.4}]",
+            c.kind.as_str(),
+            c.label,
+            c.period,
+            c.multiplier,
+            c.r_abs_min,
+            c.r_abs_max
+        );
+    }
+}
+
+fn comparison_table(table: &mut String, dir: &Path, simulated: Option<&str>, agrees: Option<bool>) {
+    match (simulated, agrees) {
         (Some(l), Some(true)) => {
             let _ = writeln!(table, "simulation ({}): {l}, agrees", dir.display());
         }
@@ -171,20 +216,16 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
         }
         _ => {}
     }
-    let mut report = PredictReport {
-        name: scenario.name.clone(),
-        prediction: p,
-        simulated_label,
-        agrees,
-        table,
-        path: dir.join("predict.json"),
-    };
-    std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+}
+
+/// Writes `predict.json` atomically (a temporary file renamed).
+fn write_report(dir: &Path, report: &mut PredictReport) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
     let tmp = dir.join(".predict.json.tmp");
-    crate::output::write_json(&tmp, &report).map_err(Error::io(&tmp))?;
+    crate::output::write_json(&tmp, &*report).map_err(Error::io(&tmp))?;
     std::fs::rename(&tmp, &report.path).map_err(Error::io(&report.path))?;
     report
         .table
         .push_str(&format!("-> {}\n", report.path.display()));
-    Ok(report)
+    Ok(())
 }

@@ -1,113 +1,96 @@
-//! Fixed points of the Ott–Antonsen ODE, their stability, the cluster positions on the
-//! boundary circle, limit cycles, and the predicted label (d = 2 LSA).
+//! The long-term behaviour of the Ott–Antonsen ODE (d = 2 LSA) decided from its phase space
+//! (docs/MATH.md §6.1).
 //!
-//! The OA field F(R) = i omega(R) R + (H(R) - conj(H(R)) R^2) / 2 is a cubic polynomial in
-//! (Re R, Im R). With omega(R) = Im(c0 + c1 conj(R) + c2 R) and H(R) = g0 + g1 R + g2 conj(R),
-//! its Wirtinger derivatives are
+//! R' = F(R) = i omega(R) R + (H(R) - conj(H(R)) R^2) / 2 is a planar flow on the closed unit
+//! disk whose boundary circle is invariant. `predict` lists its objects and follows the orbit
+//! from R(0) to the one it tends to:
+//!
+//! - fixed points in the disk with the eigenvalues of their Jacobian ([`fixed`]);
+//! - zeros of the boundary drift g(phi) with g'(phi*) along the circle and u^T J u across it,
+//!   and, when g has no zero, the circle's period and transverse multiplier ([`fixed`]);
+//! - periodic orbits as fixed points of a Poincaré return map with the Floquet multiplier
+//!   mu = exp(integral of tr J over a period): stable (mu < 1), unstable (mu > 1), neutral; a
+//!   neutral family is a centre only when the return map is the identity ([`cycles`]);
+//! - the attractor reached from R(0) ([`attractor`]), which gives the label:
 //!
 //! ```text
-//! dF/dR     = i (c2 - conj(c1)) / (2i) R + i omega + (g1 - conj(g2) R^2) / 2 - conj(H) R
-//! dF/dconjR = i (c1 - conj(c2)) / (2i) R + (g2 - conj(g1) R^2) / 2
+//! attracting interior fixed point                         -> interior-point
+//! attracting boundary zero (or g = 0 and |R| -> 1)        -> converged-clusters
+//! |R| -> 1, g without zeros, circle multiplier < 1        -> rotating-clusters
+//! stable (or neutral, or centre-family) cycle, |R| swings -> oscillation
+//! the same with |R| constant along it (swing < 1e-3)      -> rotating-interior
+//! nothing of this by the horizon                          -> undetermined ("cannot decide: ...")
 //! ```
 //!
-//! and the real Jacobian of (Re F, Im F) w.r.t. (Re R, Im R) has columns dF/dx = dF/dR +
-//! dF/dconjR and dF/dy = i (dF/dR - dF/dconjR). Fixed points in the closed unit disk are found
-//! by damped Newton from a polar grid of starts and deduplicated. On |R| = 1 (two antipodal
-//! clusters) the circle is invariant and arg R moves by g(phi) = omega(e^{i phi}) +
-//! Im(H(e^{i phi}) e^{-i phi}), a trigonometric polynomial of degree 2: its zeros are fixed
-//! cluster positions; none means the clusters rotate forever (docs/MATH.md §3.6).
-//!
-//! A boundary zero phi* has two eigenvalues. Along the circle, g'(phi*). Across it, the
-//! linearisation of d|R|/dt = Re(F conj(R)) / |R| at |R| = 1, which is the radial component
-//! u^T J u of the Jacobian J with u = (cos phi*, sin phi*) (the term with Re(F conj(R)) vanishes
-//! on the invariant circle). Since the tangent i e^{i phi*} is an eigenvector of J with
-//! eigenvalue g'(phi*), the transverse eigenvalue is also tr J - g'(phi*). The zero attracts
-//! (converged clusters) only when both are negative.
-//!
-//! The predicted label is that of the attractor the OA flow reaches from R(0): a stable fixed
-//! point (|R| = 1: converged clusters; inside: an interior point), the boundary circle without
-//! zeros of g (rotating clusters), or a limit cycle (oscillation; a circle |R| = const that
-//! turns is a rotating interior wave).
+//! The tail classifier is not used.
 
+pub mod attractor;
 pub mod command;
+pub mod cycles;
+pub mod fixed;
+pub(crate) mod orbit;
 
-use nalgebra::Matrix2;
 use num_complex::Complex64;
 use serde::Serialize;
 
-use crate::classify::{classify, Label};
-use crate::integrate::{solve, Method, Problem};
-use crate::observe::{Observer, OrderSeries};
-use crate::reduced::{OttAntonsen, SecondHarmonic};
+pub use fixed::{
+    boundary_circle, boundary_zeros, fixed_points, oa_jacobian, transverse_rate, BoundaryCircle,
+    BoundaryZero, FixedPoint, Stability,
+};
 
-/// Stability of a fixed point from its two eigenvalues.
+use crate::classify::Label;
+use crate::reduced::SecondHarmonic;
+use attractor::{follow, Objects, Outcome};
+use orbit::Field;
+
+/// How a periodic orbit behaves under the return map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Stability {
-    /// Both real parts negative.
+pub enum CycleKind {
+    /// Floquet multiplier below 1: nearby orbits approach it.
     Stable,
-    /// Both real parts positive.
+    /// Multiplier above 1: nearby orbits leave it (drawn from the backward flow).
     Unstable,
-    /// One of each sign.
-    Saddle,
-    /// A purely imaginary pair: closed orbits around it in the linearisation.
-    Center,
-    /// A real part is zero (to 1e-9) otherwise: linearisation does not decide.
-    NonHyperbolic,
+    /// Multiplier 1 but the return map is not the identity (an isolated neutral cycle, e.g.
+    /// at a fold of cycles).
+    Neutral,
+    /// One of a family of closed orbits around a centre: the return map is the identity.
+    Centre,
 }
 
-/// A fixed point of the OA ODE.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FixedPoint {
-    /// R2 at the fixed point.
-    #[serde(serialize_with = "complex_pair")]
-    pub r: Complex64,
-    /// Eigenvalues of the Jacobian.
-    #[serde(serialize_with = "complex_pairs")]
-    pub eigenvalues: [Complex64; 2],
-    pub stability: Stability,
-    /// |R| = 1: two antipodal clusters.
-    pub on_boundary: bool,
-}
-
-impl FixedPoint {
-    /// Whether it attracts every nearby state.
-    pub fn is_stable(&self) -> bool {
-        self.stability == Stability::Stable
+impl CycleKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CycleKind::Stable => "stable",
+            CycleKind::Unstable => "unstable",
+            CycleKind::Neutral => "neutral",
+            CycleKind::Centre => "centre (neutral)",
+        }
     }
 }
 
-/// A zero of g on the boundary circle: a fixed position of two antipodal clusters.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BoundaryZero {
-    /// arg R2 of the cluster axis (twice the clusters' angle).
-    pub phi: f64,
-    /// g'(phi): negative means the position attracts along the circle.
-    pub slope: f64,
-    /// The eigenvalue across the circle: d|R|/dt linearised at |R| = 1, u^T J u with u the
-    /// radial unit vector; negative means nearby interior states approach the boundary.
-    pub transverse: f64,
-    /// Both eigenvalues negative: the two clusters at this axis attract every nearby state.
-    pub attracting: bool,
-}
-
-/// The transverse eigenvalue at the boundary point e^{i phi}: the radial component of the
-/// Jacobian, u^T J u with u = (cos phi, sin phi).
-pub fn transverse_rate(sh: &SecondHarmonic, phi: f64) -> f64 {
-    let j = oa_jacobian(sh, Complex64::from_polar(1.0, phi));
-    let (c, s) = (phi.cos(), phi.sin());
-    c * (j[(0, 0)] * c + j[(0, 1)] * s) + s * (j[(1, 0)] * c + j[(1, 1)] * s)
-}
-
-/// A periodic orbit of the OA ODE found by integration.
+/// A periodic orbit of the OA ODE found on a Poincaré section.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LimitCycle {
+    pub kind: CycleKind,
+    /// `oscillation`, or `rotating-interior` when |R| is constant along it (to 1e-3).
     pub label: Label,
-    pub period: Option<f64>,
+    pub period: f64,
+    /// The Floquet multiplier forward in time, exp(integral of tr J over one period).
+    pub multiplier: f64,
     pub r_abs_min: f64,
     pub r_abs_max: f64,
+    /// A point of the orbit (on the section where it was found).
     #[serde(serialize_with = "complex_pair")]
     pub start: Complex64,
+    /// [`cycles::ORBIT_POINTS`] points around one period, evenly spaced in time, for drawing.
+    #[serde(serialize_with = "complex_list")]
+    pub orbit: Vec<Complex64>,
+}
+
+/// The points of a cycle around one period, for drawing it as a closed curve.
+pub fn cycle_orbit(cycle: &LimitCycle) -> &[Complex64] {
+    &cycle.orbit
 }
 
 /// Everything `tokdyn predict` reports.
@@ -117,9 +100,13 @@ pub struct Prediction {
     pub boundary_zeros: Vec<BoundaryZero>,
     /// g vanishes identically: every boundary point is a fixed point.
     pub boundary_continuum: bool,
+    /// The boundary circle as a periodic orbit, when g has no zero.
+    pub boundary_circle: Option<BoundaryCircle>,
+    /// Periodic orbits: the one reached from R(0), if any, and those [`limit_cycles`] finds.
     pub limit_cycles: Vec<LimitCycle>,
     #[serde(serialize_with = "complex_pair")]
     pub start: Complex64,
+    /// Where the orbit from R(0) was when its attractor was decided.
     #[serde(serialize_with = "complex_pair")]
     pub end: Complex64,
     pub horizon: f64,
@@ -127,301 +114,133 @@ pub struct Prediction {
     pub reason: String,
 }
 
-fn complex_pair<S: serde::Serializer>(z: &Complex64, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn complex_pair<S: serde::Serializer>(z: &Complex64, s: S) -> Result<S::Ok, S::Error> {
     [z.re, z.im].serialize(s)
 }
 
-fn complex_pairs<S: serde::Serializer>(z: &[Complex64; 2], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn complex_pairs<S: serde::Serializer>(
+    z: &[Complex64; 2],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     [[z[0].re, z[0].im], [z[1].re, z[1].im]].serialize(s)
 }
 
-/// The Jacobian of (Re R', Im R') with respect to (Re R, Im R).
-///
-/// ```
-/// use num_complex::Complex64;
-/// use nalgebra::DMatrix;
-/// use tokdyn::model::{Attention, Head, Kernel};
-/// use tokdyn::predict::oa_jacobian;
-/// use tokdyn::reduced::SecondHarmonic;
-/// let i2 = DMatrix::identity(2, 2);
-/// let sh = SecondHarmonic::new(&Attention::new(Kernel::Lsa, 1.0, vec![Head { a: i2.clone(), v: i2 }])).unwrap();
-/// // A = V = I: R' = (R - |R|^2 R) / 2, so the Jacobian at 0 is I / 2.
-/// let j = oa_jacobian(&sh, Complex64::new(0.0, 0.0));
-/// assert!((j[(0, 0)] - 0.5).abs() < 1e-15 && (j[(1, 1)] - 0.5).abs() < 1e-15);
-/// ```
-pub fn oa_jacobian(sh: &SecondHarmonic, r: Complex64) -> Matrix2<f64> {
-    let (c0, c1, c2, g0, g1, g2) = sh.coefficients();
-    let i = Complex64::i();
-    let omega = (c0 + c1 * r.conj() + c2 * r).im;
-    let h = g0 + g1 * r + g2 * r.conj();
-    let domega_dr = (c2 - c1.conj()) / (2.0 * i);
-    let domega_drbar = (c1 - c2.conj()) / (2.0 * i);
-    let df_dr = i * domega_dr * r + i * omega + (g1 - g2.conj() * r * r) * 0.5 - h.conj() * r;
-    let df_drbar = i * domega_drbar * r + (g2 - g1.conj() * r * r) * 0.5;
-    let dx = df_dr + df_drbar;
-    let dy = i * (df_dr - df_drbar);
-    Matrix2::new(dx.re, dy.re, dx.im, dy.im)
+fn complex_list<S: serde::Serializer>(z: &[Complex64], s: S) -> Result<S::Ok, S::Error> {
+    z.iter().map(|z| [z.re, z.im]).collect::<Vec<_>>().serialize(s)
 }
 
-fn eigenvalues(j: &Matrix2<f64>) -> [Complex64; 2] {
-    let tr = j.trace();
-    let det = j.determinant();
-    let disc = Complex64::new(tr * tr / 4.0 - det, 0.0).sqrt();
-    [tr / 2.0 + disc, tr / 2.0 - disc]
-}
-
-fn stability(ev: &[Complex64; 2]) -> Stability {
-    let tol = 1e-9;
-    let neg = ev.iter().filter(|e| e.re < -tol).count();
-    let pos = ev.iter().filter(|e| e.re > tol).count();
-    match (neg, pos) {
-        (2, _) => Stability::Stable,
-        (_, 2) => Stability::Unstable,
-        (1, 1) => Stability::Saddle,
-        (0, 0) if ev[0].im.abs() > tol => Stability::Center,
-        _ => Stability::NonHyperbolic,
+/// The label and its reason from where the orbit from R(0) goes.
+fn verdict(outcome: &Outcome) -> (Label, String) {
+    match outcome {
+        Outcome::Point { boundary: false, why, .. } => (
+            Label::InteriorPoint,
+            format!("the OA flow from R(0) reaches the attracting interior {why}"),
+        ),
+        Outcome::Point { boundary: true, why, .. } => (
+            Label::ConvergedClusters,
+            format!("the OA flow from R(0) reaches {why}: two antipodal clusters at rest"),
+        ),
+        Outcome::Circle(c) => (
+            Label::RotatingClusters,
+            format!(
+                "the OA flow from R(0) reaches |R| = 1, where g has no zero: the clusters rotate with period {:.4} (transverse multiplier {:.4})",
+                c.period, c.multiplier
+            ),
+        ),
+        Outcome::Cycle(c) => (
+            c.label,
+            format!(
+                "the OA flow from R(0) {} of period {:.4} (Floquet multiplier {:.6}, |R| in [{:.4}, {:.4}])",
+                match c.kind {
+                    CycleKind::Centre => "lies on a closed orbit of a centre's family (return map = identity)",
+                    CycleKind::Neutral => "reaches a neutral cycle",
+                    _ => "reaches a stable limit cycle",
+                },
+                c.period,
+                c.multiplier,
+                c.r_abs_min,
+                c.r_abs_max
+            ),
+        ),
+        Outcome::Undecided(why) => (Label::Undetermined, why.clone()),
     }
 }
 
-/// Damped Newton from `r`; the root if it converges inside the closed disk.
-fn newton(sh: &SecondHarmonic, mut r: Complex64) -> Option<Complex64> {
-    for _ in 0..100 {
-        let f = sh.ott_antonsen_rhs(r);
-        if f.norm() < 1e-14 {
-            break;
-        }
-        let j = oa_jacobian(sh, r);
-        let inv = j.try_inverse()?;
-        let step = inv * nalgebra::Vector2::new(f.re, f.im);
-        let mut delta = Complex64::new(step[0], step[1]);
-        if delta.norm() > 0.5 {
-            delta *= 0.5 / delta.norm();
-        }
-        r -= delta;
-        if !(r.re.is_finite() && r.im.is_finite()) || r.norm() > 1.5 {
-            return None;
-        }
-    }
-    (sh.ott_antonsen_rhs(r).norm() < 1e-11 && r.norm() <= 1.0 + 1e-9).then_some(r)
-}
-
-/// The fixed points of the OA ODE in the closed unit disk.
-pub fn fixed_points(sh: &SecondHarmonic) -> Vec<FixedPoint> {
-    let mut roots: Vec<Complex64> = Vec::new();
-    let mut starts = vec![Complex64::new(0.0, 0.0)];
-    for k in 1..=10 {
-        let radius = k as f64 / 10.0;
-        for m in 0..24 {
-            starts.push(Complex64::from_polar(
-                radius,
-                std::f64::consts::TAU * m as f64 / 24.0,
-            ));
-        }
-    }
-    for start in starts {
-        if let Some(r) = newton(sh, start) {
-            let r = if (r.norm() - 1.0).abs() < 1e-9 {
-                r / r.norm()
-            } else {
-                r
-            };
-            if roots.iter().all(|q| (q - r).norm() > 1e-7) {
-                roots.push(r);
-            }
-        }
-    }
-    roots.sort_by(|a, b| {
-        a.norm()
-            .total_cmp(&b.norm())
-            .then(a.arg().total_cmp(&b.arg()))
-    });
-    roots
-        .into_iter()
-        .map(|r| {
-            let ev = eigenvalues(&oa_jacobian(sh, r));
-            FixedPoint {
-                r,
-                eigenvalues: ev,
-                stability: stability(&ev),
-                on_boundary: (r.norm() - 1.0).abs() < 1e-9,
-            }
-        })
-        .collect()
-}
-
-/// The zeros of g(phi) on [0, 2 pi), and whether g vanishes identically.
-pub fn boundary_zeros(sh: &SecondHarmonic) -> (Vec<BoundaryZero>, bool) {
-    let m = 3600;
-    let tau = std::f64::consts::TAU;
-    let values: Vec<f64> = (0..=m)
-        .map(|k| sh.boundary_drift(tau * k as f64 / m as f64))
-        .collect();
-    let scale = values.iter().fold(0.0f64, |a, v| a.max(v.abs()));
-    if scale < 1e-12 {
-        return (Vec::new(), true);
-    }
-    let slope = |phi: f64| {
-        let h = 1e-6;
-        (sh.boundary_drift(phi + h) - sh.boundary_drift(phi - h)) / (2.0 * h)
-    };
-    let mut zeros = Vec::new();
-    for k in 0..m {
-        let (a, b) = (tau * k as f64 / m as f64, tau * (k + 1) as f64 / m as f64);
-        let (ga, gb) = (values[k], values[k + 1]);
-        if ga == 0.0 {
-            zeros.push(a);
-        } else if ga * gb < 0.0 {
-            let (mut lo, mut hi, mut glo) = (a, b, ga);
-            for _ in 0..60 {
-                let mid = 0.5 * (lo + hi);
-                let gm = sh.boundary_drift(mid);
-                if gm * glo <= 0.0 {
-                    hi = mid;
-                } else {
-                    lo = mid;
-                    glo = gm;
-                }
-            }
-            zeros.push(0.5 * (lo + hi));
-        } else if k > 0 {
-            // A double zero (tangency) shows as a local minimum of |g| that touches zero.
-            let prev = values[k - 1].abs();
-            if ga.abs() <= prev && ga.abs() <= gb.abs() && ga.abs() < 1e-9 * scale {
-                zeros.push(a);
-            }
-        }
-    }
-    let zeros = zeros
-        .into_iter()
-        .map(|phi| {
-            let phi = if phi > std::f64::consts::PI {
-                phi - tau
-            } else {
-                phi
-            };
-            let (slope, transverse) = (slope(phi), transverse_rate(sh, phi));
-            BoundaryZero {
-                phi,
-                slope,
-                transverse,
-                attracting: slope < 0.0 && transverse < 0.0,
-            }
-        })
-        .collect();
-    (zeros, false)
-}
-
-fn oa_series(sh: &SecondHarmonic, start: Complex64, horizon: f64) -> Option<OrderSeries> {
-    let oa = OttAntonsen::new(*sh);
-    let samples = ((horizon * 4.0) as usize).clamp(400, 20_001);
-    let problem = Problem {
-        dynamics: &oa,
-        initial_state: vec![start.re, start.im],
-        t_end: horizon,
-        samples,
-    };
-    let mut series = OrderSeries::new();
-    let sol = solve(
-        &problem,
-        Method::Dop853 {
-            rtol: 1e-10,
-            atol: 1e-12,
-        },
-        &mut [&mut series as &mut dyn Observer],
-    )
-    .ok()?;
-    sol.status.is_success().then_some(series)
-}
-
-/// Periodic orbits of the OA ODE reached from a ring of starts (radii 0.3, 0.6, 0.9), found by
-/// integrating up to `horizon` and classifying the tail.
-pub fn limit_cycles(sh: &SecondHarmonic, horizon: f64) -> Vec<LimitCycle> {
-    let mut cycles: Vec<LimitCycle> = Vec::new();
-    for radius in [0.3, 0.6, 0.9] {
-        for m in 0..6 {
-            let s0 = Complex64::from_polar(radius, std::f64::consts::TAU * m as f64 / 6.0 + 0.1);
-            let Some(series) = oa_series(sh, s0, horizon) else {
-                continue;
-            };
-            let c = classify(&series);
-            if !matches!(c.label, Label::Oscillation | Label::RotatingInterior) {
-                continue;
-            }
-            let cycle = LimitCycle {
-                label: c.label,
-                period: c.features.period,
-                r_abs_min: c.features.r2_abs_tail_min,
-                r_abs_max: c.features.r2_abs_tail_max,
-                start: s0,
-            };
-            let known = cycles.iter().any(|q| {
-                (q.r_abs_min - cycle.r_abs_min).abs() < 1e-3
-                    && (q.r_abs_max - cycle.r_abs_max).abs() < 1e-3
-            });
-            if !known {
-                cycles.push(cycle);
-            }
-        }
-    }
-    cycles
-}
-
-/// Fixed points, boundary zeros and the predicted label from R(0) = `start`, integrating the
-/// OA ODE up to `horizon` (limit cycles: [`limit_cycles`], which costs more).
+/// Fixed points, boundary zeros, and the label of the attractor the OA flow reaches from
+/// R(0) = `start` within `horizon` (other limit cycles: [`limit_cycles`], which costs more).
 pub fn predict(sh: &SecondHarmonic, start: Complex64, horizon: f64) -> Prediction {
     let fixed = fixed_points(sh);
     let (zeros, continuum) = boundary_zeros(sh);
-    let (end, label, reason) = match oa_series(sh, start, horizon) {
-        None => (
-            start,
-            Label::Undetermined,
-            "the OA ODE could not be integrated from R(0)".to_string(),
-        ),
-        Some(series) => {
-            let c = classify(&series);
-            let end = series.r2.last().copied().unwrap_or(start);
-            let near = fixed
-                .iter()
-                .filter(|p| p.is_stable())
-                .find(|p| (p.r - end).norm() < 1e-3);
-            match (near, c.label) {
-                _ if near.is_none_or(|p| !p.on_boundary)
-                    && (end.norm() - 1.0).abs() < 1e-3
-                    && zeros.iter().any(|z| z.attracting && (Complex64::from_polar(1.0, z.phi) - end).norm() < 1e-3) => (
-                    end,
-                    Label::ConvergedClusters,
-                    format!("the OA flow from R(0) reaches the boundary zero phi = {:.6} of g, attracting along the circle and across it", end.arg()),
-                ),
-                (Some(p), _) if p.on_boundary => (
-                    end,
-                    Label::ConvergedClusters,
-                    format!("the OA flow from R(0) reaches the stable boundary fixed point R = {:.6}{:+.6}i", p.r.re, p.r.im),
-                ),
-                (Some(p), _) => (
-                    end,
-                    Label::InteriorPoint,
-                    format!("the OA flow from R(0) reaches the stable interior fixed point R = {:.6}{:+.6}i", p.r.re, p.r.im),
-                ),
-                (None, Label::RotatingClusters) if zeros.is_empty() && !continuum => (
-                    end,
-                    Label::RotatingClusters,
-                    "the OA flow reaches |R| = 1, where g(phi) has no zero: the clusters rotate forever".to_string(),
-                ),
-                (None, label) => (end, label, format!("OA flow from R(0): {}", c.reason)),
-            }
-        }
+    let circle = (zeros.is_empty() && !continuum)
+        .then(|| boundary_circle(sh))
+        .flatten();
+    let objects = Objects {
+        fixed: &fixed,
+        zeros: &zeros,
+        continuum,
+        circle,
+    };
+    let field = Field { sh: *sh, sign: 1.0 };
+    let (outcome, end) = follow(&field, &objects, start, horizon);
+    let (label, reason) = verdict(&outcome);
+    let limit_cycles = match outcome {
+        Outcome::Cycle(c) => vec![c],
+        _ => Vec::new(),
     };
     Prediction {
         fixed_points: fixed,
         boundary_zeros: zeros,
         boundary_continuum: continuum,
-        limit_cycles: Vec::new(),
+        boundary_circle: circle,
+        limit_cycles,
         start,
         end,
         horizon,
         label,
         reason,
     }
+}
+
+/// Periodic orbits reached from a ring of starts (radii 0.2, 0.5, 0.8, 0.95, four angles
+/// each) forward in time (stable, neutral and centre cycles) and backward (unstable ones),
+/// added to `known` when new.
+pub fn limit_cycles(sh: &SecondHarmonic, horizon: f64, known: &mut Vec<LimitCycle>) {
+    let fixed = fixed_points(sh);
+    let (zeros, continuum) = boundary_zeros(sh);
+    let circle = (zeros.is_empty() && !continuum)
+        .then(|| boundary_circle(sh))
+        .flatten();
+    let objects = Objects {
+        fixed: &fixed,
+        zeros: &zeros,
+        continuum,
+        circle,
+    };
+    for sign in [1.0, -1.0] {
+        let field = Field { sh: *sh, sign };
+        for radius in [0.2, 0.5, 0.8, 0.95] {
+            for m in 0..4 {
+                let s0 = Complex64::from_polar(radius, std::f64::consts::TAU * m as f64 / 4.0 + 0.1);
+                if let (Outcome::Cycle(c), _) = follow(&field, &objects, s0, horizon) {
+                    if !known.iter().any(|k| same_cycle(k, &c)) {
+                        known.push(c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Two cycles are the same when one's start lies on the other's orbit (to 1e-6 relative to
+/// the spacing of its points) and their periods agree to 1e-6.
+fn same_cycle(a: &LimitCycle, b: &LimitCycle) -> bool {
+    let spacing = a
+        .orbit
+        .windows(2)
+        .map(|w| (w[1] - w[0]).norm())
+        .fold(0.0f64, f64::max);
+    (a.period - b.period).abs() < 1e-6 * a.period.max(1.0)
+        && a.orbit.iter().any(|p| (p - b.start).norm() <= spacing)
 }
 
 #[cfg(test)]
@@ -523,10 +342,10 @@ mod tests {
     }
 
     #[test]
-    fn case4_oscillation_has_a_limit_cycle_or_center() {
+    fn case4_oscillation_is_a_centre_family() {
         let s = sh([1.0, 0.0, 0.0, 1.0], [0.2, 1.0, -1.0, -0.2]);
-        let p = predict(&s, Complex64::new(0.3, 0.0), 200.0);
+        let p = predict(&s, Complex64::new(0.3, 0.0), 2000.0);
         assert_eq!(p.label, Label::Oscillation, "{}", p.reason);
-        assert!(!limit_cycles(&s, 200.0).is_empty());
+        assert_eq!(p.limit_cycles[0].kind, CycleKind::Centre, "{}", p.reason);
     }
 }

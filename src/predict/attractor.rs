@@ -6,9 +6,10 @@
 //! step. It has reached
 //!
 //! - a fixed point that attracts (both eigenvalues with negative real part; for a boundary zero
-//!   g'(phi*) < 0 and u^T J u < 0) once it is within [`NEAR`] of it; a boundary zero with an
-//!   eigenvalue 0 and none positive (the case-4 critical line, approached as 1/t) once within
-//!   [`NEAR_ALGEBRAIC`] and still approaching;
+//!   g'(phi*) < 0 and u^T J u < 0) once it is within [`NEAR`] of it; a boundary zero that
+//!   attracts or has an eigenvalue 0 and none positive (the case-4 critical line, approached as
+//!   1/t) also once within [`NEAR_ALGEBRAIC`] after approaching it for [`APPROACH_STEPS`]
+//!   steps in a row;
 //! - the boundary circle without zeros of g (rotating clusters) once 1 - |R| < [`NEAR`] and
 //!   the circle's transverse multiplier is below 1;
 //! - a periodic orbit when two crossings of the section close to [`cycles::CLOSED`], or when
@@ -31,7 +32,9 @@ use super::LimitCycle;
 /// Distance at which an orbit has reached a hyperbolic attractor.
 pub const NEAR: f64 = 1e-5;
 /// Distance at which an orbit has reached a non-hyperbolic attracting boundary zero.
-pub const NEAR_ALGEBRAIC: f64 = 1e-3;
+pub const NEAR_ALGEBRAIC: f64 = 1e-2;
+/// Steps in a row that bring the orbit closer to such a zero before it counts as reached.
+pub const APPROACH_STEPS: usize = 20;
 /// Time the orbit is given to return to a fresh section before it is anchored again.
 pub const FIRST_WAIT: f64 = 50.0;
 /// Real parts of eigenvalues within this of 0 count as 0.
@@ -74,7 +77,7 @@ fn reached(field: &Field, objects: &Objects<'_>, r: Complex64, approaching: bool
                 r: p.r,
                 boundary: false,
                 why: format!(
-                    "the fixed point R = {:.6}{:+.6}i with eigenvalues {:.4}{:+.4}i, {:.4}{:+.4}i",
+                    "fixed point R = {:.6}{:+.6}i with eigenvalues {:.4}{:+.4}i, {:.4}{:+.4}i",
                     p.r.re, p.r.im, a.re, a.im, b.re, b.im
                 ),
             });
@@ -85,7 +88,7 @@ fn reached(field: &Field, objects: &Objects<'_>, r: Complex64, approaching: bool
         let (along, across) = (sign * z.slope, sign * z.transverse);
         let hyperbolic = along < -ZERO_RATE && across < -ZERO_RATE;
         let algebraic = !hyperbolic && along <= ZERO_RATE && across <= ZERO_RATE;
-        if (hyperbolic && d < NEAR) || (algebraic && approaching && d < NEAR_ALGEBRAIC) {
+        if (hyperbolic && d < NEAR) || ((hyperbolic || algebraic) && approaching && d < NEAR_ALGEBRAIC) {
             return Some(Outcome::Point {
                 r: Complex64::from_polar(1.0, z.phi),
                 boundary: true,
@@ -129,17 +132,17 @@ pub(crate) fn follow(
     }
     let mut orbit = Orbit::new(field, start, horizon);
     let mut follower = Follower::new(field, start);
-    let mut last_distance = f64::INFINITY;
+    let (mut last_distance, mut approach) = (f64::INFINITY, 0);
     while orbit.step() {
         let r = orbit.r();
         let distance = nearest_zero_distance(objects, r);
-        let approaching = distance <= last_distance;
+        approach = if distance < last_distance { approach + 1 } else { 0 };
         last_distance = distance;
-        if let Some(o) = reached(field, objects, r, approaching) {
+        if let Some(o) = reached(field, objects, r, approach >= APPROACH_STEPS) {
             return (o, r);
         }
         if let Some(o) = follower.after_step(&mut orbit, horizon) {
-            return (o, r);
+            return (on_the_circle(o, objects), r);
         }
     }
     let r = orbit.r();
@@ -152,6 +155,17 @@ pub(crate) fn follow(
         )
     };
     (Outcome::Undecided(why), r)
+}
+
+/// A cycle found on |R| = 1 is the boundary circle itself.
+fn on_the_circle(outcome: Outcome, objects: &Objects<'_>) -> Outcome {
+    match (outcome, objects.circle) {
+        (Outcome::Cycle(c), Some(circle)) if c.r_abs_min > 1.0 - NEAR => Outcome::Circle(circle),
+        (Outcome::Cycle(c), None) if c.r_abs_min > 1.0 - NEAR => Outcome::Undecided(
+            "cannot decide: the orbit from R(0) winds along |R| = 1 through zeros of g that do not attract (a cycle of saddle connections)".into(),
+        ),
+        (o, _) => o,
+    }
 }
 
 fn nearest_zero_distance(objects: &Objects<'_>, r: Complex64) -> f64 {
@@ -202,6 +216,7 @@ impl<'a> Follower<'a> {
         if orbit.t() - last > self.wait {
             self.wait *= 2.0;
             self.anchor(orbit.r(), orbit.t(), orbit.q());
+            orbit.leaving_section();
         }
         None
     }

@@ -133,7 +133,13 @@ fn boundary_table(table: &mut String, p: &Prediction) {
                 " (period {:.4}, transverse multiplier {:.6}: {})",
                 c.period,
                 c.multiplier,
-                if c.multiplier < 1.0 { "attracting" } else { "repelling" }
+                if (c.multiplier - 1.0).abs() <= super::cycles::NEUTRAL {
+                    "neutral"
+                } else if c.multiplier < 1.0 {
+                    "attracting"
+                } else {
+                    "repelling"
+                }
             ))
         );
         return;

@@ -192,3 +192,63 @@ pub(crate) fn closed(
     let k = kind(multiplier, || is_identity(field, section, t_limit));
     cycle(field, b.r, b.t - a.t, q, k)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::predict::predict;
+    use crate::scenario::{ModelKind, Scenario};
+
+    /// The large limit cycle of d = 2 LSA with A, V Gaussian of seeds 19 and 126.
+    fn seed_19_126() -> SecondHarmonic {
+        let text = r#"
+name = "seed-19-126"
+[model]
+kernel = "lsa"
+beta = 1.0
+d = 2
+A = { random = "gaussian", seed = 19 }
+V = { random = "gaussian", seed = 126 }
+[tokens]
+n = 64
+init = "poisson"
+r0 = 0.3
+[time]
+t_end = 100.0
+samples = 11
+"#;
+        let s = Scenario::from_toml_str(text, Path::new("t.toml"), Path::new("."), &[]).unwrap();
+        crate::simulation::second_harmonic(&s, ModelKind::Oa).unwrap()
+    }
+
+    use crate::reduced::SecondHarmonic;
+
+    #[test]
+    fn the_multiplier_is_the_slope_of_the_return_map() {
+        let sh = seed_19_126();
+        let p = predict(&sh, Complex64::from_polar(0.3, 0.0), 3000.0);
+        assert_eq!(p.label, Label::Oscillation, "{}", p.reason);
+        let c = &p.limit_cycles[0];
+        assert_eq!(c.kind, CycleKind::Stable);
+        // The minima of |R2| of a long simulation are 221.4 apart (tests/labels.rs).
+        assert!((c.period / 221.4 - 1.0).abs() < 0.02, "period {}", c.period);
+        let field = Field { sh, sign: 1.0 };
+        // The section through the point of the cycle farthest from the boundary (the cycle
+        // passes within 1e-6 of a boundary saddle).
+        let inner = c.orbit.iter().min_by(|a, b| a.norm().total_cmp(&b.norm())).unwrap();
+        let section = Section::across(&field, *inner).unwrap();
+        let h = 1e-5;
+        let p = |s: f64| return_map(&field, &section, s, 10.0 * c.period).unwrap().sigma;
+        let slope = (p(h) - p(-h)) / (2.0 * h);
+        assert!(
+            (slope - c.multiplier).abs() < 1e-6 + 1e-3 * c.multiplier,
+            "finite differences {slope} vs exp(integral of tr J) {}",
+            c.multiplier
+        );
+        // The drawn orbit is closed: P(0) = 0 on the section through its point (to 1e-6: the
+        // saddle passage amplifies the 1e-9 of the cycle's start).
+        assert!(p(0.0).abs() < 1e-6, "P(0) = {}, slope {slope}, mu {}", p(0.0), c.multiplier);
+    }
+}

@@ -21,6 +21,9 @@ use num_complex::Complex64;
 use serde::Serialize;
 
 use super::{complex_pair, complex_pairs};
+
+/// A fixed point this close to |R| = 1 lies on the circle.
+const ON_CIRCLE: f64 = 1e-6;
 use crate::reduced::SecondHarmonic;
 
 /// Stability of a fixed point from its two eigenvalues.
@@ -167,7 +170,8 @@ pub fn fixed_points(sh: &SecondHarmonic) -> Vec<FixedPoint> {
     }
     for start in starts {
         if let Some(r) = newton(sh, start) {
-            let r = if (r.norm() - 1.0).abs() < 1e-9 {
+            // A double root on the circle (an eigenvalue 0) converges only linearly.
+            let r = if (r.norm() - 1.0).abs() < ON_CIRCLE {
                 r / r.norm()
             } else {
                 r
@@ -190,7 +194,7 @@ pub fn fixed_points(sh: &SecondHarmonic) -> Vec<FixedPoint> {
                 r,
                 eigenvalues: ev,
                 stability: stability(&ev),
-                on_boundary: (r.norm() - 1.0).abs() < 1e-9,
+                on_boundary: (r.norm() - 1.0).abs() < ON_CIRCLE,
             }
         })
         .collect()

@@ -73,7 +73,7 @@ impl Section {
             return None;
         }
         let normal = f / f.norm();
-        let mut s = Section {
+        let s = Section {
             anchor,
             normal,
             lo: 0.0,
@@ -83,19 +83,11 @@ impl Section {
             let p = s.point(sigma);
             p.norm() <= 1.0 && (field.sh.ott_antonsen_rhs(p) * field.sign * normal.conj()).re > 0.0
         };
-        let step = 1e-3;
-        let (mut lo, mut hi) = (0.0, 0.0);
-        while hi < 2.0 && transversal(hi + step) {
-            hi += step;
-        }
-        while lo > -2.0 && transversal(lo - step) {
-            lo -= step;
-        }
-        s.lo = lo;
-        s.hi = hi;
-        Some(s)
+        let (lo, hi) = (-end(&transversal, -1.0), end(&transversal, 1.0));
+        Some(Section { lo, hi, ..s })
     }
 
+    /// The point at coordinate sigma.
     pub fn point(&self, sigma: f64) -> Complex64 {
         self.anchor + Complex64::i() * self.normal * sigma
     }
@@ -107,6 +99,26 @@ impl Section {
     pub fn coordinate(&self, r: Complex64) -> f64 {
         ((r - self.anchor) * (Complex64::i() * self.normal).conj()).re
     }
+}
+
+/// How far the section stays transversal from its anchor in `direction`: steps of 1e-3 (at
+/// most 2), then bisection of the last step to 1e-12.
+fn end(transversal: &impl Fn(f64) -> bool, direction: f64) -> f64 {
+    let step = 1e-3;
+    let mut good = 0.0;
+    while good < 2.0 && transversal(direction * (good + step)) {
+        good += step;
+    }
+    let mut bad = good + step;
+    while bad - good > 1e-12 {
+        let mid = 0.5 * (good + bad);
+        if transversal(direction * mid) {
+            good = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    good
 }
 
 /// A crossing of a section: time, place on the section, divergence integral.
@@ -125,6 +137,8 @@ pub(crate) struct Orbit<'a> {
     prev: [f64; 3],
     prev_t: f64,
     failed: bool,
+    /// The next step's crossing is not counted: the step leaves a point on the section.
+    skip: bool,
 }
 
 impl<'a> Orbit<'a> {
@@ -137,7 +151,14 @@ impl<'a> Orbit<'a> {
             prev: y0,
             prev_t: 0.0,
             failed: false,
+            skip: true,
         }
+    }
+
+    /// Do not count a crossing in the next step (the orbit is on a new section now; round-off
+    /// may put it a hair on the negative side).
+    pub fn leaving_section(&mut self) {
+        self.skip = true;
     }
 
     /// One accepted step; false when the integration cannot go on (end of time, failure,
@@ -182,7 +203,7 @@ impl<'a> Orbit<'a> {
     pub fn crossing(&mut self, section: &Section) -> Option<Crossing> {
         let before = section.side(Complex64::new(self.prev[0], self.prev[1]));
         let after = section.side(self.r());
-        if !(before < 0.0 && after >= 0.0) {
+        if std::mem::take(&mut self.skip) || !(before < 0.0 && after >= 0.0) {
             return None;
         }
         let (mut a, mut b) = (self.prev_t, self.t());

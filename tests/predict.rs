@@ -86,8 +86,14 @@ fn prediction_agrees_with_long_oa_simulations_on_random_weights() {
     let cases: Vec<(String, Scenario)> = (0..300u64)
         .map(|k| {
             let a = format!(r#"{{ random = "gaussian", seed = {k}, scale = 1.0 }}"#);
-            let v = format!(r#"{{ random = "gaussian", seed = {}, scale = 1.0 }}"#, 10_000 + k);
-            (format!("seeds {k}/{}", 10_000 + k), scenario(&a, &v, 20_000.0))
+            let v = format!(
+                r#"{{ random = "gaussian", seed = {}, scale = 1.0 }}"#,
+                10_000 + k
+            );
+            (
+                format!("seeds {k}/{}", 10_000 + k),
+                scenario(&a, &v, 20_000.0),
+            )
         })
         .collect();
     let outcomes = compare(cases);
@@ -101,7 +107,11 @@ fn prediction_agrees_with_long_oa_simulations_on_random_weights() {
 }
 
 fn case4(v11: f64, v12: f64) -> Scenario {
-    scenario("\"identity\"", &format!("[[{v11}, {v12}], [{}, {}]]", -v12, -v11), 20_000.0)
+    scenario(
+        "\"identity\"",
+        &format!("[[{v11}, {v12}], [{}, {}]]", -v12, -v11),
+        20_000.0,
+    )
 }
 
 /// The case-4 theorem: |v11| < |v12| oscillation; v11 = 0 != v12 rotating-interior;
@@ -148,7 +158,10 @@ fn both_sides_of_a_saddle_node_on_the_boundary_circle() {
     let mut cases = Vec::new();
     for w in [b - 0.01, b + 0.01] {
         let v = format!("[[{}, {}], [{w}, {}]]", 1.0 + b, -w, 1.0 - b);
-        cases.push((format!("fold w = {w}"), scenario("\"identity\"", &v, 20_000.0)));
+        cases.push((
+            format!("fold w = {w}"),
+            scenario("\"identity\"", &v, 20_000.0),
+        ));
     }
     let outcomes = compare(cases);
     report(&outcomes);

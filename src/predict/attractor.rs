@@ -67,7 +67,12 @@ pub(crate) enum Outcome {
 
 /// Whether `r` has reached an attractor (in the field's direction) that is a point or the
 /// boundary circle.
-fn reached(field: &Field, objects: &Objects<'_>, r: Complex64, approaching: bool) -> Option<Outcome> {
+fn reached(
+    field: &Field,
+    objects: &Objects<'_>,
+    r: Complex64,
+    approaching: bool,
+) -> Option<Outcome> {
     let sign = field.sign;
     for p in objects.fixed.iter().filter(|p| !p.on_boundary) {
         let attracts = p.eigenvalues.iter().all(|e| sign * e.re < -ZERO_RATE);
@@ -88,7 +93,9 @@ fn reached(field: &Field, objects: &Objects<'_>, r: Complex64, approaching: bool
         let (along, across) = (sign * z.slope, sign * z.transverse);
         let hyperbolic = along < -ZERO_RATE && across < -ZERO_RATE;
         let algebraic = !hyperbolic && along <= ZERO_RATE && across <= ZERO_RATE;
-        if (hyperbolic && d < NEAR) || ((hyperbolic || algebraic) && approaching && d < NEAR_ALGEBRAIC) {
+        if (hyperbolic && d < NEAR)
+            || ((hyperbolic || algebraic) && approaching && d < NEAR_ALGEBRAIC)
+        {
             return Some(Outcome::Point {
                 r: Complex64::from_polar(1.0, z.phi),
                 boundary: true,
@@ -128,7 +135,14 @@ pub(crate) fn follow(
     if field.sh.ott_antonsen_rhs(start).norm() < 1e-13 {
         let boundary = (start.norm() - 1.0).abs() < 1e-9;
         let why = "R(0) itself, a fixed point".to_string();
-        return (Outcome::Point { r: start, boundary, why }, start);
+        return (
+            Outcome::Point {
+                r: start,
+                boundary,
+                why,
+            },
+            start,
+        );
     }
     let mut orbit = Orbit::new(field, start, horizon);
     let mut follower = Follower::new(field, start);
@@ -136,7 +150,11 @@ pub(crate) fn follow(
     while orbit.step() {
         let r = orbit.r();
         let distance = nearest_zero_distance(objects, r);
-        approach = if distance < last_distance { approach + 1 } else { 0 };
+        approach = if distance < last_distance {
+            approach + 1
+        } else {
+            0
+        };
         last_distance = distance;
         if let Some(o) = reached(field, objects, r, approach >= APPROACH_STEPS) {
             return (o, r);
@@ -147,7 +165,10 @@ pub(crate) fn follow(
     }
     let r = orbit.r();
     let why = if orbit.t() < horizon * (1.0 - 1e-12) {
-        format!("cannot decide: the OA orbit from R(0) could not be integrated past t = {:.6}", orbit.t())
+        format!(
+            "cannot decide: the OA orbit from R(0) could not be integrated past t = {:.6}",
+            orbit.t()
+        )
     } else {
         format!(
             "cannot decide: by t = {horizon} the OA orbit from R(0) neither reaches a fixed point or the boundary circle nor closes on a cycle of the return map (a period beyond the horizon, or a very slow approach); R = {:.6}{:+.6}i there",
@@ -200,7 +221,12 @@ impl<'a> Follower<'a> {
 
     fn anchor(&mut self, r: Complex64, t: f64, q: f64) {
         self.section = Section::across(self.field, r);
-        self.crossings = vec![Crossing { t, sigma: 0.0, r, q }];
+        self.crossings = vec![Crossing {
+            t,
+            sigma: 0.0,
+            r,
+            q,
+        }];
         self.anchored_at = t;
     }
 
@@ -226,9 +252,13 @@ impl<'a> Follower<'a> {
         let k = self.crossings.len() - 1;
         let (a, b) = (&self.crossings[k - 1], &self.crossings[k]);
         let field = self.field;
-        let t_limit = (8.0 * (b.t - a.t)).max(FIRST_WAIT).min(budget.max(FIRST_WAIT));
+        let t_limit = (8.0 * (b.t - a.t))
+            .max(FIRST_WAIT)
+            .min(budget.max(FIRST_WAIT));
         if (b.sigma - a.sigma).abs() < cycles::CLOSED {
-            return Some(Outcome::Cycle(cycles::closed(field, section, a, b, t_limit)));
+            return Some(Outcome::Cycle(cycles::closed(
+                field, section, a, b, t_limit,
+            )));
         }
         if !k.is_power_of_two() {
             return None;

@@ -20,7 +20,11 @@ pub const MIN_HORIZON: f64 = 2000.0;
 /// The horizon of the prediction: the scenario's t_max (t_end when unset), and at least
 /// [`MIN_HORIZON`] (the OA ODE is two-dimensional: following it is cheap).
 pub fn horizon(scenario: &Scenario) -> f64 {
-    scenario.time.t_end.max(scenario.time.t_max).max(MIN_HORIZON)
+    scenario
+        .time
+        .t_end
+        .max(scenario.time.t_max)
+        .max(MIN_HORIZON)
 }
 
 /// R(0) of the OA model for a scenario: r0 e^{i phi0} for a Poisson start, else R2 of the tokens.
@@ -177,7 +181,9 @@ fn cycle_table(table: &mut String, p: &Prediction) {
             family
                 .iter()
                 .map(|c| f(c))
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)))
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                    (a.min(v), b.max(v))
+                })
         };
         let (pmin, pmax) = range(|c| c.period);
         let (lo, _) = range(|c| c.r_abs_min);
@@ -189,7 +195,11 @@ fn cycle_table(table: &mut String, p: &Prediction) {
             family.len()
         );
     }
-    for c in p.limit_cycles.iter().filter(|c| c.kind != CycleKind::Centre) {
+    for c in p
+        .limit_cycles
+        .iter()
+        .filter(|c| c.kind != CycleKind::Centre)
+    {
         let _ = writeln!(
             table,
             "limit cycle ({}, {}): period {:.4}, Floquet multiplier {:.6}, |R2| in [{:.4}, {:.4}]",

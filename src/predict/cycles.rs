@@ -62,8 +62,15 @@ pub(crate) fn return_map(
 }
 
 /// P'(sigma) from the divergence integral and the flow across the section at both ends.
-pub(crate) fn derivative(field: &Field, section: &Section, from: Complex64, to: Complex64, q: f64) -> f64 {
-    let across = |r: Complex64| (field.sh.ott_antonsen_rhs(r) * field.sign * section.normal.conj()).re;
+pub(crate) fn derivative(
+    field: &Field,
+    section: &Section,
+    from: Complex64,
+    to: Complex64,
+    q: f64,
+) -> f64 {
+    let across =
+        |r: Complex64| (field.sh.ott_antonsen_rhs(r) * field.sign * section.normal.conj()).re;
     q.exp() * across(from) / across(to)
 }
 
@@ -137,32 +144,44 @@ pub(crate) fn kind(multiplier: f64, identity: impl FnOnce() -> bool) -> CycleKin
 }
 
 /// [`ORBIT_POINTS`] points of the periodic orbit through `start`, evenly spaced in time over
-/// one period (forward in time).
-pub(crate) fn sample_orbit(field: &Field, start: Complex64, period: f64) -> Vec<Complex64> {
+/// one period (forward in time), and the least and largest |R| along it (at the points and at
+/// every step of the integrator).
+pub(crate) fn sample_orbit(
+    field: &Field,
+    start: Complex64,
+    period: f64,
+) -> (Vec<Complex64>, f64, f64) {
     let forward = Field {
         sh: field.sh,
         sign: 1.0,
     };
     let mut orbit = Orbit::new(&forward, start, period);
     let mut points = vec![start];
+    let (mut lo, mut hi) = (start.norm(), start.norm());
     let mut k = 1;
     while k < ORBIT_POINTS && orbit.step() {
+        (lo, hi) = (lo.min(orbit.r().norm()), hi.max(orbit.r().norm()));
         while k < ORBIT_POINTS && (k as f64) * period / ORBIT_POINTS as f64 <= orbit.t() {
             let y = orbit.at(k as f64 * period / ORBIT_POINTS as f64);
-            points.push(Complex64::new(y[0], y[1]));
+            let r = Complex64::new(y[0], y[1]);
+            (lo, hi) = (lo.min(r.norm()), hi.max(r.norm()));
+            points.push(r);
             k += 1;
         }
     }
-    points
+    (points, lo, hi)
 }
 
 /// A periodic orbit through `start` with its period and divergence integral in the field's
 /// direction.
-pub(crate) fn cycle(field: &Field, start: Complex64, period: f64, q: f64, kind: CycleKind) -> LimitCycle {
-    let orbit = sample_orbit(field, start, period);
-    let (lo, hi) = orbit.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
-        (lo.min(r.norm()), hi.max(r.norm()))
-    });
+pub(crate) fn cycle(
+    field: &Field,
+    start: Complex64,
+    period: f64,
+    q: f64,
+    kind: CycleKind,
+) -> LimitCycle {
+    let (orbit, lo, hi) = sample_orbit(field, start, period);
     LimitCycle {
         kind,
         label: if hi - lo < SETTLED {
@@ -237,10 +256,18 @@ samples = 11
         let field = Field { sh, sign: 1.0 };
         // The section through the point of the cycle farthest from the boundary (the cycle
         // passes within 1e-6 of a boundary saddle).
-        let inner = c.orbit.iter().min_by(|a, b| a.norm().total_cmp(&b.norm())).unwrap();
+        let inner = c
+            .orbit
+            .iter()
+            .min_by(|a, b| a.norm().total_cmp(&b.norm()))
+            .unwrap();
         let section = Section::across(&field, *inner).unwrap();
         let h = 1e-5;
-        let p = |s: f64| return_map(&field, &section, s, 10.0 * c.period).unwrap().sigma;
+        let p = |s: f64| {
+            return_map(&field, &section, s, 10.0 * c.period)
+                .unwrap()
+                .sigma
+        };
         let slope = (p(h) - p(-h)) / (2.0 * h);
         assert!(
             (slope - c.multiplier).abs() < 1e-6 + 1e-3 * c.multiplier,
@@ -249,6 +276,11 @@ samples = 11
         );
         // The drawn orbit is closed: P(0) = 0 on the section through its point (to 1e-6: the
         // saddle passage amplifies the 1e-9 of the cycle's start).
-        assert!(p(0.0).abs() < 1e-6, "P(0) = {}, slope {slope}, mu {}", p(0.0), c.multiplier);
+        assert!(
+            p(0.0).abs() < 1e-6,
+            "P(0) = {}, slope {slope}, mu {}",
+            p(0.0),
+            c.multiplier
+        );
     }
 }

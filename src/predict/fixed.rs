@@ -262,7 +262,6 @@ pub fn boundary_zeros(sh: &SecondHarmonic) -> (Vec<BoundaryZero>, bool) {
     (zeros, false)
 }
 
-
 /// The boundary circle |R| = 1 as a periodic orbit, when g has no zero: the clusters rotate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct BoundaryCircle {

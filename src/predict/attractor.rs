@@ -82,7 +82,7 @@ fn reached(
                 r: p.r,
                 boundary: false,
                 why: format!(
-                    "fixed point R = {:.6}{:+.6}i with eigenvalues {:.4}{:+.4}i, {:.4}{:+.4}i",
+                    "the attracting interior fixed point R = {:.6}{:+.6}i with eigenvalues {:.4}{:+.4}i, {:.4}{:+.4}i",
                     p.r.re, p.r.im, a.re, a.im, b.re, b.im
                 ),
             });

@@ -137,7 +137,7 @@ fn verdict(outcome: &Outcome) -> (Label, String) {
     match outcome {
         Outcome::Point { boundary: false, why, .. } => (
             Label::InteriorPoint,
-            format!("the OA flow from R(0) reaches the attracting interior {why}"),
+            format!("the OA flow from R(0) reaches {why}"),
         ),
         Outcome::Point { boundary: true, why, .. } => (
             Label::ConvergedClusters,

@@ -31,25 +31,29 @@
 //!
 //! **Truncation and error.** The scaled values e^{-x} I_m(x) sum to 1 over all m, so the series of
 //! one factor is cut at the smallest M whose scaled tail 2 sum_{m > M} e^{-x} I_m(x) is below
-//! eps / 4: the absolute error of the truncated weight is then below eps e^{|a| + |b|} / 2, no
-//! larger than the rounding of a sum of terms of total size e^{|a| + |b|}. Relative to the
-//! smallest weight e^{-(|a| + |b|)} that is the a-priori bound
+//! tau: the absolute error of the truncated weight is then below 2 tau e^{|a| + |b|}. Every term
+//! is rounded relative to the largest weight e^{|a| + |b|}, so relative to the smallest weight
+//! e^{-(|a| + |b|)} the a-priori bound is
 //!
 //! ```text
 //! bound = eps e^{2 (|a| + |b|)}   (largest over the heads),
 //! ```
 //!
 //! the relative error of a token's field when all its weights are the smallest possible (tokens
-//! clustered where the kernel is weakest); for spread tokens the error is far smaller. The
-//! kernel runs only where bound <= [`BOUND_LIMIT`] (`auto` also needs n >=
-//! [`AUTO_MIN_TOKENS`]).
+//! clustered where the kernel is weakest); for spread tokens the error is far smaller. In doubles
+//! (eps = 2^-52, tau = eps / 4) the bound holds up to |a| + |b| = 3.05. Beyond, every step runs
+//! in double-double arithmetic ([`super::ddouble`], eps = 2^-104, tau from [`tail_dd`]): the
+//! Bessel values, the phases, the tokens normalised to 106 bits, the moments, the coefficients and
+//! the evaluation; the bound then holds up to 21.1. The kernel runs only where bound <=
+//! [`BOUND_LIMIT`] (`auto` also needs n >= [`AUTO_MIN_TOKENS`], [`AUTO_MIN_TOKENS_DD`] in
+//! double-doubles).
 //!
 //! **Cost.** Moments O(n P): the powers z^p by repeated multiplication, pulled back onto the unit
 //! circle every `RENORMALISE` steps. Coefficients O(M_a M_b) per head. Evaluation at every token
 //! by Horner's rule in z (q >= 0) and conj(z) (q < 0), O(n P) and stable on |z| = 1. The moments
 //! are summed in fixed chunks of tokens added in order ([`crate::parallel`]) and the evaluation is
 //! token by token, so the field is bit-identical for any thread count; every buffer is allocated
-//! when the field is built.
+//! when the field is built. The double-double steps cost about 15 times the doubles' per term.
 
 use std::sync::Mutex;
 
@@ -73,7 +77,7 @@ pub const AUTO_MIN_TOKENS: usize = 128;
 
 /// From this many tokens on, `auto` prefers the double-double spectral kernel (measured
 /// crossover against the direct kernel, see docs/DESIGN.md "Spectral kernel").
-pub const AUTO_MIN_TOKENS_DD: usize = 2048;
+pub const AUTO_MIN_TOKENS_DD: usize = 4096;
 
 /// The unit of the double-double arithmetic, as `f64::EPSILON` is of doubles: eps^2.
 pub const DD_EPSILON: f64 = f64::EPSILON * f64::EPSILON;
@@ -81,8 +85,19 @@ pub const DD_EPSILON: f64 = f64::EPSILON * f64::EPSILON;
 /// The scaled tail of a Bessel series at its truncation.
 const TAIL: f64 = f64::EPSILON / 4.0;
 
-/// The same for the double-double series.
+/// The same for the double-double series, at least (see [`tail_dd`]).
 const TAIL_DD: f64 = DD_EPSILON / 4.0;
+
+/// The share of [`BOUND_LIMIT`] the double-double truncation may take.
+const TRUNCATION_SHARE: f64 = 0.01;
+
+/// The scaled tail tau of each double-double factor when the largest exponent |a| + |b| is
+/// `exponent`: the truncated weight errs by at most 2 tau e^{|a| + |b|}, which is at most
+/// TRUNCATION_SHARE * BOUND_LIMIT (1e-15) of the smallest weight e^{-(|a| + |b|)}, and never
+/// less than the arithmetic resolves ([`TAIL_DD`]).
+fn tail_dd(exponent: f64) -> f64 {
+    TAIL_DD.max(0.5 * TRUNCATION_SHARE * BOUND_LIMIT * (-2.0 * exponent).exp())
+}
 
 /// The arithmetic of the spectral kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,13 +265,13 @@ fn truncated_bessel(x: f64) -> Vec<f64> {
     values
 }
 
-/// The same in double-doubles, tail below [`TAIL_DD`].
-fn truncated_bessel_dd(x: f64) -> Vec<Dd> {
+/// The same in double-doubles, tail below `tail` ([`tail_dd`]).
+fn truncated_bessel_dd(x: f64, tail: f64) -> Vec<Dd> {
     let cap = x.ceil().min(1e6) as usize + 100 + (15.0 * x.min(1e6).sqrt()).ceil() as usize;
     let mut values = vec![Dd::ZERO; cap];
     scaled_bessel_i_dd(x, &mut values);
     let highs: Vec<f64> = values.iter().map(|v| v.hi).collect();
-    values.truncate(truncated_order(&highs, TAIL_DD) + 1);
+    values.truncate(truncated_order(&highs, tail) + 1);
     values
 }
 
@@ -272,23 +287,24 @@ fn truncated_order(values: &[f64], tail: f64) -> usize {
 }
 
 /// The truncation order of one factor e^{x cos u} in this arithmetic.
-fn order_for(x: f64, precision: Precision) -> usize {
+fn order_for(x: f64, precision: Precision, exponent: f64) -> usize {
     match precision {
         Precision::Double => truncated_bessel(x).len() - 1,
-        Precision::DoubleDouble => truncated_bessel_dd(x).len() - 1,
+        Precision::DoubleDouble => truncated_bessel_dd(x, tail_dd(exponent)).len() - 1,
     }
 }
 
 /// The largest truncation order over the heads and their two factors.
 fn truncation(attention: &Attention) -> usize {
     let precision = precision(attention);
+    let exponent = largest_exponent(attention);
     attention
         .heads
         .iter()
         .map(|h| {
             let (a, b) = angular_coefficients(&h.a, attention.beta);
-            let ma = order_for(a.norm(), precision);
-            let mb = order_for(b.norm(), precision);
+            let ma = order_for(a.norm(), precision, exponent);
+            let mb = order_for(b.norm(), precision, exponent);
             ma.max(mb)
         })
         .max()
@@ -310,9 +326,9 @@ fn series(x: f64, phase: f64) -> Vec<Complex64> {
 /// One head's series in double-doubles: I_m(x) e^{-x} u^m for m = -M..=M (index m + M), u the
 /// unit complex number a / |a| to double-double accuracy and x = |a| rounded (the pair is one
 /// exact complex number x u next to a: a coherent change of A, not a cancelling one).
-fn series_dd(a: Complex64) -> Vec<Cdd> {
+fn series_dd(a: Complex64, tail: f64) -> Vec<Cdd> {
     let x = a.norm();
-    let values = truncated_bessel_dd(x);
+    let values = truncated_bessel_dd(x, tail);
     let order = values.len() - 1;
     let u = Cdd::unit(a.re, a.im);
     let mut out = vec![Cdd::ZERO; 2 * order + 1];
@@ -343,14 +359,22 @@ struct HeadSeries {
 }
 
 impl HeadSeries {
-    fn new(a: &DMatrix<f64>, v: &DMatrix<f64>, beta: f64, precision: Precision) -> Self {
+    /// `exponent`: the largest |a| + |b| over all heads (sets the double-double truncation).
+    fn new(
+        a: &DMatrix<f64>,
+        v: &DMatrix<f64>,
+        beta: f64,
+        precision: Precision,
+        exponent: f64,
+    ) -> Self {
         let (a, b) = angular_coefficients(a, beta);
         let (v_plus, v_minus) = plus_minus(v);
         let double = precision == Precision::Double;
         let (alpha_dd, gamma_dd) = if double {
             (Vec::new(), Vec::new())
         } else {
-            (series_dd(a), series_dd(b))
+            let tail = tail_dd(exponent);
+            (series_dd(a, tail), series_dd(b, tail))
         };
         HeadSeries {
             alpha: if double { series(a.norm(), a.arg()) } else { Vec::new() },
@@ -424,10 +448,11 @@ impl SpectralField {
         if !applies(attention) {
             return None;
         }
+        let exponent = largest_exponent(attention);
         let heads: Vec<HeadSeries> = attention
             .heads
             .iter()
-            .map(|h| HeadSeries::new(&h.a, &h.v, attention.beta, precision))
+            .map(|h| HeadSeries::new(&h.a, &h.v, attention.beta, precision, exponent))
             .collect();
         let degree = heads.iter().map(HeadSeries::degree).max().unwrap_or(0);
         let softmax = attention.kernel == Kernel::Sa;

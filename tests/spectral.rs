@@ -115,7 +115,8 @@ fn spectral_field_matches_the_direct_sums() {
                     );
                     if field.precision() == Precision::DoubleDouble {
                         in_double_doubles += 1;
-                        let plain = relative_error(&spectral_in(&att, &x, Precision::Double), &want);
+                        let plain =
+                            relative_error(&spectral_in(&att, &x, Precision::Double), &want);
                         if plain > 1e-12 {
                             doubles_would_fail += 1;
                         }
@@ -152,8 +153,18 @@ fn the_bound_holds_token_by_token_where_the_kernel_runs() {
     for (kernel, target, method, precision) in [
         (Kernel::Usa, 3.0, KernelMethod::Auto, Precision::Double),
         (Kernel::Sa, 3.0, KernelMethod::Auto, Precision::Double),
-        (Kernel::Usa, 20.0, KernelMethod::Spectral, Precision::DoubleDouble),
-        (Kernel::Sa, 20.0, KernelMethod::Spectral, Precision::DoubleDouble),
+        (
+            Kernel::Usa,
+            20.0,
+            KernelMethod::Spectral,
+            Precision::DoubleDouble,
+        ),
+        (
+            Kernel::Sa,
+            20.0,
+            KernelMethod::Spectral,
+            Precision::DoubleDouble,
+        ),
     ] {
         for _ in 0..6 {
             let mut a = gaussian_matrix(&mut rng);
@@ -264,7 +275,7 @@ fn auto_picks_spectral_where_it_holds_and_falls_back_where_it_fails() {
 fn spectral_field_is_the_same_for_any_thread_count() {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let n = 10_000; // several chunks of tokens
-    // beta 0.7: doubles; beta 6: double-doubles.
+                    // beta 0.7: doubles; beta 6: double-doubles.
     for (kernel, beta) in [
         (Kernel::Usa, 0.7),
         (Kernel::Sa, 0.7),

@@ -115,7 +115,7 @@ pub fn scaled_bessel_i_dd(x: f64, out: &mut [Dd]) {
     // Twice the double start's reach: the start's error falls below 2^-106.
     let reach = x.ceil().min(1e7) as usize;
     let start = (out.len() - 1).max(reach) + 60 + (20.0 * x.min(1e7).sqrt()).ceil() as usize;
-    let two_over_x = Dd::from_f64(2.0).div(Dd::from_f64(x));
+    let two_over_x = Dd::from_f64(2.0).divide(Dd::from_f64(x));
     let (mut above, mut current) = (Dd::ZERO, Dd::ONE);
     let mut sum = Dd::ZERO;
     for m in (1..=start).rev() {
@@ -138,7 +138,7 @@ pub fn scaled_bessel_i_dd(x: f64, out: &mut [Dd]) {
     }
     out[0] = current;
     let total = current + sum + sum;
-    let inverse = Dd::ONE.div(total);
+    let inverse = Dd::ONE.divide(total);
     out.iter_mut().for_each(|v| *v = *v * inverse);
 }
 
@@ -310,7 +310,11 @@ mod tests {
             let mut at_half_pi = out[0];
             for (m, v) in out.iter().enumerate().skip(1) {
                 let twice = *v + *v;
-                at_pi = if m % 2 == 0 { at_pi + twice } else { at_pi - twice };
+                at_pi = if m % 2 == 0 {
+                    at_pi + twice
+                } else {
+                    at_pi - twice
+                };
                 match m % 4 {
                     0 => at_half_pi = at_half_pi + twice,
                     2 => at_half_pi = at_half_pi - twice,

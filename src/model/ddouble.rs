@@ -108,7 +108,7 @@ impl Dd {
     }
 
     /// a / b (two Newton corrections of the double quotient).
-    pub fn div(self, b: Dd) -> Dd {
+    pub fn divide(self, b: Dd) -> Dd {
         let q1 = self.hi / b.hi;
         let r = self - b.times::<false>(Dd::from_f64(q1));
         let q2 = r.hi / b.hi;
@@ -214,7 +214,9 @@ impl Cdd {
     pub fn times_f64<const FMA: bool>(self, re: f64, im: f64) -> Cdd {
         Cdd::new(
             self.re.times_f64::<FMA>(re) - self.im.times_f64::<FMA>(im),
-            self.re.times_f64::<FMA>(im).plus(self.im.times_f64::<FMA>(re)),
+            self.re
+                .times_f64::<FMA>(im)
+                .plus(self.im.times_f64::<FMA>(re)),
         )
     }
 
@@ -233,7 +235,7 @@ impl Cdd {
             return Cdd::ONE;
         }
         let r = r2.sqrt();
-        Cdd::new(Dd::from_f64(x).div(r), Dd::from_f64(y).div(r))
+        Cdd::new(Dd::from_f64(x).divide(r), Dd::from_f64(y).divide(r))
     }
 }
 
@@ -251,7 +253,7 @@ mod tests {
         // FMA and Dekker's split give the same bits.
         assert_eq!(a.times::<true>(a), p);
         // 1/3 * 3 = 1 to about 1e-32.
-        let third = Dd::ONE.div(Dd::from_f64(3.0));
+        let third = Dd::ONE.divide(Dd::from_f64(3.0));
         let back = third.times_f64::<false>(3.0) - Dd::ONE;
         assert!(back.to_f64().abs() < 1e-31, "{back:?}");
         // sqrt(2)^2 = 2.

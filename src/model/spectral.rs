@@ -377,8 +377,16 @@ impl HeadSeries {
             (series_dd(a, tail), series_dd(b, tail))
         };
         HeadSeries {
-            alpha: if double { series(a.norm(), a.arg()) } else { Vec::new() },
-            gamma: if double { series(b.norm(), b.arg()) } else { Vec::new() },
+            alpha: if double {
+                series(a.norm(), a.arg())
+            } else {
+                Vec::new()
+            },
+            gamma: if double {
+                series(b.norm(), b.arg())
+            } else {
+                Vec::new()
+            },
             v_plus,
             v_minus,
             scale: (a.norm() + b.norm()).exp(),
@@ -631,7 +639,7 @@ impl SpectralField {
     /// c_q (and d_q for `sa`) of every head in double-doubles, from the power sums.
     fn coefficients_dd(&self, s: &mut Scratch) {
         let p = self.degree;
-        let inv_n = Dd::ONE.div(Dd::from_f64(self.n.max(1) as f64));
+        let inv_n = Dd::ONE.divide(Dd::from_f64(self.n.max(1) as f64));
         s.sums_dd
             .iter_mut()
             .for_each(|sum| *sum = sum.scale::<false>(inv_n));
@@ -653,10 +661,10 @@ impl SpectralField {
                 let shift = i as isize - p as isize;
                 *nu = moment(shift + 1)
                     .times_f64::<false>(v_plus.re * scale, v_plus.im * scale)
-                    .plus(moment(shift - 1).times_f64::<false>(
-                        v_minus.re * scale,
-                        v_minus.im * scale,
-                    ));
+                    .plus(
+                        moment(shift - 1)
+                            .times_f64::<false>(v_minus.re * scale, v_minus.im * scale),
+                    );
             }
             let numerator = if self.softmax {
                 &mut s.numerators_dd[h * width..(h + 1) * width]
@@ -721,7 +729,7 @@ fn field_rows_dd<const FMA: bool>(
                 .chunks_exact(2 * p + 1)
                 .zip(denominators.chunks_exact(p + 1))
                 .fold(Cdd::ZERO, |acc, (c, d)| {
-                    let inverse = Dd::ONE.div(hermitian_horner_dd::<FMA>(d, z));
+                    let inverse = Dd::ONE.divide(hermitian_horner_dd::<FMA>(d, z));
                     acc.plus(horner_dd::<FMA>(c, z).scale::<FMA>(inverse))
                 })
         } else {

@@ -11,6 +11,9 @@
 //! `--only` measures some kernels and overwrites `<out>/scaling.csv` with them: give it another
 //! `--out` to keep the full results.
 //!
+//! `usa-spectral` and `sa-spectral` are the spectral kernel at beta = 1 (doubles),
+//! `usa-spectral-dd` and `sa-spectral-dd` the same at beta = 8 (double-double arithmetic).
+//!
 //! `group` is the group model's evaluation (`tokdyn::reduced::GroupFlow`, LSA with the same
 //! weights): one read-only pass over the tokens for a d x d state, at a fixed Phi = I + 0.1 R.
 //!
@@ -62,7 +65,7 @@ struct Options {
     point: Option<(String, usize, usize)>,
 }
 
-const USAGE: &str = "usage: cargo bench --bench scaling -- [--quick] [--max-seconds S] [--min-time S] [--only lsa,usa,sa,usa-spectral,sa-spectral,group] [--out DIR] [--replot]";
+const USAGE: &str = "usage: cargo bench --bench scaling -- [--quick] [--max-seconds S] [--min-time S] [--only lsa,usa,sa,usa-spectral,sa-spectral,usa-spectral-dd,sa-spectral-dd,group] [--out DIR] [--replot]";
 
 fn parse_options() -> Result<Options, String> {
     let mut quick = false;
@@ -145,8 +148,11 @@ fn kernel_named(name: &str) -> Result<Kernel, String> {
         // The spectral (Fourier–Bessel) kernel, d = 2.
         "usa-spectral" => Ok(Kernel::Usa),
         "sa-spectral" => Ok(Kernel::Sa),
+        // The same at beta = 8, where it runs in double-doubles.
+        "usa-spectral-dd" => Ok(Kernel::Usa),
+        "sa-spectral-dd" => Ok(Kernel::Sa),
         other => Err(format!(
-            "unknown kernel {other:?} (lsa, usa, sa, usa-spectral, sa-spectral, group)"
+            "unknown kernel {other:?} (lsa, usa, sa, usa-spectral, sa-spectral, usa-spectral-dd, sa-spectral-dd, group)"
         )),
     }
 }
@@ -186,6 +192,8 @@ fn plans(quick: bool) -> Vec<Plan> {
             plan(Kernel::Sa, "sa", 2, 5_000),
             plan(Kernel::Usa, "usa-spectral", 2, 100_000),
             plan(Kernel::Sa, "sa-spectral", 2, 100_000),
+            plan(Kernel::Usa, "usa-spectral-dd", 2, 20_000),
+            plan(Kernel::Sa, "sa-spectral-dd", 2, 20_000),
             plan(Kernel::Usa, "usa", 100, 2_000),
             plan(Kernel::Sa, "sa", 100, 2_000),
         ]
@@ -200,6 +208,8 @@ fn plans(quick: bool) -> Vec<Plan> {
             plan(Kernel::Sa, "sa", 2, 100_000),
             plan(Kernel::Usa, "usa-spectral", 2, 10_000_000),
             plan(Kernel::Sa, "sa-spectral", 2, 10_000_000),
+            plan(Kernel::Usa, "usa-spectral-dd", 2, 1_000_000),
+            plan(Kernel::Sa, "sa-spectral-dd", 2, 1_000_000),
             plan(Kernel::Usa, "usa", 100, 100_000),
             plan(Kernel::Sa, "sa", 100, 100_000),
         ]
@@ -230,11 +240,15 @@ fn tokens(n: usize, d: usize) -> Vec<f64> {
     x
 }
 
-/// The attention weights of `benches/field.rs`.
-fn attention(kernel: Kernel, d: usize) -> Attention {
+/// The attention weights of `benches/field.rs` (beta = 1, or `beta`).
+fn attention_at(kernel: Kernel, d: usize, beta: f64) -> Attention {
     let a = DMatrix::from_fn(d, d, |i, j| if i == j { 1.0 } else { 0.1 / d as f64 });
     let v = DMatrix::from_fn(d, d, |i, j| if i == j { 0.5 } else { -0.2 / d as f64 });
-    Attention::new(kernel, 1.0, vec![Head { a, v }])
+    Attention::new(kernel, beta, vec![Head { a, v }])
+}
+
+fn attention(kernel: Kernel, d: usize) -> Attention {
+    attention_at(kernel, d, 1.0)
 }
 
 /// Bytes the measurement of one point holds: x and dx, the field's scratch (the group model:
@@ -263,12 +277,15 @@ fn evaluation(name: &str, kernel: Kernel, d: usize, n: usize) -> Box<dyn FnMut()
             black_box(&dphi);
         });
     }
-    let method = if name.ends_with("-spectral") {
+    let method = if name.contains("-spectral") {
         KernelMethod::Spectral
     } else {
         KernelMethod::Direct
     };
-    let field = SphereField::with_kernel_method(attention(kernel, d), n, method)
+    // beta = 8: beta (|a| + |b|) = 8.4, past the doubles' bound (3.05), within the
+    // double-doubles' (21.1).
+    let beta = if name.ends_with("-dd") { 8.0 } else { 1.0 };
+    let field = SphereField::with_kernel_method(attention_at(kernel, d, beta), n, method)
         .expect("the series' kernel method applies");
     let mut dx = vec![0.0; n * d];
     Box::new(move || {

@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 use tokdyn::integrate::solve;
-use tokdyn::model::spectral::{error_bound, SpectralField};
+use tokdyn::model::spectral::{error_bound, Precision, SpectralField, BOUND_LIMIT};
 use tokdyn::model::{Attention, Head, Kernel, KernelChoice, KernelMethod, SphereField};
 use tokdyn::observe::{Observer, OrderSeries};
 use tokdyn::scenario::Scenario;
@@ -58,7 +58,15 @@ fn spectral(att: &Attention, x: &[f64]) -> Vec<f64> {
     dx
 }
 
-/// max_k |a_k - b_k| / max_k |b_k| over the tokens' velocity vectors.
+fn spectral_in(att: &Attention, x: &[f64], precision: Precision) -> Vec<f64> {
+    let field = SpectralField::with_precision(att, x.len() / 2, precision).unwrap();
+    let mut dx = vec![0.0; x.len()];
+    field.eval(x, &mut dx);
+    dx
+}
+
+/// The error measure of the accuracy tests: max_k |a_k - b_k| / max_k |b_k| over the tokens'
+/// velocity vectors (b the direct field).
 fn relative_error(a: &[f64], b: &[f64]) -> f64 {
     let norm = |v: &[f64]| v[0].hypot(v[1]);
     let diff = a
@@ -74,6 +82,7 @@ fn spectral_field_matches_the_direct_sums() {
     let mut rng = ChaCha8Rng::seed_from_u64(12);
     let n = 400;
     let mut worst: f64 = 0.0;
+    let (mut in_double_doubles, mut doubles_would_fail) = (0, 0);
     for kernel in [Kernel::Usa, Kernel::Sa] {
         for heads in [1, 2] {
             for beta in [0.1, 1.0, 3.0, 8.0] {
@@ -89,27 +98,37 @@ fn spectral_field_matches_the_direct_sums() {
                             .collect(),
                     );
                     let x = tokens(n, clustered, &mut rng);
-                    let error = relative_error(&spectral(&att, &x), &direct(&att, &x));
+                    let want = direct(&att, &x);
+                    let field = SpectralField::new(&att, n).unwrap();
+                    let error = relative_error(&spectral(&att, &x), &want);
                     let bound = error_bound(&att).unwrap();
                     eprintln!(
-                        "{kernel:?} heads {heads} beta {beta} clustered {clustered}: error {error:.2e}, bound {bound:.2e}"
+                        "{kernel:?} heads {heads} beta {beta} clustered {clustered}: error {error:.2e}, bound {bound:.2e}, {:?}, M = {}",
+                        field.precision(),
+                        field.terms()
                     );
-                    // Below 1e-12 wherever the a-priori bound is (here every case with
-                    // beta <= 1); beyond, below the bound, which keeps `auto` off there (two
-                    // heads at beta = 3 and 8: up to 5e-9 measured, for sa and clustered usa).
-                    let limit = if bound > 1e-12 { bound } else { 1e-12 };
-                    if beta <= 1.0 {
-                        assert!(bound <= 1e-12 && error < 1e-12, "beta {beta}: {error:e}");
-                    }
+                    // Every case, whether or not `auto` would take the kernel (two cases here
+                    // have bounds of 4e-12 and 2e-10, above BOUND_LIMIT).
                     assert!(
-                        error < limit,
+                        error < 1e-12,
                         "{kernel:?}, {heads} heads, beta {beta}, clustered {clustered}: {error:e} (bound {bound:e})"
                     );
+                    if field.precision() == Precision::DoubleDouble {
+                        in_double_doubles += 1;
+                        let plain =
+                            relative_error(&spectral_in(&att, &x, Precision::Double), &want);
+                        if plain > 1e-12 {
+                            doubles_would_fail += 1;
+                        }
+                    }
                     worst = worst.max(error);
                 }
             }
         }
     }
+    eprintln!("worst {worst:.2e}; {in_double_doubles} cases in double-doubles, {doubles_would_fail} of them above 1e-12 in doubles");
+    // The double-double arithmetic is exercised, and needed: doubles fail some of these cases.
+    assert!(in_double_doubles >= 12 && doubles_would_fail >= 3);
     // The comparison can fail: a kernel with a wrong sign somewhere is far off.
     let att = Attention::new(
         Kernel::Usa,
@@ -123,15 +142,30 @@ fn spectral_field_matches_the_direct_sums() {
     flipped.heads[0].a = flipped.heads[0].a.transpose();
     let x = tokens(n, false, &mut rng);
     assert!(relative_error(&spectral(&flipped, &x), &direct(&att, &x)) > 1e-3);
-    eprintln!("worst {worst:.2e}");
 }
 
 #[test]
 fn the_bound_holds_token_by_token_where_the_kernel_runs() {
-    // Where `auto` takes the spectral kernel, each token's error relative to its own field
-    // (clustered tokens: some fields are made of the smallest weights only) stays below the bound.
+    // Where the kernel runs, each token's error relative to its own field (clustered tokens:
+    // some fields are made of the smallest weights only) stays below the bound: in doubles at
+    // beta (|a| + |b|) = 3 (`auto` takes it), in double-doubles at 20 (`spectral` accepts it).
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    for kernel in [Kernel::Usa, Kernel::Sa] {
+    for (kernel, target, method, precision) in [
+        (Kernel::Usa, 3.0, KernelMethod::Auto, Precision::Double),
+        (Kernel::Sa, 3.0, KernelMethod::Auto, Precision::Double),
+        (
+            Kernel::Usa,
+            20.0,
+            KernelMethod::Spectral,
+            Precision::DoubleDouble,
+        ),
+        (
+            Kernel::Sa,
+            20.0,
+            KernelMethod::Spectral,
+            Precision::DoubleDouble,
+        ),
+    ] {
         for _ in 0..6 {
             let mut a = gaussian_matrix(&mut rng);
             // Scale A so that beta (|a| + |b|) is at the largest `auto` accepts.
@@ -144,7 +178,7 @@ fn the_bound_holds_token_by_token_where_the_kernel_runs() {
                 }],
             );
             let exponent = 0.5 * (error_bound(&att).unwrap() / f64::EPSILON).ln();
-            a *= 3.0 / exponent;
+            a *= target / exponent;
             let att = Attention::new(
                 kernel,
                 1.0,
@@ -154,9 +188,13 @@ fn the_bound_holds_token_by_token_where_the_kernel_runs() {
                 }],
             );
             let bound = error_bound(&att).unwrap();
+            assert!(bound <= BOUND_LIMIT);
+            assert_eq!(
+                SpectralField::new(&att, 300).unwrap().precision(),
+                precision
+            );
             let x = tokens(300, true, &mut rng);
-            let field =
-                SphereField::with_kernel_method(att.clone(), 300, KernelMethod::Auto).unwrap();
+            let field = SphereField::with_kernel_method(att.clone(), 300, method).unwrap();
             assert!(matches!(
                 field.kernel_choice(),
                 KernelChoice::Spectral { .. }
@@ -237,10 +275,16 @@ fn auto_picks_spectral_where_it_holds_and_falls_back_where_it_fails() {
 fn spectral_field_is_the_same_for_any_thread_count() {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let n = 10_000; // several chunks of tokens
-    for kernel in [Kernel::Usa, Kernel::Sa] {
+                    // beta 0.7: doubles; beta 6: double-doubles.
+    for (kernel, beta) in [
+        (Kernel::Usa, 0.7),
+        (Kernel::Sa, 0.7),
+        (Kernel::Usa, 6.0),
+        (Kernel::Sa, 6.0),
+    ] {
         let att = Attention::new(
             kernel,
-            0.7,
+            beta,
             (0..2)
                 .map(|_| Head {
                     a: gaussian_matrix(&mut rng),

@@ -31,34 +31,42 @@
 //!
 //! **Truncation and error.** The scaled values e^{-x} I_m(x) sum to 1 over all m, so the series of
 //! one factor is cut at the smallest M whose scaled tail 2 sum_{m > M} e^{-x} I_m(x) is below
-//! eps / 4: the absolute error of the truncated weight is then below eps e^{|a| + |b|} / 2, no
-//! larger than the rounding of a sum of terms of total size e^{|a| + |b|}. Relative to the
-//! smallest weight e^{-(|a| + |b|)} that is the a-priori bound
+//! tau: the absolute error of the truncated weight is then below 2 tau e^{|a| + |b|}. Every term
+//! is rounded relative to the largest weight e^{|a| + |b|}, so relative to the smallest weight
+//! e^{-(|a| + |b|)} the a-priori bound is
 //!
 //! ```text
 //! bound = eps e^{2 (|a| + |b|)}   (largest over the heads),
 //! ```
 //!
 //! the relative error of a token's field when all its weights are the smallest possible (tokens
-//! clustered where the kernel is weakest); for spread tokens the error is far smaller. The
-//! kernel runs only where bound <= [`BOUND_LIMIT`] (`auto` also needs n >=
-//! [`AUTO_MIN_TOKENS`]).
+//! clustered where the kernel is weakest); for spread tokens the error is far smaller. In doubles
+//! (eps = 2^-52, tau = eps / 4) the bound holds up to |a| + |b| = 3.05. Beyond, every step runs
+//! in double-double arithmetic ([`super::ddouble`], eps = 2^-104, tau from [`tail_dd`]): the
+//! Bessel values, the phases, the tokens normalised to 106 bits, the moments, the coefficients and
+//! the evaluation; the bound then holds up to 21.1. The kernel runs only where bound <=
+//! [`BOUND_LIMIT`] (`auto` also needs n >= [`AUTO_MIN_TOKENS`], [`AUTO_MIN_TOKENS_DD`] in
+//! double-doubles).
 //!
 //! **Cost.** Moments O(n P): the powers z^p by repeated multiplication, pulled back onto the unit
 //! circle every `RENORMALISE` steps. Coefficients O(M_a M_b) per head. Evaluation at every token
 //! by Horner's rule in z (q >= 0) and conj(z) (q < 0), O(n P) and stable on |z| = 1. The moments
 //! are summed in fixed chunks of tokens added in order ([`crate::parallel`]) and the evaluation is
 //! token by token, so the field is bit-identical for any thread count; every buffer is allocated
-//! when the field is built.
+//! when the field is built. The double-double steps cost about 15 times the doubles' per term.
 
 use std::sync::Mutex;
 
 use nalgebra::DMatrix;
 use num_complex::Complex64;
 
-use super::bessel::scaled_bessel_i;
+use rayon::prelude::*;
+
+use super::bessel::{scaled_bessel_i, scaled_bessel_i_dd};
+use super::ddouble::{Cdd, Dd};
 use super::{Attention, Kernel};
-use crate::parallel::{chunk_count, chunked_sum, for_each_chunk};
+use crate::parallel::{chunk_count, chunked_sum, for_each_chunk, TOKENS_PER_CHUNK};
+use crate::simd;
 
 /// Largest a-priori relative error (`bound` above) for which the spectral kernel runs.
 pub const BOUND_LIMIT: f64 = 1e-13;
@@ -67,8 +75,57 @@ pub const BOUND_LIMIT: f64 = 1e-13;
 /// docs/DESIGN.md "Spectral kernel").
 pub const AUTO_MIN_TOKENS: usize = 128;
 
+/// From this many tokens on, `auto` prefers the double-double spectral kernel (measured
+/// crossover against the direct kernel, see docs/DESIGN.md "Spectral kernel").
+pub const AUTO_MIN_TOKENS_DD: usize = 4096;
+
+/// The unit of the double-double arithmetic, as `f64::EPSILON` is of doubles: eps^2.
+pub const DD_EPSILON: f64 = f64::EPSILON * f64::EPSILON;
+
 /// The scaled tail of a Bessel series at its truncation.
 const TAIL: f64 = f64::EPSILON / 4.0;
+
+/// The same for the double-double series, at least (see [`tail_dd`]).
+const TAIL_DD: f64 = DD_EPSILON / 4.0;
+
+/// The share of [`BOUND_LIMIT`] the double-double truncation may take.
+const TRUNCATION_SHARE: f64 = 0.01;
+
+/// The scaled tail tau of each double-double factor when the largest exponent |a| + |b| is
+/// `exponent`: the truncated weight errs by at most 2 tau e^{|a| + |b|}, which is at most
+/// TRUNCATION_SHARE * BOUND_LIMIT (1e-15) of the smallest weight e^{-(|a| + |b|)}, and never
+/// less than the arithmetic resolves ([`TAIL_DD`]).
+fn tail_dd(exponent: f64) -> f64 {
+    TAIL_DD.max(0.5 * TRUNCATION_SHARE * BOUND_LIMIT * (-2.0 * exponent).exp())
+}
+
+/// The arithmetic of the spectral kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// Doubles: bound eps e^{2 (|a| + |b|)}.
+    Double,
+    /// Double-doubles (about 106 bits): bound eps^2 e^{2 (|a| + |b|)}, about 20 times the work.
+    DoubleDouble,
+}
+
+impl Precision {
+    /// The unit round-off of this arithmetic.
+    fn epsilon(self) -> f64 {
+        match self {
+            Precision::Double => f64::EPSILON,
+            Precision::DoubleDouble => DD_EPSILON,
+        }
+    }
+}
+
+/// Doubles where their bound holds, double-doubles otherwise.
+pub fn precision(attention: &Attention) -> Precision {
+    if f64::EPSILON * (2.0 * largest_exponent(attention)).exp() <= BOUND_LIMIT {
+        Precision::Double
+    } else {
+        Precision::DoubleDouble
+    }
+}
 
 /// Powers z^p are pulled back onto the unit circle after this many multiplications.
 const RENORMALISE: usize = 16;
@@ -117,10 +174,20 @@ pub fn applies(attention: &Attention) -> bool {
     attention.d() == 2 && attention.kernel != Kernel::Lsa
 }
 
-/// The a-priori relative error eps e^{2 (|a| + |b|)} (largest over the heads), or `None` where
-/// the spectral kernel does not apply.
+/// The a-priori relative error eps e^{2 (|a| + |b|)} (largest over the heads) of the arithmetic
+/// [`precision`] picks (eps = 2^-52 for doubles, 2^-104 for double-doubles), or `None` where the
+/// spectral kernel does not apply.
 pub fn error_bound(attention: &Attention) -> Option<f64> {
-    applies(attention).then(|| f64::EPSILON * (2.0 * largest_exponent(attention)).exp())
+    applies(attention)
+        .then(|| precision(attention).epsilon() * (2.0 * largest_exponent(attention)).exp())
+}
+
+/// The fewest tokens for which `auto` takes the spectral kernel in this arithmetic.
+fn auto_min_tokens(precision: Precision) -> usize {
+    match precision {
+        Precision::Double => AUTO_MIN_TOKENS,
+        Precision::DoubleDouble => AUTO_MIN_TOKENS_DD,
+    }
 }
 
 /// max over heads of |a| + |b| (beta included): the log of the largest weight.
@@ -148,7 +215,7 @@ pub fn choose(
     match (method, error_bound(attention)) {
         (KernelMethod::Direct, _) => Ok(KernelChoice::Direct),
         (KernelMethod::Auto, Some(bound))
-            if bound <= BOUND_LIMIT && n >= AUTO_MIN_TOKENS =>
+            if bound <= BOUND_LIMIT && n >= auto_min_tokens(precision(attention)) =>
         {
             Ok(spectral())
         }
@@ -163,9 +230,9 @@ pub fn choose(
             }
         )),
         (KernelMethod::Spectral, Some(bound)) if bound > BOUND_LIMIT => Err(format!(
-            "\"spectral\": its error bound eps e^(2 beta (|a| + |b|)) = {bound:.2e} is above {BOUND_LIMIT:.0e} (beta (|a| + |b|) = {:.4} here, at most {:.4}); use \"auto\" or \"direct\"",
+            "\"spectral\": its error bound eps^2 e^(2 beta (|a| + |b|)) = {bound:.2e} (double-double arithmetic) is above {BOUND_LIMIT:.0e} (beta (|a| + |b|) = {:.4} here, at most {:.4}); use \"auto\" or \"direct\"",
             largest_exponent(attention),
-            0.5 * (BOUND_LIMIT / f64::EPSILON).ln()
+            0.5 * (BOUND_LIMIT / DD_EPSILON).ln()
         )),
         (KernelMethod::Spectral, Some(_)) => Ok(spectral()),
     }
@@ -194,25 +261,50 @@ fn truncated_bessel(x: f64) -> Vec<f64> {
     let cap = x.ceil().min(1e6) as usize + 60 + (10.0 * x.min(1e6).sqrt()).ceil() as usize;
     let mut values = vec![0.0; cap];
     scaled_bessel_i(x, &mut values);
-    let mut tail = 0.0;
-    let mut order = cap - 1;
-    while order > 0 && tail + 2.0 * values[order] <= TAIL {
-        tail += 2.0 * values[order];
+    values.truncate(truncated_order(&values, TAIL) + 1);
+    values
+}
+
+/// The same in double-doubles, tail below `tail` ([`tail_dd`]).
+fn truncated_bessel_dd(x: f64, tail: f64) -> Vec<Dd> {
+    let cap = x.ceil().min(1e6) as usize + 100 + (15.0 * x.min(1e6).sqrt()).ceil() as usize;
+    let mut values = vec![Dd::ZERO; cap];
+    scaled_bessel_i_dd(x, &mut values);
+    let highs: Vec<f64> = values.iter().map(|v| v.hi).collect();
+    values.truncate(truncated_order(&highs, tail) + 1);
+    values
+}
+
+/// The smallest M with 2 sum_{m > M} values[m] <= tail.
+fn truncated_order(values: &[f64], tail: f64) -> usize {
+    let mut sum = 0.0;
+    let mut order = values.len() - 1;
+    while order > 0 && sum + 2.0 * values[order] <= tail {
+        sum += 2.0 * values[order];
         order -= 1;
     }
-    values.truncate(order + 1);
-    values
+    order
+}
+
+/// The truncation order of one factor e^{x cos u} in this arithmetic.
+fn order_for(x: f64, precision: Precision, exponent: f64) -> usize {
+    match precision {
+        Precision::Double => truncated_bessel(x).len() - 1,
+        Precision::DoubleDouble => truncated_bessel_dd(x, tail_dd(exponent)).len() - 1,
+    }
 }
 
 /// The largest truncation order over the heads and their two factors.
 fn truncation(attention: &Attention) -> usize {
+    let precision = precision(attention);
+    let exponent = largest_exponent(attention);
     attention
         .heads
         .iter()
         .map(|h| {
             let (a, b) = angular_coefficients(&h.a, attention.beta);
-            let ma = truncated_bessel(a.norm()).len() - 1;
-            let mb = truncated_bessel(b.norm()).len() - 1;
+            let ma = order_for(a.norm(), precision, exponent);
+            let mb = order_for(b.norm(), precision, exponent);
             ma.max(mb)
         })
         .max()
@@ -231,6 +323,25 @@ fn series(x: f64, phase: f64) -> Vec<Complex64> {
         .collect()
 }
 
+/// One head's series in double-doubles: I_m(x) e^{-x} u^m for m = -M..=M (index m + M), u the
+/// unit complex number a / |a| to double-double accuracy and x = |a| rounded (the pair is one
+/// exact complex number x u next to a: a coherent change of A, not a cancelling one).
+fn series_dd(a: Complex64, tail: f64) -> Vec<Cdd> {
+    let x = a.norm();
+    let values = truncated_bessel_dd(x, tail);
+    let order = values.len() - 1;
+    let u = Cdd::unit(a.re, a.im);
+    let mut out = vec![Cdd::ZERO; 2 * order + 1];
+    let mut power = Cdd::ONE;
+    for (m, value) in values.iter().enumerate() {
+        let term = power.scale::<false>(*value);
+        out[order + m] = term;
+        out[order - m] = term.conj();
+        power = power.times::<false>(u);
+    }
+    out
+}
+
 /// One head in spectral form.
 struct HeadSeries {
     /// alpha_m e^{-|a|}, m = -M_a..=M_a (index m + M_a).
@@ -242,24 +353,61 @@ struct HeadSeries {
     v_minus: Complex64,
     /// e^{|a| + |b|}: undoes the scaling of the Bessel functions (`usa`; `sa` divides it out).
     scale: f64,
+    /// alpha and gamma in double-doubles (empty for the double arithmetic).
+    alpha_dd: Vec<Cdd>,
+    gamma_dd: Vec<Cdd>,
 }
 
 impl HeadSeries {
-    fn new(a: &DMatrix<f64>, v: &DMatrix<f64>, beta: f64) -> Self {
+    /// `exponent`: the largest |a| + |b| over all heads (sets the double-double truncation).
+    fn new(
+        a: &DMatrix<f64>,
+        v: &DMatrix<f64>,
+        beta: f64,
+        precision: Precision,
+        exponent: f64,
+    ) -> Self {
         let (a, b) = angular_coefficients(a, beta);
         let (v_plus, v_minus) = plus_minus(v);
+        let double = precision == Precision::Double;
+        let (alpha_dd, gamma_dd) = if double {
+            (Vec::new(), Vec::new())
+        } else {
+            let tail = tail_dd(exponent);
+            (series_dd(a, tail), series_dd(b, tail))
+        };
         HeadSeries {
-            alpha: series(a.norm(), a.arg()),
-            gamma: series(b.norm(), b.arg()),
+            alpha: if double {
+                series(a.norm(), a.arg())
+            } else {
+                Vec::new()
+            },
+            gamma: if double {
+                series(b.norm(), b.arg())
+            } else {
+                Vec::new()
+            },
             v_plus,
             v_minus,
             scale: (a.norm() + b.norm()).exp(),
+            alpha_dd,
+            gamma_dd,
+        }
+    }
+
+    /// (M_a, M_b): the truncations of the head's two factors.
+    fn orders(&self) -> (usize, usize) {
+        if self.alpha.is_empty() {
+            ((self.alpha_dd.len() - 1) / 2, (self.gamma_dd.len() - 1) / 2)
+        } else {
+            ((self.alpha.len() - 1) / 2, (self.gamma.len() - 1) / 2)
         }
     }
 
     /// P = M_a + M_b, the degree of the head's polynomial in z_k.
     fn degree(&self) -> usize {
-        (self.alpha.len() - 1) / 2 + (self.gamma.len() - 1) / 2
+        let (ma, mb) = self.orders();
+        ma + mb
     }
 }
 
@@ -275,6 +423,13 @@ struct Scratch {
     numerators: Vec<Complex64>,
     /// d_q (q = 0..=P), one per head, `sa` only.
     denominators: Vec<Complex64>,
+    /// The double-double arithmetic's partial sums, moments, nu_s = v+ mu_{s+1} + v- mu_{s-1}
+    /// (s = -P..=P) and coefficients (empty for doubles).
+    partials_dd: Vec<Cdd>,
+    sums_dd: Vec<Cdd>,
+    nu_dd: Vec<Cdd>,
+    numerators_dd: Vec<Cdd>,
+    denominators_dd: Vec<Cdd>,
 }
 
 /// The spectral `usa` / `sa` field in d = 2 (see the module's documentation).
@@ -285,6 +440,7 @@ pub struct SpectralField {
     degree: usize,
     n: usize,
     terms: usize,
+    precision: Precision,
     scratch: Mutex<Scratch>,
 }
 
@@ -292,38 +448,61 @@ impl SpectralField {
     /// The spectral field of `attention` for `n` tokens, whatever its error bound (check
     /// [`error_bound`] or use [`choose`]); `None` unless d = 2 and the kernel is `usa` or `sa`.
     pub fn new(attention: &Attention, n: usize) -> Option<Self> {
+        Self::with_precision(attention, n, precision(attention))
+    }
+
+    /// [`SpectralField::new`] in the arithmetic `precision` (for comparisons; `new` picks it).
+    pub fn with_precision(attention: &Attention, n: usize, precision: Precision) -> Option<Self> {
         if !applies(attention) {
             return None;
         }
+        let exponent = largest_exponent(attention);
         let heads: Vec<HeadSeries> = attention
             .heads
             .iter()
-            .map(|h| HeadSeries::new(&h.a, &h.v, attention.beta))
+            .map(|h| HeadSeries::new(&h.a, &h.v, attention.beta, precision, exponent))
             .collect();
         let degree = heads.iter().map(HeadSeries::degree).max().unwrap_or(0);
         let softmax = attention.kernel == Kernel::Sa;
         let polynomials = if softmax { heads.len() } else { 1 };
-        let width = 2 * (degree + 2);
-        let scratch = Scratch {
-            partials: vec![0.0; width * chunk_count(n)],
-            sums: vec![0.0; width],
-            moments: vec![Complex64::default(); degree + 2],
-            numerators: vec![Complex64::default(); polynomials * (2 * degree + 1)],
-            denominators: vec![
-                Complex64::default();
-                if softmax {
-                    heads.len() * (degree + 1)
-                } else {
-                    0
-                }
-            ],
+        let denominators = if softmax {
+            heads.len() * (degree + 1)
+        } else {
+            0
         };
+        // One arithmetic's buffers are sized, the other's are empty.
+        let (plain, dd) = match precision {
+            Precision::Double => (1, 0),
+            Precision::DoubleDouble => (0, 1),
+        };
+        let width = degree + 2;
+        let scratch = Scratch {
+            partials: vec![0.0; plain * 2 * width * chunk_count(n)],
+            sums: vec![0.0; plain * 2 * width],
+            moments: vec![Complex64::default(); plain * width],
+            numerators: vec![Complex64::default(); plain * polynomials * (2 * degree + 1)],
+            denominators: vec![Complex64::default(); plain * denominators],
+            partials_dd: vec![Cdd::ZERO; dd * width * chunk_count(n)],
+            sums_dd: vec![Cdd::ZERO; dd * width],
+            nu_dd: vec![Cdd::ZERO; dd * (2 * degree + 1)],
+            numerators_dd: vec![Cdd::ZERO; dd * polynomials * (2 * degree + 1)],
+            denominators_dd: vec![Cdd::ZERO; dd * denominators],
+        };
+        let terms = heads
+            .iter()
+            .map(|h| {
+                let (ma, mb) = h.orders();
+                ma.max(mb)
+            })
+            .max()
+            .unwrap_or(0);
         Some(SpectralField {
             heads,
             softmax,
             degree,
             n,
-            terms: truncation(attention),
+            terms,
+            precision,
             scratch: Mutex::new(scratch),
         })
     }
@@ -333,12 +512,17 @@ impl SpectralField {
         self.terms
     }
 
+    /// The arithmetic this field runs in.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
     /// Bytes of scratch memory for `n` tokens and polynomials of degree `degree` (an estimate
-    /// for a few heads).
+    /// for a few heads, in the double-double arithmetic, which needs twice the doubles').
     pub fn scratch_bytes(n: usize, degree: usize) -> usize {
-        (2 * (degree + 2))
+        (4 * (degree + 2))
             .saturating_mul(chunk_count(n) + 1)
-            .saturating_add(16 * (8 * degree + 8))
+            .saturating_add(32 * (8 * degree + 8))
             .saturating_mul(8)
     }
 
@@ -346,6 +530,12 @@ impl SpectralField {
     pub fn eval(&self, x: &[f64], dx: &mut [f64]) {
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut *guard;
+        if self.precision == Precision::DoubleDouble {
+            self.moments_dd(x, s);
+            self.coefficients_dd(s);
+            self.evaluate_dd(x, dx, s);
+            return;
+        }
         self.moments(x, s);
         self.coefficients(s);
         let p = self.degree;
@@ -419,6 +609,197 @@ impl SpectralField {
             }
         }
     }
+}
+
+/// The double-double arithmetic (used where the doubles' bound fails): the same three steps.
+impl SpectralField {
+    /// mu_p * n = sum_j z_j^p (p = 0..=P + 1) in double-doubles, over fixed chunks added in order.
+    fn moments_dd(&self, x: &[f64], s: &mut Scratch) {
+        let width = s.sums_dd.len();
+        let chunks = chunk_count(x.len() / 2);
+        s.sums_dd.fill(Cdd::ZERO);
+        if chunks == 1 {
+            power_sums_dd(x, &mut s.sums_dd);
+            return;
+        }
+        s.partials_dd[..width * chunks]
+            .par_chunks_mut(width)
+            .zip(x.par_chunks(2 * TOKENS_PER_CHUNK))
+            .for_each(|(acc, rows)| {
+                acc.fill(Cdd::ZERO);
+                power_sums_dd(rows, acc);
+            });
+        for acc in s.partials_dd.chunks(width).take(chunks) {
+            for (sum, part) in s.sums_dd.iter_mut().zip(acc) {
+                *sum = sum.plus(*part);
+            }
+        }
+    }
+
+    /// c_q (and d_q for `sa`) of every head in double-doubles, from the power sums.
+    fn coefficients_dd(&self, s: &mut Scratch) {
+        let p = self.degree;
+        let inv_n = Dd::ONE.divide(Dd::from_f64(self.n.max(1) as f64));
+        s.sums_dd
+            .iter_mut()
+            .for_each(|sum| *sum = sum.scale::<false>(inv_n));
+        let mu = &s.sums_dd;
+        let moment = |k: isize| {
+            if k >= 0 {
+                mu[k as usize]
+            } else {
+                mu[k.unsigned_abs()].conj()
+            }
+        };
+        s.numerators_dd.fill(Cdd::ZERO);
+        s.denominators_dd.fill(Cdd::ZERO);
+        let width = 2 * p + 1;
+        for (h, head) in self.heads.iter().enumerate() {
+            let (v_plus, v_minus) = (head.v_plus, head.v_minus);
+            let scale = if self.softmax { 1.0 } else { head.scale };
+            for (i, nu) in s.nu_dd.iter_mut().enumerate() {
+                let shift = i as isize - p as isize;
+                *nu = moment(shift + 1)
+                    .times_f64::<false>(v_plus.re * scale, v_plus.im * scale)
+                    .plus(
+                        moment(shift - 1)
+                            .times_f64::<false>(v_minus.re * scale, v_minus.im * scale),
+                    );
+            }
+            let numerator = if self.softmax {
+                &mut s.numerators_dd[h * width..(h + 1) * width]
+            } else {
+                &mut s.numerators_dd[..]
+            };
+            let denominator = if self.softmax {
+                &mut s.denominators_dd[h * (p + 1)..(h + 1) * (p + 1)]
+            } else {
+                &mut []
+            };
+            let (ma, mb) = head.orders();
+            for (i, alpha) in head.alpha_dd.iter().enumerate() {
+                for (k, gamma) in head.gamma_dd.iter().enumerate() {
+                    // q = m + l and shift = l - m, offset by P.
+                    let q = i + k + p - ma - mb;
+                    let shift = k + p + ma - i - mb;
+                    let w = alpha.times::<false>(*gamma);
+                    numerator[q] = numerator[q].plus(w.times::<false>(s.nu_dd[shift]));
+                    if q >= p && !denominator.is_empty() {
+                        let d = &mut denominator[q - p];
+                        *d = d.plus(w.times::<false>(moment(shift as isize - p as isize)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The field at every token from the double-double coefficients, rounded to doubles and
+    /// projected.
+    fn evaluate_dd(&self, x: &[f64], dx: &mut [f64], s: &Scratch) {
+        let p = self.degree;
+        let (numerators, denominators) = (&s.numerators_dd[..], &s.denominators_dd[..]);
+        let softmax = self.softmax;
+        for_each_chunk(dx, 2, x, 2, |out, rows| {
+            if simd::has_avx2_fma() {
+                simd::vectorized(
+                    #[inline(always)]
+                    || field_rows_dd::<true>(numerators, denominators, p, softmax, rows, out),
+                );
+            } else {
+                field_rows_dd::<false>(numerators, denominators, p, softmax, rows, out);
+            }
+        });
+    }
+}
+
+/// The projected double-double field at each row of `rows` into `out` (see `evaluate_dd`).
+#[inline(always)]
+fn field_rows_dd<const FMA: bool>(
+    numerators: &[Cdd],
+    denominators: &[Cdd],
+    p: usize,
+    softmax: bool,
+    rows: &[f64],
+    out: &mut [f64],
+) {
+    for (f, row) in out.chunks_exact_mut(2).zip(rows.chunks_exact(2)) {
+        let z = Cdd::unit(row[0], row[1]);
+        let field = if softmax {
+            numerators
+                .chunks_exact(2 * p + 1)
+                .zip(denominators.chunks_exact(p + 1))
+                .fold(Cdd::ZERO, |acc, (c, d)| {
+                    let inverse = Dd::ONE.divide(hermitian_horner_dd::<FMA>(d, z));
+                    acc.plus(horner_dd::<FMA>(c, z).scale::<FMA>(inverse))
+                })
+        } else {
+            horner_dd::<FMA>(numerators, z)
+        };
+        let (re, im) = field.to_f64();
+        let (zr, zi) = z.to_f64();
+        let radial = zr * re + zi * im;
+        f[0] = re - radial * zr;
+        f[1] = im - radial * zi;
+    }
+}
+
+/// acc[p] += z^p in double-doubles for every row (a token, normalised here to double-double
+/// accuracy) and p = 0..acc.len().
+fn power_sums_dd(rows: &[f64], acc: &mut [Cdd]) {
+    if simd::has_avx2_fma() {
+        simd::vectorized(
+            #[inline(always)]
+            || power_sums_dd_with::<true>(rows, acc),
+        );
+    } else {
+        power_sums_dd_with::<false>(rows, acc);
+    }
+}
+
+#[inline(always)]
+fn power_sums_dd_with<const FMA: bool>(rows: &[f64], acc: &mut [Cdd]) {
+    for row in rows.chunks_exact(2) {
+        let z = Cdd::unit(row[0], row[1]);
+        let mut w = Cdd::ONE;
+        for a in acc.iter_mut() {
+            *a = a.plus(w);
+            w = w.times::<FMA>(z);
+        }
+    }
+}
+
+/// [`horner`] in double-doubles.
+#[inline(always)]
+fn horner_dd<const FMA: bool>(c: &[Cdd], z: Cdd) -> Cdd {
+    let p = c.len() / 2;
+    let mut positive = c[2 * p];
+    for coefficient in c[p..2 * p].iter().rev() {
+        positive = positive.times::<FMA>(z).plus(*coefficient);
+    }
+    if p == 0 {
+        return positive;
+    }
+    let zc = z.conj();
+    let mut negative = c[0];
+    for coefficient in &c[1..p] {
+        negative = negative.times::<FMA>(zc).plus(*coefficient);
+    }
+    positive.plus(negative.times::<FMA>(zc))
+}
+
+/// [`hermitian_horner`] in double-doubles.
+#[inline(always)]
+fn hermitian_horner_dd<const FMA: bool>(d: &[Cdd], z: Cdd) -> Dd {
+    let p = d.len() - 1;
+    if p == 0 {
+        return d[0].re;
+    }
+    let mut s = d[p];
+    for coefficient in d[1..p].iter().rev() {
+        s = s.times::<FMA>(z).plus(*coefficient);
+    }
+    let last = s.times::<FMA>(z).re;
+    d[0].re + last + last
 }
 
 /// acc[2p], acc[2p + 1] += Re, Im of z^p for every row (a token, normalised here) and

@@ -103,6 +103,7 @@ pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, P
     plot::portrait_plot(
         &sh,
         &fixed,
+        &[],
         &path,
         PORTRAIT_GUIDE_TIME,
         &title,

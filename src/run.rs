@@ -302,6 +302,7 @@ pub fn draw_run_pictures(
         plot::portrait_plot(
             &sh,
             &fixed,
+            &[],
             &series.r2,
             PORTRAIT_GUIDE_TIME,
             &title,

@@ -291,6 +291,7 @@ fn portrait_shows_field_nullclines_fixed_points_and_path() {
     portrait_plot(
         &sh,
         &fixed,
+        &[],
         &path,
         15.0,
         "case4 — oscillation",
@@ -447,10 +448,11 @@ fn degenerate_inputs_draw_without_panicking() {
     tokens_plot(&pca_one, &[], "d = 5, n = 1", Figure::Paper, p).unwrap();
     // A zero field, no path, no guides; a stiff field.
     let zero = second_harmonic([[0.0, 0.0], [0.0, 0.0]]);
-    portrait_plot(&zero, &[], &[], 0.0, "zero", Figure::Paper, p).unwrap();
+    portrait_plot(&zero, &[], &[], &[], 0.0, "zero", Figure::Paper, p).unwrap();
     let stiff = second_harmonic([[300.0, 10.0], [-5.0, 200.0]]);
     portrait_plot(
         &stiff,
+        &[],
         &[],
         &[Complex64::new(0.1, 0.0)],
         1e6,
@@ -1019,7 +1021,7 @@ fn portrait_draws_a_centre_where_it_is() {
     let (_keep, dir) = out_dir("portrait_centre");
     let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
     let draw_kind = |z: Complex64, kind: FixedKind| {
-        portrait_plot(&sh, &[(z, kind)], &[], 0.0, "centre", Figure::Paper, &dir).unwrap();
+        portrait_plot(&sh, &[(z, kind)], &[], &[], 0.0, "centre", Figure::Paper, &dir).unwrap();
         read_png(&dir.join("portrait.png"))
     };
     let draw = |z: Complex64| draw_kind(z, FixedKind::Centre);

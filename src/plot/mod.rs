@@ -48,7 +48,7 @@ pub use bifurcation::bifurcation_plot;
 pub use compare::compare_plot;
 pub use kymograph::{kymograph_plot, AngleHistory};
 pub use order::{order_plot, OrderView};
-pub use portrait::portrait_plot;
+pub use portrait::{portrait_plot, CycleCurve, CycleKind};
 pub use regime::{regime_map, zero_level, Theory};
 pub use scaling::{loglog_slope, scaling_plot, ScalingSeries};
 pub use snapshots::{snapshot_times, TokenSnapshots};

@@ -1021,7 +1021,17 @@ fn portrait_draws_a_centre_where_it_is() {
     let (_keep, dir) = out_dir("portrait_centre");
     let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
     let draw_kind = |z: Complex64, kind: FixedKind| {
-        portrait_plot(&sh, &[(z, kind)], &[], &[], 0.0, "centre", Figure::Paper, &dir).unwrap();
+        portrait_plot(
+            &sh,
+            &[(z, kind)],
+            &[],
+            &[],
+            0.0,
+            "centre",
+            Figure::Paper,
+            &dir,
+        )
+        .unwrap();
         read_png(&dir.join("portrait.png"))
     };
     let draw = |z: Complex64| draw_kind(z, FixedKind::Centre);

@@ -153,6 +153,13 @@ impl<T, E: std::error::Error + Send + Sync> OrIo<T> for Result<T, DrawingAreaErr
     }
 }
 
+/// A chart with two linear f64 axes (the steps of a picture's drawing take one).
+pub(crate) type Chart2d<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
 /// A picture that can be drawn on any plotters backend.
 pub(crate) trait Picture {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()>;

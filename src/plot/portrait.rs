@@ -15,13 +15,13 @@ use std::io;
 use std::path::Path;
 
 use num_complex::Complex64;
-use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::{
-    disk_chart, draw_legend, draw_title, square_chart_width, thin, Entry, Mark, OrIo, Picture,
+    disk_chart, draw_legend, draw_title, square_chart_width, thin, Chart2d, Entry, Mark, OrIo,
+    Picture,
 };
 use crate::reduced::SecondHarmonic;
 
@@ -368,9 +368,6 @@ impl PortraitPicture<'_> {
     }
 }
 
-/// The chart of the disk.
-type DiskChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
-
 /// R' on the `NULL_GRID x NULL_GRID` grid over [-1, 1]^2 and its largest speed in the disk.
 struct FieldGrid {
     re: Vec<f64>,
@@ -403,7 +400,7 @@ impl FieldGrid {
 /// Direction arrows on a 0.1 grid inside the disk, shaded by speed (log scale over the drawn
 /// arrows); a resting point is a dot.
 fn draw_arrows<DB: DrawingBackend>(
-    chart: &mut DiskChart<'_, DB>,
+    chart: &mut Chart2d<'_, DB>,
     sh: &SecondHarmonic,
     max_speed: f64,
 ) -> io::Result<()> {
@@ -466,7 +463,7 @@ fn draw_arrows<DB: DrawingBackend>(
 /// OA trajectories from eight starts on |R| = 0.5 and eight on |R| = 0.9, each with a dot at
 /// its start and an arrowhead halfway.
 fn draw_guides<DB: DrawingBackend>(
-    chart: &mut DiskChart<'_, DB>,
+    chart: &mut Chart2d<'_, DB>,
     sh: &SecondHarmonic,
     guide_time: f64,
     dt: f64,
@@ -505,7 +502,7 @@ fn draw_guides<DB: DrawingBackend>(
 
 /// The nullclines Re R' = 0 and Im R' = 0.
 fn draw_nullclines<DB: DrawingBackend>(
-    chart: &mut DiskChart<'_, DB>,
+    chart: &mut Chart2d<'_, DB>,
     field: &FieldGrid,
 ) -> io::Result<()> {
     for (values, color) in [(&field.re, RE_NULL), (&field.im, IM_NULL)] {
@@ -522,7 +519,7 @@ fn draw_nullclines<DB: DrawingBackend>(
 
 /// The closed curves given by the caller: stable solid, unstable dashed, neutral thin dotted.
 fn draw_cycles<DB: DrawingBackend>(
-    chart: &mut DiskChart<'_, DB>,
+    chart: &mut Chart2d<'_, DB>,
     cycles: &[CycleCurve],
 ) -> io::Result<()> {
     for cycle in cycles {
@@ -554,7 +551,7 @@ fn draw_cycles<DB: DrawingBackend>(
 }
 
 /// The invariant circle |R| = 1.
-fn draw_unit_circle<DB: DrawingBackend>(chart: &mut DiskChart<'_, DB>) -> io::Result<()> {
+fn draw_unit_circle<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>) -> io::Result<()> {
     let circle: Vec<(f64, f64)> = (0..=360)
         .map(|k| {
             let s = 2.0 * PI * k as f64 / 360.0;
@@ -579,7 +576,7 @@ fn drawn_path(path_r2: &[Complex64]) -> Vec<(f64, f64)> {
 
 /// The run's path with a ring at its start and a triangle at its end.
 fn draw_path<DB: DrawingBackend>(
-    chart: &mut DiskChart<'_, DB>,
+    chart: &mut Chart2d<'_, DB>,
     path: &[(f64, f64)],
 ) -> io::Result<()> {
     let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
@@ -592,14 +589,18 @@ fn draw_path<DB: DrawingBackend>(
         .draw_series(std::iter::once(Circle::new(first, 8, PATH.stroke_width(3))))
         .io()?;
     chart
-        .draw_series(std::iter::once(TriangleMarker::new(last, 10, PATH.filled())))
+        .draw_series(std::iter::once(TriangleMarker::new(
+            last,
+            10,
+            PATH.filled(),
+        )))
         .io()?;
     Ok(())
 }
 
 /// Fixed points: stable filled, unstable hollow, a centre a grey square.
 fn draw_fixed_points<DB: DrawingBackend>(
-    chart: &mut DiskChart<'_, DB>,
+    chart: &mut Chart2d<'_, DB>,
     fixed: &[(Complex64, FixedKind)],
 ) -> io::Result<()> {
     for &(z, kind) in fixed {

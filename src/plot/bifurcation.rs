@@ -54,7 +54,7 @@ pub fn bifurcation_plot(
         dir,
         "bifurcation",
         figure.size(BIFURCATION_SIZE),
-        true,
+        figure,
     )
     .map(|_| ())
 }

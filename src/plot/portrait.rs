@@ -135,7 +135,7 @@ pub fn portrait_plot(
         guide_time,
         title,
     };
-    super::render(&pic, dir, "portrait", figure.size(PORTRAIT_SIZE), true).map(|_| ())
+    super::render(&pic, dir, "portrait", figure.size(PORTRAIT_SIZE), figure).map(|_| ())
 }
 
 struct PortraitPicture<'a> {

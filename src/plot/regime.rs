@@ -94,7 +94,7 @@ pub fn regime_map(
         theory,
         title,
     };
-    super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), true).map(|_| ())
+    super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
 }
 
 struct RegimePicture<'a> {

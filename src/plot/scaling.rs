@@ -132,7 +132,7 @@ pub fn scaling_plot(dir: &Path, series: &[ScalingSeries], title: &str) -> io::Re
         dir,
         "scaling",
         SCALING_SIZE,
-        true,
+        super::Figure::Paper,
     )
 }
 

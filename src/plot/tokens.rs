@@ -751,9 +751,9 @@ pub fn tokens_plot(
     };
     let size = match figure {
         Figure::Paper => (width, height),
-        Figure::Slide => (width.max(1600), height.min(1000)),
+        Figure::Slide => super::SLIDE_SIZE,
     };
-    super::render(&pic, dir, "tokens", size, true).map(|_| ())
+    super::render(&pic, dir, "tokens", size, figure).map(|_| ())
 }
 
 /// A multiply-shift hasher for packed RGB keys (the std SipHash dominates the frame time).

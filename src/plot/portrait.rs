@@ -117,6 +117,7 @@ pub fn fixed_kinds(points: &[crate::predict::FixedPoint]) -> Vec<(Complex64, Fix
 /// - `guide_time`: how long the guide trajectories run (nothing is drawn for them if it is not
 ///   positive);
 /// - `title`: one or more lines.
+#[allow(clippy::too_many_arguments)]
 pub fn portrait_plot(
     sh: &SecondHarmonic,
     fixed: &[(Complex64, FixedKind)],

@@ -248,6 +248,9 @@ impl Picture for ScalingPicture<'_> {
     }
 }
 
+/// A reference line: its segment inside the box (if any), colour and legend entry.
+type Reference = (Option<[(f64, f64); 2]>, RGBColor, Entry);
+
 impl ScalingPicture<'_> {
     /// The reference lines of slope 1 and 2 (clipped to the box, `None` when outside it), each
     /// a decade fraction below the series of nearest slope (within 0.5), else through the
@@ -257,7 +260,7 @@ impl ScalingPicture<'_> {
         points: &[Vec<(f64, f64)>],
         xr: (f64, f64),
         yr: (f64, f64),
-    ) -> Vec<(Option<[(f64, f64); 2]>, RGBColor, Entry)> {
+    ) -> Vec<Reference> {
         let all = || points.iter().flatten();
         let x_min = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
         let fallback = all()

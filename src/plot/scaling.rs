@@ -111,7 +111,7 @@ pub fn loglog_slope(n: &[f64], t: &[f64]) -> f64 {
     sxy / sxx
 }
 
-/// Writes `scaling.png` and `scaling.svg` into `dir` and returns their paths.
+/// Writes `scaling.png`, `scaling.svg` and `scaling.pdf` into `dir` and returns their paths.
 ///
 /// `title` may hold several lines (`\n`), the first drawn large. Series without a drawable
 /// point still get their legend entry; no series at all gives a picture saying "no data".
@@ -483,7 +483,8 @@ mod tests {
             },
         ];
         let files = scaling_plot(dir.path(), &series, "Scaling\n2 threads").unwrap();
-        assert_eq!(files.len(), 2);
+        assert_eq!(files.len(), 3);
+        assert!(files[2].ends_with("scaling.pdf"));
         assert_eq!(png_size(&files[0]), SCALING_SIZE);
         let svg = std::fs::read_to_string(&files[1]).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("slope 2.00"));

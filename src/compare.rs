@@ -235,6 +235,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
     crate::plot::compare_plot(
         &full_series.t,
         &lines,
+        scenario.output.window,
         &format!("{}: full model and its reductions", scenario.name),
         scenario.output.figure,
         staged.path(),

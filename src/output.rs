@@ -66,7 +66,11 @@ impl ResultKind {
 /// Files that other commands add to a result folder (`predict`, `portrait`), and hidden files:
 /// a folder holding only these may be replaced.
 fn is_companion_file(name: &str) -> bool {
-    name.starts_with('.') || matches!(name, "predict.json" | "portrait.png" | "portrait.svg")
+    name.starts_with('.')
+        || matches!(
+            name,
+            "predict.json" | "portrait.png" | "portrait.svg" | "portrait.pdf"
+        )
 }
 
 fn input_error(path: &Path, what: impl std::fmt::Display) -> Error {

@@ -103,6 +103,7 @@ pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, P
     plot::portrait_plot(
         &sh,
         &fixed,
+        &[],
         &path,
         PORTRAIT_GUIDE_TIME,
         &title,
@@ -110,7 +111,7 @@ pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, P
         staging.path(),
     )
     .map_err(Error::io(&dir))?;
-    for name in ["portrait.png", "portrait.svg"] {
+    for name in ["portrait.png", "portrait.svg", "portrait.pdf"] {
         let from = staging.path().join(name);
         if from.exists() {
             fs::rename(&from, dir.join(name)).map_err(Error::io(dir.join(name)))?;

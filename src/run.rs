@@ -277,7 +277,14 @@ pub fn draw_run_pictures(
     };
     plot::order_plot(series, &view, &title, dir).map_err(io)?;
     if !snapshots.history().is_empty() {
-        plot::kymograph_plot(snapshots.history(), &title, figure, dir).map_err(io)?;
+        plot::kymograph_plot(
+            snapshots.history(),
+            scenario.output.window,
+            &title,
+            figure,
+            dir,
+        )
+        .map_err(io)?;
     }
     if !snapshots.candidates().is_empty() {
         let times = plot::snapshot_times(
@@ -302,6 +309,7 @@ pub fn draw_run_pictures(
         plot::portrait_plot(
             &sh,
             &fixed,
+            &[],
             &series.r2,
             PORTRAIT_GUIDE_TIME,
             &title,

@@ -15,8 +15,8 @@ use tokdyn::observe::{Observer, OrderParameters, OrderSeries, RunInfo, Sample};
 use tokdyn::plot::bifurcation::FixedKind;
 use tokdyn::plot::{
     bifurcation_plot, compare_plot, kymograph_plot, label_color, order_plot, portrait_plot,
-    regime_map, snapshot_times, tokens_gif, tokens_plot, zero_level, AngleHistory, Figure,
-    OrderView, Theory, TokenSnapshots, LABELS,
+    regime_map, snapshot_times, tokens_gif, tokens_plot, zero_level, AngleHistory, CycleCurve,
+    CycleKind, Figure, OrderView, Theory, TokenSnapshots, LABELS,
 };
 use tokdyn::reduced::SecondHarmonic;
 
@@ -291,6 +291,7 @@ fn portrait_shows_field_nullclines_fixed_points_and_path() {
     portrait_plot(
         &sh,
         &fixed,
+        &[],
         &path,
         15.0,
         "case4 — oscillation",
@@ -325,6 +326,7 @@ fn compare_plot_draws_four_models() {
             ("ws", &ws[..]),
             ("oa (max |ΔR₂| 9e-3)", &oa[..]),
         ],
+        None,
         "compare",
         Figure::Paper,
         &dir,
@@ -447,10 +449,11 @@ fn degenerate_inputs_draw_without_panicking() {
     tokens_plot(&pca_one, &[], "d = 5, n = 1", Figure::Paper, p).unwrap();
     // A zero field, no path, no guides; a stiff field.
     let zero = second_harmonic([[0.0, 0.0], [0.0, 0.0]]);
-    portrait_plot(&zero, &[], &[], 0.0, "zero", Figure::Paper, p).unwrap();
+    portrait_plot(&zero, &[], &[], &[], 0.0, "zero", Figure::Paper, p).unwrap();
     let stiff = second_harmonic([[300.0, 10.0], [-5.0, 200.0]]);
     portrait_plot(
         &stiff,
+        &[],
         &[],
         &[Complex64::new(0.1, 0.0)],
         1e6,
@@ -460,11 +463,12 @@ fn degenerate_inputs_draw_without_panicking() {
     )
     .unwrap();
     // Compare with nothing, with one sample, with short series.
-    compare_plot(&[], &[], "", Figure::Paper, p).unwrap();
+    compare_plot(&[], &[], None, "", Figure::Paper, p).unwrap();
     let one = [Complex64::new(0.5, 0.5)];
     compare_plot(
         &[0.0],
         &[("full", &one[..]), ("oa", &[][..])],
+        None,
         "",
         Figure::Paper,
         p,
@@ -645,7 +649,7 @@ fn kymograph_shows_clusters_where_the_doubled_angle_is() {
     let snaps = observed_circle_snapshots(400, 201, 6);
     let history = snaps.history();
     assert_eq!(history.len(), 201);
-    kymograph_plot(history, "kymograph", Figure::Paper, &dir).unwrap();
+    kymograph_plot(history, None, "kymograph", Figure::Paper, &dir).unwrap();
     let img = check_png(&dir, "kymograph", 1100);
     assert_eq!(img.height, 700);
     check_svg(&dir, "kymograph");
@@ -686,7 +690,7 @@ fn kymograph_in_high_dimension_names_its_plane() {
     for (i, (t, tokens)) in sphere_snapshots(d, 300, 20).iter().enumerate() {
         history.record(i, *t, tokens);
     }
-    kymograph_plot(&history, "d = 6", Figure::Slide, &dir).unwrap();
+    kymograph_plot(&history, None, "d = 6", Figure::Slide, &dir).unwrap();
     let img = read_png(&dir.join("kymograph.png"));
     assert_eq!((img.width, img.height), (1600, 900));
     assert!(img.distinct() > 40);
@@ -776,6 +780,7 @@ fn compare_plot_has_group_and_every_max_error_in_its_legend() {
             ("oa", &oa[..]),
             ("group", &group[..]),
         ],
+        None,
         "compare",
         Figure::Paper,
         &dir,
@@ -1019,7 +1024,17 @@ fn portrait_draws_a_centre_where_it_is() {
     let (_keep, dir) = out_dir("portrait_centre");
     let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
     let draw_kind = |z: Complex64, kind: FixedKind| {
-        portrait_plot(&sh, &[(z, kind)], &[], 0.0, "centre", Figure::Paper, &dir).unwrap();
+        portrait_plot(
+            &sh,
+            &[(z, kind)],
+            &[],
+            &[],
+            0.0,
+            "centre",
+            Figure::Paper,
+            &dir,
+        )
+        .unwrap();
         read_png(&dir.join("portrait.png"))
     };
     let draw = |z: Complex64| draw_kind(z, FixedKind::Centre);
@@ -1067,4 +1082,245 @@ fn portrait_draws_a_centre_where_it_is() {
         "centre ({ax}, {ay}), stable point ({cx}, {cy})"
     );
     assert!(svg_text(&dir, "portrait").contains("stable fixed point"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// PDF, physical sizes, windows, limit cycles
+
+/// The raw bytes of a PDF and the inflated content of each of its (zlib) streams.
+fn pdf_parts(path: &Path) -> (Vec<u8>, Vec<u8>) {
+    let raw = std::fs::read(path).expect("pdf exists");
+    let mut inflated = Vec::new();
+    let mut rest = &raw[..];
+    while let Some(i) = find(rest, b"stream") {
+        let after = &rest[i + 6..];
+        let start = if after.starts_with(b"\r\n") { 2 } else { 1 };
+        let Some(end) = find(after, b"endstream") else {
+            break;
+        };
+        if i == 0 || rest[i - 1] != b'd' {
+            let body = &after[start.min(end)..end];
+            if let Ok(v) = miniz_oxide::inflate::decompress_to_vec_zlib(body) {
+                inflated.extend_from_slice(&v);
+                inflated.push(b'\n');
+            }
+        }
+        rest = &after[end + 9..];
+    }
+    (raw, inflated)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The page size of a one-page PDF in points (its MediaBox).
+fn media_box(raw: &[u8]) -> (f64, f64) {
+    let i = find(raw, b"/MediaBox").expect("a MediaBox");
+    let text = String::from_utf8_lossy(&raw[i..(i + 80).min(raw.len())]).to_string();
+    let inside = text.split('[').nth(1).unwrap().split(']').next().unwrap();
+    let v: Vec<f64> = inside
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    (v[2] - v[0], v[3] - v[1])
+}
+
+/// Checks a picture's PDF: a PDF, a font embedded, every character of `words` mapped by a
+/// ToUnicode CMap of the embedded font (so the words are text in the PDF); returns the page
+/// size in points.
+fn check_pdf(dir: &Path, stem: &str, words: &[&str]) -> (f64, f64) {
+    let (raw, inflated) = pdf_parts(&dir.join(format!("{stem}.pdf")));
+    assert!(raw.starts_with(b"%PDF-"), "{stem}.pdf header");
+    assert!(
+        find(&raw, b"/FontFile2").is_some() || find(&raw, b"/FontFile3").is_some(),
+        "{stem}.pdf embeds a font"
+    );
+    assert!(
+        find(&raw, b"DejaVu").is_some(),
+        "{stem}.pdf: the bundled font"
+    );
+    // The ToUnicode CMaps, compressed or not.
+    let cmap = String::from_utf8_lossy(&raw).to_string() + &String::from_utf8_lossy(&inflated);
+    assert!(cmap.contains("beginbfchar") || cmap.contains("beginbfrange"));
+    for w in words {
+        for c in w.chars().filter(|c| !c.is_whitespace()) {
+            let hex = format!("<{:04X}>", c as u32);
+            assert!(
+                cmap.contains(&hex),
+                "{stem}.pdf: '{c}' of '{w}' not in the text"
+            );
+        }
+    }
+    media_box(&raw)
+}
+
+#[test]
+fn every_picture_has_a_pdf_with_the_font_embedded_at_its_physical_size() {
+    let (_keep, dir) = out_dir("pdf");
+    let series = spiral(401, 40.0);
+    let view = OrderView {
+        window: None,
+        period: None,
+        figure: Figure::Paper,
+    };
+    order_plot(&series, &view, "Spiral kymograph", &dir).unwrap();
+    let (w, h) = check_pdf(&dir, "order", &["Spiral", "kymograph"]);
+    // One column: 3.5 in = 252 pt wide, the PNG's aspect.
+    let img = read_png(&dir.join("order.png"));
+    assert!((w - 252.0).abs() < 0.01, "{w}");
+    assert!(
+        (h - 252.0 * img.height as f64 / img.width as f64).abs() < 0.01,
+        "{h}"
+    );
+    let svg = svg_text(&dir, "order");
+    assert!(
+        svg.starts_with("<svg width=\"3.5in\" height=\""),
+        "{}",
+        &svg[..80]
+    );
+    assert!(svg.contains(&format!("viewBox=\"0 0 {} {}\"", img.width, img.height)));
+    // A slide: 1600 x 900 pixels, 10 x 5.625 in.
+    let view = OrderView {
+        figure: Figure::Slide,
+        ..view
+    };
+    order_plot(&series, &view, "Slide", &dir).unwrap();
+    let img = read_png(&dir.join("order.png"));
+    assert_eq!((img.width, img.height), (1600, 900));
+    let (w, h) = check_pdf(&dir, "order", &["Slide"]);
+    assert!(
+        (w - 720.0).abs() < 0.01 && (h - 405.0).abs() < 0.01,
+        "{w} x {h}"
+    );
+    assert!(svg_text(&dir, "order").starts_with("<svg width=\"10in\" height=\"5.625in\""));
+    // Every other picture too.
+    let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
+    portrait_plot(&sh, &[], &[], &[], 1.0, "Portrait", Figure::Slide, &dir).unwrap();
+    assert_eq!(check_pdf(&dir, "portrait", &["Portrait"]), (720.0, 405.0));
+    let t: Vec<f64> = (0..50).map(|i| i as f64).collect();
+    let z: Vec<Complex64> = t.iter().map(|&s| Complex64::from_polar(0.5, s)).collect();
+    compare_plot(
+        &t,
+        &[("full", &z[..])],
+        None,
+        "Compare",
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
+    check_pdf(&dir, "compare", &["Compare"]);
+    let snaps = observed_circle_snapshots(50, 21, 3);
+    kymograph_plot(snaps.history(), None, "Kymograph", Figure::Paper, &dir).unwrap();
+    check_pdf(&dir, "kymograph", &["Kymograph"]);
+}
+
+/// The numeric tick labels of an SVG.
+fn numeric_ticks(dir: &Path, stem: &str) -> Vec<f64> {
+    svg_texts(dir, stem)
+        .iter()
+        .filter_map(|t| t.parse::<f64>().ok())
+        .collect()
+}
+
+#[test]
+fn kymograph_and_compare_honour_the_window() {
+    let (_keep, dir) = out_dir("window");
+    let snaps = observed_circle_snapshots(100, 201, 6);
+    let history = snaps.history();
+    let (t_first, t_last) = (history.times()[0], *history.times().last().unwrap());
+    kymograph_plot(history, None, "whole", Figure::Paper, &dir).unwrap();
+    let whole = numeric_ticks(&dir, "kymograph");
+    let w0 = t_first + 0.25 * (t_last - t_first);
+    let w1 = t_first + 0.5 * (t_last - t_first);
+    kymograph_plot(history, Some((w0, w1)), "window", Figure::Paper, &dir).unwrap();
+    let ticks = numeric_ticks(&dir, "kymograph");
+    let outside = |v: &&f64| **v < w0 - 1e-9 || **v > w1 + 1e-9;
+    assert!(whole.iter().any(|v| outside(&v)), "{whole:?}");
+    // Time ticks of the window only (the colour bar's ticks are small numbers: 0, 1, 3, ...).
+    let times: Vec<&f64> = ticks.iter().filter(|v| **v > 3.0).collect();
+    assert!(times.len() >= 3, "{ticks:?}");
+    assert!(!times.iter().any(outside), "{ticks:?} outside [{w0}, {w1}]");
+    check_png(&dir, "kymograph", 1100);
+
+    let t: Vec<f64> = (0..=2000).map(|i| i as f64 * 0.1).collect();
+    let full: Vec<Complex64> = t.iter().map(|&s| Complex64::from_polar(0.5, s)).collect();
+    let oa: Vec<Complex64> = full.iter().map(|z| z * 1.01).collect();
+    let series = [("full", &full[..]), ("oa", &oa[..])];
+    compare_plot(
+        &t,
+        &series,
+        Some((50.0, 90.0)),
+        "window",
+        Figure::Paper,
+        &dir,
+    )
+    .unwrap();
+    let ticks = numeric_ticks(&dir, "compare");
+    assert!(ticks.contains(&60.0), "{ticks:?}");
+    assert!(
+        !ticks.iter().any(|v| *v > 90.0 || (*v > 1.0 && *v < 50.0)),
+        "{ticks:?}"
+    );
+    check_png(&dir, "compare", 1100);
+}
+
+#[test]
+fn portrait_draws_limit_cycles_by_kind() {
+    let (_keep, dir) = out_dir("portrait_cycles");
+    let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
+    let circle = |r: f64| -> Vec<Complex64> {
+        (0..400)
+            .map(|k| Complex64::from_polar(r, 2.0 * PI * k as f64 / 400.0))
+            .collect()
+    };
+    let purple = (106u8, 61, 154);
+    let draw = |cycles: &[CycleCurve]| {
+        portrait_plot(&sh, &[], cycles, &[], 0.0, "cycles", Figure::Paper, &dir).unwrap();
+        read_png(&dir.join("portrait.png"))
+    };
+    let none = draw(&[]);
+    assert_eq!(none.count(purple), 0);
+    let stable = draw(&[CycleCurve {
+        points: circle(0.5),
+        kind: CycleKind::Stable,
+    }]);
+    assert!(svg_texts(&dir, "portrait").contains(&"stable limit cycle".to_string()));
+    let unstable = draw(&[CycleCurve {
+        points: circle(0.5),
+        kind: CycleKind::Unstable,
+    }]);
+    assert!(svg_texts(&dir, "portrait").contains(&"unstable limit cycle".to_string()));
+    let neutral = draw(&[CycleCurve {
+        points: circle(0.5),
+        kind: CycleKind::Neutral,
+    }]);
+    assert!(svg_texts(&dir, "portrait").contains(&"closed orbits around a centre".to_string()));
+    // Solid > dashed > thin dotted in ink.
+    let (s, u, n) = (
+        stable.count(purple),
+        unstable.count(purple),
+        neutral.count(purple),
+    );
+    assert!(s > u && u > n && n > 100, "{s} {u} {n}");
+    // The curve lies on the circle of radius 0.5: the purple pixels of the disk chart (left of
+    // the legend) sit at half the distance of the unit circle from the centre.
+    let w = stable.width as usize;
+    let pts: Vec<(f64, f64)> = (0..stable.pixels.len())
+        .filter(|&i| {
+            let p = stable.pixels[i];
+            (p[0], p[1], p[2]) == purple && i % w < 900
+        })
+        .map(|i| ((i % w) as f64, (i / w) as f64))
+        .collect();
+    let (cx, cy) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / pts.len() as f64,
+        pts.iter().map(|p| p.1).sum::<f64>() / pts.len() as f64,
+    );
+    let radii: Vec<f64> = pts.iter().map(|p| (p.0 - cx).hypot(p.1 - cy)).collect();
+    let mean = radii.iter().sum::<f64>() / radii.len() as f64;
+    assert!(radii.iter().all(|r| (r - mean).abs() < 4.0), "a circle");
+    // The chart spans [-1.08, 1.08] over its square plotting area (about 800 px for 1000 px
+    // height): radius 0.5 is about 0.5 / 2.16 of the side.
+    assert!(mean > 150.0 && mean < 240.0, "{mean}");
 }

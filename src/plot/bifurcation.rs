@@ -18,7 +18,7 @@ pub use super::portrait::FixedKind;
 use super::portrait::CENTRE_COLOR;
 use super::{
     diamond, draw_legend, draw_title, finite_range, label_color, label_name, padded, text, text_at,
-    tick, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
+    tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
 };
 use crate::classify::Label;
 
@@ -54,7 +54,7 @@ pub fn bifurcation_plot(
         dir,
         "bifurcation",
         figure.size(BIFURCATION_SIZE),
-        true,
+        figure,
     )
     .map(|_| ())
 }
@@ -72,24 +72,7 @@ impl Picture for BifurcationPicture<'_> {
         let area = draw_title(root, self.title)?;
         let (w, _) = area.dim_in_pixel();
         let (left, right) = area.split_horizontally(w.saturating_sub(340));
-
-        let xs = self
-            .points
-            .iter()
-            .map(|p| p.0)
-            .chain(self.branches.iter().flat_map(|b| b.0.iter().map(|q| q.0)))
-            .chain(self.special.iter().map(|s| s.0));
-        let xr = padded(finite_range(xs), 0.03);
-        let ys = self
-            .points
-            .iter()
-            .filter(|p| p.3.is_some())
-            .flat_map(|p| [p.1, p.2])
-            .chain(self.branches.iter().flat_map(|b| b.0.iter().map(|q| q.1)))
-            .chain(self.special.iter().map(|s| s.1))
-            .chain([0.0, 1.0]);
-        let yr = padded(finite_range(ys), 0.04);
-
+        let (xr, yr) = self.ranges();
         let (margin, xl, yl) = (15u32, 65u32, 95u32);
         let mut chart = ChartBuilder::on(&left)
             .margin(margin)
@@ -111,88 +94,54 @@ impl Picture for BifurcationPicture<'_> {
             .y_desc("|R₂|  (tail min – max)")
             .draw()
             .io()?;
-
-        // Branches underneath.
-        for (line, kind) in self.branches {
-            let pts: Vec<(f64, f64)> = line
-                .iter()
-                .copied()
-                .filter(|p| p.0.is_finite() && p.1.is_finite())
-                .collect();
-            if *kind == FixedKind::Stable {
-                chart
-                    .draw_series(LineSeries::new(pts, BRANCH.stroke_width(3)))
-                    .io()?;
-            } else if *kind == FixedKind::Centre {
-                chart
-                    .draw_series(DashedLineSeries::new(
-                        pts,
-                        3,
-                        5,
-                        CENTRE_COLOR.stroke_width(4),
-                    ))
-                    .io()?;
-            } else {
-                chart
-                    .draw_series(DashedLineSeries::new(pts, 10, 7, BRANCH.stroke_width(2)))
-                    .io()?;
-            }
-        }
-
-        // Special points: outlines beneath the sweep points, which stay visible.
-        let label_style = text_at(DESC_SIZE, BLACK, HPos::Left, VPos::Bottom);
-        for (p, r, name) in self.special {
-            if !(p.is_finite() && r.is_finite()) {
-                continue;
-            }
-            let mut outline = diamond((0, 0), 13);
-            outline.push(outline[0]);
-            chart
-                .draw_series(std::iter::once(
-                    EmptyElement::at((*p, *r))
-                        + PathElement::new(outline, BLACK.stroke_width(2))
-                        + Text::new(name.clone(), (12, -12), label_style.clone()),
-                ))
+        // Branches underneath, special points as outlines beneath the sweep points.
+        draw_branches(&mut chart, self.branches)?;
+        draw_special(&mut chart, self.special)?;
+        let counts = draw_points(&mut chart, self.points, yr.0 + 0.02 * (yr.1 - yr.0))?;
+        let entries = self.legend(counts);
+        draw_legend(&right, (10, 70), &entries)?;
+        let (_, lh) = super::legend_size(&right, &entries);
+        let note = text_at(
+            super::LEGEND_SIZE * 0.85,
+            RGBColor(90, 90, 90),
+            HPos::Left,
+            VPos::Top,
+        );
+        if !self.points.is_empty() {
+            right
+                .draw_text("bars: tail min to max of |R₂|", &note, (12, 70 + lh + 14))
                 .io()?;
         }
+        Ok(())
+    }
+}
 
-        // Sweep points.
-        let mut counts = [0usize; 7];
-        let (pw, _) = chart.plotting_area().dim_in_pixel();
-        let radius = if self.points.len() as u32 * 8 > pw {
-            3
-        } else {
-            5
-        };
-        for &(p, lo, hi, label) in self.points {
-            if !p.is_finite() {
-                continue;
-            }
-            if let Some(k) = LABELS.iter().position(|l| *l == label) {
-                counts[k] += 1;
-            }
-            let c = label_color(label);
-            if label.is_none() || !lo.is_finite() || !hi.is_finite() {
-                let y = yr.0 + 0.02 * (yr.1 - yr.0);
-                chart
-                    .draw_series(std::iter::once(Cross::new((p, y), 6, c.stroke_width(2))))
-                    .io()?;
-                continue;
-            }
-            let (lo, hi) = (lo.min(hi), lo.max(hi));
-            chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(p, lo), (p, hi)],
-                    c.stroke_width(2),
-                )))
-                .io()?;
-            for y in [lo, hi] {
-                chart
-                    .draw_series(std::iter::once(Circle::new((p, y), radius, c.filled())))
-                    .io()?;
-            }
-        }
+impl BifurcationPicture<'_> {
+    /// The padded ranges of the parameter and of |R2| (always showing [0, 1]).
+    fn ranges(&self) -> ((f64, f64), (f64, f64)) {
+        let xs = self
+            .points
+            .iter()
+            .map(|p| p.0)
+            .chain(self.branches.iter().flat_map(|b| b.0.iter().map(|q| q.0)))
+            .chain(self.special.iter().map(|s| s.0));
+        let ys = self
+            .points
+            .iter()
+            .filter(|p| p.3.is_some())
+            .flat_map(|p| [p.1, p.2])
+            .chain(self.branches.iter().flat_map(|b| b.0.iter().map(|q| q.1)))
+            .chain(self.special.iter().map(|s| s.1))
+            .chain([0.0, 1.0]);
+        (
+            padded(finite_range(xs), 0.03),
+            padded(finite_range(ys), 0.04),
+        )
+    }
 
+    /// The legend: the labels present with their counts, then the branch kinds and special
+    /// points present.
+    fn legend(&self, counts: [usize; 7]) -> Vec<Entry> {
         let mut entries: Vec<Entry> = LABELS
             .iter()
             .zip(counts)
@@ -228,19 +177,104 @@ impl Picture for BifurcationPicture<'_> {
         if !self.special.is_empty() {
             entries.push(Entry::new(Mark::DiamondOutline(BLACK), "LP fold, H Hopf"));
         }
-        draw_legend(&right, (10, 70), &entries)?;
-        let (_, lh) = super::legend_size(&right, &entries);
-        let note = text_at(
-            super::LEGEND_SIZE * 0.85,
-            RGBColor(90, 90, 90),
-            HPos::Left,
-            VPos::Top,
-        );
-        if !self.points.is_empty() {
-            right
-                .draw_text("bars: tail min to max of |R₂|", &note, (12, 70 + lh + 14))
+        entries
+    }
+}
+
+/// Branches of fixed points: stable solid, unstable dashed, centres grey dotted.
+fn draw_branches<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    branches: &[(Vec<(f64, f64)>, FixedKind)],
+) -> io::Result<()> {
+    for (line, kind) in branches {
+        let pts: Vec<(f64, f64)> = line
+            .iter()
+            .copied()
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .collect();
+        match kind {
+            FixedKind::Stable => chart
+                .draw_series(LineSeries::new(pts, BRANCH.stroke_width(3)))
+                .io()?,
+            FixedKind::Centre => chart
+                .draw_series(DashedLineSeries::new(
+                    pts,
+                    3,
+                    5,
+                    CENTRE_COLOR.stroke_width(4),
+                ))
+                .io()?,
+            FixedKind::Unstable => chart
+                .draw_series(DashedLineSeries::new(pts, 10, 7, BRANCH.stroke_width(2)))
+                .io()?,
+        };
+    }
+    Ok(())
+}
+
+/// Special points (fold, Hopf) as diamond outlines with their names.
+fn draw_special<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    special: &[(f64, f64, String)],
+) -> io::Result<()> {
+    let label_style = text_at(DESC_SIZE, BLACK, HPos::Left, VPos::Bottom);
+    for (p, r, name) in special {
+        if !(p.is_finite() && r.is_finite()) {
+            continue;
+        }
+        let mut outline = diamond((0, 0), 13);
+        outline.push(outline[0]);
+        chart
+            .draw_series(std::iter::once(
+                EmptyElement::at((*p, *r))
+                    + PathElement::new(outline, BLACK.stroke_width(2))
+                    + Text::new(name.clone(), (12, -12), label_style.clone()),
+            ))
+            .io()?;
+    }
+    Ok(())
+}
+
+/// The sweep points as bars from the tail's min to max of |R2| in their label's colour (a
+/// failed run a cross at `failed_y`); returns how many points each label has (`LABELS` order).
+fn draw_points<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    points: &[(f64, f64, f64, Option<Label>)],
+    failed_y: f64,
+) -> io::Result<[usize; 7]> {
+    let mut counts = [0usize; 7];
+    let (pw, _) = chart.plotting_area().dim_in_pixel();
+    let radius = if points.len() as u32 * 8 > pw { 3 } else { 5 };
+    for &(p, lo, hi, label) in points {
+        if !p.is_finite() {
+            continue;
+        }
+        if let Some(k) = LABELS.iter().position(|l| *l == label) {
+            counts[k] += 1;
+        }
+        let c = label_color(label);
+        if label.is_none() || !lo.is_finite() || !hi.is_finite() {
+            chart
+                .draw_series(std::iter::once(Cross::new(
+                    (p, failed_y),
+                    6,
+                    c.stroke_width(2),
+                )))
+                .io()?;
+            continue;
+        }
+        let (lo, hi) = (lo.min(hi), lo.max(hi));
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(p, lo), (p, hi)],
+                c.stroke_width(2),
+            )))
+            .io()?;
+        for y in [lo, hi] {
+            chart
+                .draw_series(std::iter::once(Circle::new((p, y), radius, c.filled())))
                 .io()?;
         }
-        Ok(())
     }
+    Ok(counts)
 }

@@ -88,16 +88,32 @@ pub(crate) fn model_style(name: &str, k: usize) -> CurveStyle {
 ///
 /// `series` holds `(model name, R2 at each time of t)`, the reference (`full`) first; the
 /// first word of the name picks the style (`full`, `phase`, `ws`, `oa`, `group`), the name is
-/// the legend text. Series shorter than `t` are drawn as far as they go.
+/// the legend text. Series shorter than `t` are drawn as far as they go. Only the samples in
+/// `window` (`[output] window`, clipped to the run; `None`: the whole run) are drawn, and the
+/// maximum errors in the legend are over them.
 pub fn compare_plot(
     t: &[f64],
     series: &[(&str, &[Complex64])],
+    window: Option<(f64, f64)>,
     title: &str,
     figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
-    let pic = ComparePicture { t, series, title };
-    super::render(&pic, dir, "compare", figure.size(COMPARE_SIZE), true).map(|_| ())
+    let (i0, i1) = super::window_range(t, super::clip_window(t, window));
+    let cut = |r2: &'_ [Complex64]| -> (usize, usize) { (i0.min(r2.len()), i1.min(r2.len())) };
+    let windowed: Vec<(&str, &[Complex64])> = series
+        .iter()
+        .map(|&(name, r2)| {
+            let (a, b) = cut(r2);
+            (name, &r2[a..b])
+        })
+        .collect();
+    let pic = ComparePicture {
+        t: &t[i0..i1],
+        series: &windowed,
+        title,
+    };
+    super::render(&pic, dir, "compare", figure.size(COMPARE_SIZE), figure).map(|_| ())
 }
 
 /// The error |R2_m - R2_ref| at each common sample, and its maximum (NaN when none is finite).

@@ -258,27 +258,33 @@ impl AngleHistory {
     }
 }
 
-/// Writes `kymograph.png` and `kymograph.svg` into `dir`.
+/// Writes `kymograph.png`, `kymograph.svg` and `kymograph.pdf` into `dir`; only the columns
+/// in `window` (`[output] window`, clipped to the run; `None`: the whole run) are drawn.
 pub fn kymograph_plot(
     history: &AngleHistory,
+    window: Option<(f64, f64)>,
     title: &str,
     figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
     let (hists, share) = history.histograms();
+    let window = window.map(|w| super::clip_window(history.times(), Some(w)));
     let pic = KymographPicture {
         history,
         hists,
         share,
+        window,
         title,
     };
-    super::render(&pic, dir, "kymograph", figure.size((1100, 700)), true).map(|_| ())
+    super::render(&pic, dir, "kymograph", figure.size((1100, 700)), figure).map(|_| ())
 }
 
 struct KymographPicture<'a> {
     history: &'a AngleHistory,
     hists: Vec<Vec<f32>>,
     share: Option<(f64, f64)>,
+    /// The time window drawn (`None`: every column, the last as wide as the one before).
+    window: Option<(f64, f64)>,
     title: &'a str,
 }
 
@@ -308,11 +314,16 @@ impl KymographPicture<'_> {
         }
     }
 
-    /// The drawn columns: (t0, t1, relative densities per bin), neighbours averaged.
+    /// The drawn columns: (t0, t1, relative densities per bin), neighbours averaged; only the
+    /// columns that meet the window, cut to it.
     fn drawn(&self) -> Vec<(f64, f64, Vec<f64>)> {
         let t = self.history.times();
         let m = t.len().min(self.hists.len());
-        let group = m.div_ceil(DRAWN_COLUMNS).max(1);
+        let (w0, w1) = self.window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+        // Column i spans [t_i, t_{i+1}): the first drawn one is the one holding w0.
+        let first = t[..m].partition_point(|&x| x <= w0).saturating_sub(1);
+        let end = t[..m].partition_point(|&x| x < w1).max(first);
+        let group = (end - first).div_ceil(DRAWN_COLUMNS).max(1);
         let dt_last = if m >= 2 { t[m - 1] - t[m - 2] } else { 1.0 };
         let edge = |i: usize| -> f64 {
             // Column i spans [t_i, t_{i+1}); the last one as wide as the one before.
@@ -322,10 +333,10 @@ impl KymographPicture<'_> {
                 t[m - 1] + dt_last
             }
         };
-        (0..m)
+        (first..end)
             .step_by(group)
             .map(|s| {
-                let e = (s + group).min(m);
+                let e = (s + group).min(end);
                 let mut dens = vec![0.0; BINS];
                 for h in &self.hists[s..e] {
                     for (acc, &p) in dens.iter_mut().zip(h) {
@@ -335,8 +346,9 @@ impl KymographPicture<'_> {
                 for v in &mut dens {
                     *v /= (e - s) as f64;
                 }
-                (edge(s), edge(e), dens)
+                (edge(s).max(w0), edge(e).min(w1), dens)
             })
+            .filter(|c| c.0 < c.1)
             .collect()
     }
 }

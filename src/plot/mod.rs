@@ -1,4 +1,5 @@
-//! Pictures of runs, comparisons, phase portraits and sweeps (PNG, and SVG beside it).
+//! Pictures of runs, comparisons, phase portraits and sweeps: each as PNG, SVG and PDF (the
+//! PDF with the font embedded, for LaTeX; see [`vector`]).
 //!
 //! Every function takes data that is already computed and writes files into a folder; none of
 //! them runs a simulation (the phase portrait evaluates the Ott–Antonsen vector field on a grid
@@ -6,15 +7,15 @@
 //!
 //! | function | files |
 //! |---|---|
-//! | [`order_plot`] | `order.png`, `order.svg` |
-//! | [`kymograph_plot`] | `kymograph.png`, `kymograph.svg` |
-//! | [`tokens_plot`] | `tokens.png`, `tokens.svg` |
+//! | [`order_plot`] | `order.png`, `.svg`, `.pdf` |
+//! | [`kymograph_plot`] | `kymograph.png`, `.svg`, `.pdf` |
+//! | [`tokens_plot`] | `tokens.png`, `.svg`, `.pdf` |
 //! | [`tokens_gif`] | `tokens.gif` |
-//! | [`portrait_plot`] | `portrait.png`, `portrait.svg` |
-//! | [`compare_plot`] | `compare.png`, `compare.svg` |
-//! | [`regime_map`] | `regime_map.png`, `regime_map.svg` |
-//! | [`bifurcation_plot`] | `bifurcation.png`, `bifurcation.svg` |
-//! | [`scaling_plot`] | `scaling.png`, `scaling.svg` |
+//! | [`portrait_plot`] | `portrait.png`, `.svg`, `.pdf` |
+//! | [`compare_plot`] | `compare.png`, `.svg`, `.pdf` |
+//! | [`regime_map`] | `regime_map.png`, `.svg`, `.pdf` |
+//! | [`bifurcation_plot`] | `bifurcation.png`, `.svg`, `.pdf` |
+//! | [`scaling_plot`] | `scaling.png`, `.svg`, `.pdf` |
 //!
 //! Shared style lives here: the font (DejaVu Sans from the `dejavu` crate, registered once with
 //! plotters under the family name [`FONT`], so no system font is needed), the fixed colour of
@@ -43,12 +44,13 @@ pub mod regime;
 pub mod scaling;
 pub mod snapshots;
 pub mod tokens;
+pub mod vector;
 
 pub use bifurcation::bifurcation_plot;
 pub use compare::compare_plot;
 pub use kymograph::{kymograph_plot, AngleHistory};
 pub use order::{order_plot, OrderView};
-pub use portrait::portrait_plot;
+pub use portrait::{portrait_plot, CycleCurve, CycleKind};
 pub use regime::{regime_map, zero_level, Theory};
 pub use scaling::{loglog_slope, scaling_plot, ScalingSeries};
 pub use snapshots::{snapshot_times, TokenSnapshots};
@@ -58,8 +60,10 @@ pub use tokens::{tokens_gif, tokens_plot, MAX_PANELS};
 /// generic name, so that plotters' own defaults resolve to the same font.
 pub const FONT: &str = "sans-serif";
 
-/// The format of the pictures (`[output] figure`): `paper` draws each picture at its size for
-/// one column of a paper (about 4:3, text legible at 8.5 cm wide), `slide` at 16:9 for a slide.
+/// The format of the pictures (`[output] figure`): `paper` draws each picture at its own size
+/// (about 4:3) for one column of a paper, 3.5 in wide in the SVG and the PDF (300 to 400
+/// pixels per inch in the PNG); `slide` at 1600 x 900 pixels (16:9) for a slide, 10 in wide
+/// (160 pixels per inch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Figure {
@@ -73,10 +77,15 @@ impl Figure {
     pub fn size(self, paper: (u32, u32)) -> (u32, u32) {
         match self {
             Figure::Paper => paper,
-            Figure::Slide => {
-                let w = paper.0.max(1600);
-                (w, (w * 9 / 16).max(paper.1.min(1000)))
-            }
+            Figure::Slide => SLIDE_SIZE,
+        }
+    }
+
+    /// The printed width in inches (SVG and PDF): one column, or a slide.
+    pub fn width_inches(self) -> f64 {
+        match self {
+            Figure::Paper => 3.5,
+            Figure::Slide => 10.0,
         }
     }
 
@@ -88,6 +97,9 @@ impl Figure {
         }
     }
 }
+
+/// The pixel size of every picture in the `slide` format (16:9).
+pub const SLIDE_SIZE: (u32, u32) = (1600, 900);
 
 /// Name used for a sweep point whose run failed (`None` in the label slices).
 pub const FAILED: &str = "failed";
@@ -153,6 +165,13 @@ impl<T, E: std::error::Error + Send + Sync> OrIo<T> for Result<T, DrawingAreaErr
     }
 }
 
+/// A chart with two linear f64 axes (the steps of a picture's drawing take one).
+pub(crate) type Chart2d<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
 /// A picture that can be drawn on any plotters backend.
 pub(crate) trait Picture {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()>;
@@ -162,16 +181,16 @@ fn with_path(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
-/// Draws `pic` into `dir/stem.png` and, when `svg`, `dir/stem.svg`; returns the files written.
+/// Draws `pic` into `dir/stem.png`, `dir/stem.svg` and `dir/stem.pdf` at the pixel size `size`
+/// (the SVG and the PDF get the physical size of `figure`); returns the files written.
 pub(crate) fn render(
     pic: &impl Picture,
     dir: &Path,
     stem: &str,
     size: (u32, u32),
-    svg: bool,
+    figure: Figure,
 ) -> io::Result<Vec<PathBuf>> {
     register_fonts();
-    let mut written = Vec::new();
     let png = dir.join(format!("{stem}.png"));
     {
         let root = BitMapBackend::new(&png, size).into_drawing_area();
@@ -179,18 +198,22 @@ pub(crate) fn render(
         pic.draw(&root).map_err(|e| with_path(&png, e))?;
         root.present().io().map_err(|e| with_path(&png, e))?;
     }
-    written.push(png);
-    if svg {
-        let path = dir.join(format!("{stem}.svg"));
-        {
-            let root = SVGBackend::new(&path, size).into_drawing_area();
-            root.fill(&WHITE).io().map_err(|e| with_path(&path, e))?;
-            pic.draw(&root).map_err(|e| with_path(&path, e))?;
-            root.present().io().map_err(|e| with_path(&path, e))?;
-        }
-        written.push(path);
+    let svg_path = dir.join(format!("{stem}.svg"));
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE)
+            .io()
+            .map_err(|e| with_path(&svg_path, e))?;
+        pic.draw(&root).map_err(|e| with_path(&svg_path, e))?;
+        root.present().io().map_err(|e| with_path(&svg_path, e))?;
     }
-    Ok(written)
+    let pdf_path = dir.join(format!("{stem}.pdf"));
+    let pdf = vector::svg_to_pdf(&svg, size, figure).map_err(|e| with_path(&pdf_path, e))?;
+    let svg = vector::with_physical_size(&svg, size, figure);
+    std::fs::write(&svg_path, svg).map_err(|e| with_path(&svg_path, e))?;
+    std::fs::write(&pdf_path, pdf).map_err(|e| with_path(&pdf_path, e))?;
+    Ok(vec![png, svg_path, pdf_path])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -473,6 +496,28 @@ pub(crate) fn draw_legend_row<DB: DrawingBackend>(
 
 // ---------------------------------------------------------------------------------------------
 // Numbers
+
+/// The time window drawn: `window` (`[output] window`) clipped to `[t_first, t_last]` of `t`,
+/// or the whole of `t` when there is no window or it misses the run.
+pub(crate) fn clip_window(t: &[f64], window: Option<(f64, f64)>) -> (f64, f64) {
+    let whole = finite_range(t.iter().copied()).unwrap_or((0.0, 1.0));
+    let (t0, t1) = match window {
+        Some((a, b)) if a < b => (a.max(whole.0), b.min(whole.1)),
+        _ => whole,
+    };
+    if t0 < t1 {
+        (t0, t1)
+    } else {
+        whole
+    }
+}
+
+/// The samples `[i0, i1)` of the sorted times `t` inside `[t0, t1]`.
+pub(crate) fn window_range(t: &[f64], (t0, t1): (f64, f64)) -> (usize, usize) {
+    let i0 = t.partition_point(|&x| x < t0);
+    let i1 = t.partition_point(|&x| x <= t1).max(i0);
+    (i0, i1)
+}
 
 /// `[lo, hi]` of the finite values, or `None`.
 pub(crate) fn finite_range(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {

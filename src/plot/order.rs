@@ -18,7 +18,7 @@ use plotters::prelude::*;
 
 use super::{
     draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, text, thin, tick,
-    Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
+    window_range, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
 };
 use crate::observe::{principal_arg, OrderSeries};
 
@@ -69,7 +69,7 @@ pub fn order_plot(
         dir,
         "order",
         view.figure.size(ORDER_SIZE),
-        true,
+        view.figure,
     )
     .map(|_| ())
 }
@@ -125,21 +125,9 @@ fn distinct(r2_abs: &[f64], nematic: &[f64]) -> bool {
         .any(|(a, b)| (a - b).abs() > 1e-6 * a.abs().max(1.0))
 }
 
-/// The samples `[i0, i1)` inside `[t0, t1]`.
-fn window_range(t: &[f64], (t0, t1): (f64, f64)) -> (usize, usize) {
-    let i0 = t.partition_point(|&x| x < t0);
-    let i1 = t.partition_point(|&x| x <= t1).max(i0);
-    (i0, i1)
-}
-
 /// The time windows drawn: the main one and, for long periodic runs, the zoom.
 fn windows(t: &[f64], view: &OrderView) -> ((f64, f64), Option<(f64, f64)>) {
-    let whole = finite_range(t.iter().copied()).unwrap_or((0.0, 1.0));
-    let (t0, t1) = match view.window {
-        Some((a, b)) if a < b => (a.max(whole.0), b.min(whole.1)),
-        _ => whole,
-    };
-    let (t0, t1) = if t0 < t1 { (t0, t1) } else { whole };
+    let (t0, t1) = super::clip_window(t, view.window);
     let zoom = view
         .period
         .filter(|p| p.is_finite() && *p > 0.0 && (t1 - t0) / p > ZOOM_AFTER)

@@ -6,7 +6,9 @@
 //! nullclines Re R' = 0 and Im R' = 0 (marching squares on a 321 x 321 grid), a few OA
 //! trajectories from starts on the circles |R| = 0.5 and 0.9 (fixed-step RK4 up to the guide
 //! time; guide curves of the picture, not results), the fixed points given by the caller
-//! (stable filled, unstable hollow, a centre a grey square), the invariant circle |R| = 1, and the run's R2 path on top.
+//! (stable filled, unstable hollow, a centre a grey square), closed curves given by the caller
+//! (limit cycles: stable solid, unstable dashed, a neutral family of closed orbits around a
+//! centre thin dotted), the invariant circle |R| = 1, and the run's R2 path on top.
 
 use std::f64::consts::PI;
 use std::io;
@@ -14,10 +16,12 @@ use std::path::Path;
 
 use num_complex::Complex64;
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::{
-    disk_chart, draw_legend, draw_title, square_chart_width, thin, Entry, Mark, OrIo, Picture,
+    disk_chart, draw_legend, draw_title, square_chart_width, thin, Chart2d, Entry, Mark, OrIo,
+    Picture,
 };
 use crate::reduced::SecondHarmonic;
 
@@ -28,6 +32,8 @@ const RE_NULL: RGBColor = RGBColor(0, 150, 136);
 const IM_NULL: RGBColor = RGBColor(230, 120, 0);
 const GUIDE: RGBColor = RGBColor(95, 120, 160);
 const PATH: RGBColor = RGBColor(210, 20, 40);
+/// Colour of the closed curves (limit cycles); their kind is told by the stroke.
+const CYCLE: RGBColor = RGBColor(106, 61, 154);
 
 /// Grid nodes per side for the nullclines.
 const NULL_GRID: usize = 321;
@@ -43,6 +49,44 @@ pub enum FixedKind {
     Stable,
     Unstable,
     Centre,
+}
+
+/// How a closed curve of the portrait is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CycleKind {
+    /// An attracting limit cycle: solid.
+    Stable,
+    /// A repelling limit cycle: dashed.
+    Unstable,
+    /// One closed orbit of a neutral family (around a centre): thin dotted.
+    Neutral,
+}
+
+impl CycleKind {
+    /// Stroke width and dash pattern (`None`: solid).
+    fn stroke(self) -> (u32, Option<(u32, u32)>) {
+        match self {
+            CycleKind::Stable => (4, None),
+            CycleKind::Unstable => (3, Some((14, 9))),
+            CycleKind::Neutral => (2, Some((3, 6))),
+        }
+    }
+
+    /// The legend text.
+    fn legend(self) -> &'static str {
+        match self {
+            CycleKind::Stable => "stable limit cycle",
+            CycleKind::Unstable => "unstable limit cycle",
+            CycleKind::Neutral => "closed orbits around a centre",
+        }
+    }
+}
+
+/// A closed curve in the R2 plane (the last point joins the first) and how it is drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CycleCurve {
+    pub points: Vec<Complex64>,
+    pub kind: CycleKind,
 }
 
 /// Colour of the centre marker.
@@ -68,13 +112,16 @@ pub fn fixed_kinds(points: &[crate::predict::FixedPoint]) -> Vec<(Complex64, Fix
 ///
 /// - `sh`: the model's omega and H (d = 2, lsa);
 /// - `fixed`: fixed points of the OA equation and how each is drawn;
+/// - `cycles`: closed curves (limit cycles, neutral orbits) to draw, may be empty;
 /// - `path_r2`: the run's R2 at each sample (may be empty);
 /// - `guide_time`: how long the guide trajectories run (nothing is drawn for them if it is not
 ///   positive);
 /// - `title`: one or more lines.
+#[allow(clippy::too_many_arguments)]
 pub fn portrait_plot(
     sh: &SecondHarmonic,
     fixed: &[(Complex64, FixedKind)],
+    cycles: &[CycleCurve],
     path_r2: &[Complex64],
     guide_time: f64,
     title: &str,
@@ -84,16 +131,18 @@ pub fn portrait_plot(
     let pic = PortraitPicture {
         sh,
         fixed,
+        cycles,
         path_r2,
         guide_time,
         title,
     };
-    super::render(&pic, dir, "portrait", figure.size(PORTRAIT_SIZE), true).map(|_| ())
+    super::render(&pic, dir, "portrait", figure.size(PORTRAIT_SIZE), figure).map(|_| ())
 }
 
 struct PortraitPicture<'a> {
     sh: &'a SecondHarmonic,
     fixed: &'a [(Complex64, FixedKind)],
+    cycles: &'a [CycleCurve],
     path_r2: &'a [Complex64],
     guide_time: f64,
     title: &'a str,
@@ -246,199 +295,31 @@ impl Picture for PortraitPicture<'_> {
         let (left, right) = area.split_horizontally(cw);
         let mut chart = disk_chart(&left, margin, xl, yl)?;
 
-        // Field on the nullcline grid.
-        let m = NULL_GRID;
-        let hstep = 2.0 / (m - 1) as f64;
-        let mut re = vec![0.0; m * m];
-        let mut im = vec![0.0; m * m];
-        let mut max_speed: f64 = 0.0;
-        for j in 0..m {
-            for i in 0..m {
-                let r = Complex64::new(-1.0 + i as f64 * hstep, -1.0 + j as f64 * hstep);
-                let f = sh.ott_antonsen_rhs(r);
-                re[j * m + i] = f.re;
-                im[j * m + i] = f.im;
-                if r.norm() <= 1.0 && f.norm().is_finite() {
-                    max_speed = max_speed.max(f.norm());
-                }
-            }
-        }
-
-        // Direction arrows, shaded by speed (log scale over the drawn arrows).
-        let step = 0.1;
-        let mut arrows = Vec::new();
-        for j in -10..=10 {
-            for i in -10..=10 {
-                let r = Complex64::new(i as f64 * step, j as f64 * step);
-                if r.norm() > 0.965 {
-                    continue;
-                }
-                let f = sh.ott_antonsen_rhs(r);
-                let s = f.norm();
-                if s.is_finite() {
-                    arrows.push((r, f, s));
-                }
-            }
-        }
-        let logs: Vec<f64> = arrows
-            .iter()
-            .filter(|a| a.2 > 0.0)
-            .map(|a| a.2.ln())
-            .collect();
-        let (lo, hi) = logs
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-                (a.min(v), b.max(v))
-            });
-        for &(r, f, s) in &arrows {
-            let frac = if s > 0.0 && hi > lo {
-                (s.ln() - lo) / (hi - lo)
-            } else {
-                0.5
-            };
-            let g = (215.0 - 125.0 * frac.clamp(0.0, 1.0)).round() as u8;
-            let c = RGBColor(g, g, g);
-            if s.is_nan() || s <= 1e-14 * max_speed.max(1e-300) {
-                chart
-                    .draw_series(std::iter::once(Circle::new((r.re, r.im), 2, c.filled())))
-                    .io()?;
-                continue;
-            }
-            let dir = (f.re / s, f.im / s);
-            let len = 0.075;
-            let tail = (r.re - 0.5 * len * dir.0, r.im - 0.5 * len * dir.1);
-            let tip = (r.re + 0.5 * len * dir.0, r.im + 0.5 * len * dir.1);
-            chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![tail, tip],
-                    c.stroke_width(2),
-                )))
-                .io()?;
-            chart
-                .draw_series(std::iter::once(Polygon::new(
-                    arrow_head(tip, dir, 0.028),
-                    c.filled(),
-                )))
-                .io()?;
-        }
-
-        // Guide trajectories.
-        let dt = guide_step(max_speed);
+        let field = FieldGrid::of(sh);
+        draw_arrows(&mut chart, sh, field.max_speed)?;
+        let dt = guide_step(field.max_speed);
         // A long (or infinite) guide time is cut to the step budget; NaN or <= 0 means none.
         let guide_time = if self.guide_time > 0.0 {
             self.guide_time.min(GUIDE_STEPS as f64 * dt)
         } else {
             0.0
         };
-        let mut starts = Vec::new();
-        for k in 0..8 {
-            starts.push(Complex64::from_polar(0.5, PI / 8.0 + k as f64 * PI / 4.0));
-            starts.push(Complex64::from_polar(0.9, k as f64 * PI / 4.0));
-        }
-        for r0 in starts {
-            let curve = thin(&guide_curve(sh, r0, guide_time, dt), 800);
-            if curve.len() < 2 {
-                continue;
-            }
-            chart
-                .draw_series(LineSeries::new(
-                    curve.iter().copied(),
-                    GUIDE.stroke_width(2),
-                ))
-                .io()?;
-            chart
-                .draw_series(std::iter::once(Circle::new(curve[0], 3, GUIDE.filled())))
-                .io()?;
-            if let Some((at, dir)) = midway(&curve) {
-                let tip = (at.0 + 0.02 * dir.0, at.1 + 0.02 * dir.1);
-                chart
-                    .draw_series(std::iter::once(Polygon::new(
-                        arrow_head(tip, dir, 0.045),
-                        GUIDE.filled(),
-                    )))
-                    .io()?;
-            }
-        }
+        draw_guides(&mut chart, sh, guide_time, dt)?;
+        draw_nullclines(&mut chart, &field)?;
+        draw_cycles(&mut chart, self.cycles)?;
+        draw_unit_circle(&mut chart)?;
+        let path = drawn_path(self.path_r2);
+        draw_path(&mut chart, &path)?;
+        draw_fixed_points(&mut chart, self.fixed)?;
+        let entries = self.legend(guide_time, !path.is_empty());
+        draw_legend(&right, (10, 70), &entries)?;
+        Ok(())
+    }
+}
 
-        // Nullclines.
-        for (values, color) in [(&re, RE_NULL), (&im, IM_NULL)] {
-            let segs = zero_segments(values, m);
-            chart
-                .draw_series(
-                    segs.iter()
-                        .map(|s| PathElement::new(vec![s[0], s[1]], color.stroke_width(3))),
-                )
-                .io()?;
-        }
-
-        // The invariant circle |R| = 1.
-        let circle: Vec<(f64, f64)> = (0..=360)
-            .map(|k| {
-                let s = 2.0 * PI * k as f64 / 360.0;
-                (s.cos(), s.sin())
-            })
-            .collect();
-        chart
-            .draw_series(LineSeries::new(circle, BLACK.stroke_width(2)))
-            .io()?;
-
-        // The run's path.
-        let path: Vec<(f64, f64)> = self
-            .path_r2
-            .iter()
-            .filter(|z| z.re.is_finite() && z.im.is_finite())
-            .map(|z| (z.re, z.im))
-            .collect();
-        let path = thin(&path, MAX_PATH);
-        if !path.is_empty() {
-            chart
-                .draw_series(LineSeries::new(path.iter().copied(), PATH.stroke_width(3)))
-                .io()?;
-            chart
-                .draw_series(std::iter::once(Circle::new(
-                    path[0],
-                    8,
-                    PATH.stroke_width(3),
-                )))
-                .io()?;
-            chart
-                .draw_series(std::iter::once(TriangleMarker::new(
-                    path[path.len() - 1],
-                    10,
-                    PATH.filled(),
-                )))
-                .io()?;
-        }
-
-        // Fixed points.
-        for &(z, kind) in self.fixed {
-            if !(z.re.is_finite() && z.im.is_finite()) {
-                continue;
-            }
-            let p = (z.re, z.im);
-            if kind == FixedKind::Centre {
-                chart
-                    .draw_series(std::iter::once(
-                        EmptyElement::at(p)
-                            + Rectangle::new([(-9, -9), (9, 9)], CENTRE_COLOR.filled())
-                            + Rectangle::new([(-9, -9), (9, 9)], BLACK.stroke_width(2)),
-                    ))
-                    .io()?;
-            } else if kind == FixedKind::Stable {
-                chart
-                    .draw_series(std::iter::once(Circle::new(p, 9, BLACK.filled())))
-                    .io()?;
-            } else {
-                chart
-                    .draw_series(std::iter::once(Circle::new(p, 9, WHITE.filled())))
-                    .io()?;
-                chart
-                    .draw_series(std::iter::once(Circle::new(p, 9, BLACK.stroke_width(3))))
-                    .io()?;
-            }
-        }
-
-        // Legend.
+impl PortraitPicture<'_> {
+    /// The legend: what is always drawn, then what this picture has.
+    fn legend(&self, guide_time: f64, has_path: bool) -> Vec<Entry> {
         let mut entries = vec![
             Entry::new(
                 Mark::Line(RGBColor(120, 120, 120).to_rgba(), 2, None),
@@ -457,7 +338,16 @@ impl Picture for PortraitPicture<'_> {
             Mark::Line(BLACK.to_rgba(), 2, None),
             "|R₂| = 1 (two clusters)",
         ));
-        if !path.is_empty() {
+        for kind in [CycleKind::Stable, CycleKind::Unstable, CycleKind::Neutral] {
+            if self.cycles.iter().any(|c| c.kind == kind) {
+                let (width, dash) = kind.stroke();
+                entries.push(Entry::new(
+                    Mark::Line(CYCLE.to_rgba(), width, dash),
+                    kind.legend(),
+                ));
+            }
+        }
+        if has_path {
             entries.push(Entry::new(
                 Mark::Line(PATH.to_rgba(), 3, None),
                 "run: R₂(t)",
@@ -475,9 +365,272 @@ impl Picture for PortraitPicture<'_> {
         if has(FixedKind::Centre) {
             entries.push(Entry::new(Mark::Square(CENTRE_COLOR), "centre (neutral)"));
         }
-        draw_legend(&right, (10, 70), &entries)?;
-        Ok(())
+        entries
     }
+}
+
+/// R' on the `NULL_GRID x NULL_GRID` grid over [-1, 1]^2 and its largest speed in the disk.
+struct FieldGrid {
+    re: Vec<f64>,
+    im: Vec<f64>,
+    max_speed: f64,
+}
+
+impl FieldGrid {
+    fn of(sh: &SecondHarmonic) -> FieldGrid {
+        let m = NULL_GRID;
+        let hstep = 2.0 / (m - 1) as f64;
+        let mut re = vec![0.0; m * m];
+        let mut im = vec![0.0; m * m];
+        let mut max_speed: f64 = 0.0;
+        for j in 0..m {
+            for i in 0..m {
+                let r = Complex64::new(-1.0 + i as f64 * hstep, -1.0 + j as f64 * hstep);
+                let f = sh.ott_antonsen_rhs(r);
+                re[j * m + i] = f.re;
+                im[j * m + i] = f.im;
+                if r.norm() <= 1.0 && f.norm().is_finite() {
+                    max_speed = max_speed.max(f.norm());
+                }
+            }
+        }
+        FieldGrid { re, im, max_speed }
+    }
+}
+
+/// Direction arrows on a 0.1 grid inside the disk, shaded by speed (log scale over the drawn
+/// arrows); a resting point is a dot.
+fn draw_arrows<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    sh: &SecondHarmonic,
+    max_speed: f64,
+) -> io::Result<()> {
+    let step = 0.1;
+    let mut arrows = Vec::new();
+    for j in -10..=10 {
+        for i in -10..=10 {
+            let r = Complex64::new(i as f64 * step, j as f64 * step);
+            if r.norm() > 0.965 {
+                continue;
+            }
+            let f = sh.ott_antonsen_rhs(r);
+            let s = f.norm();
+            if s.is_finite() {
+                arrows.push((r, f, s));
+            }
+        }
+    }
+    let (lo, hi) = arrows
+        .iter()
+        .filter(|a| a.2 > 0.0)
+        .map(|a| a.2.ln())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+    for &(r, f, s) in &arrows {
+        let frac = if s > 0.0 && hi > lo {
+            (s.ln() - lo) / (hi - lo)
+        } else {
+            0.5
+        };
+        let g = (215.0 - 125.0 * frac.clamp(0.0, 1.0)).round() as u8;
+        let c = RGBColor(g, g, g);
+        if s.is_nan() || s <= 1e-14 * max_speed.max(1e-300) {
+            chart
+                .draw_series(std::iter::once(Circle::new((r.re, r.im), 2, c.filled())))
+                .io()?;
+            continue;
+        }
+        let dir = (f.re / s, f.im / s);
+        let len = 0.075;
+        let tail = (r.re - 0.5 * len * dir.0, r.im - 0.5 * len * dir.1);
+        let tip = (r.re + 0.5 * len * dir.0, r.im + 0.5 * len * dir.1);
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![tail, tip],
+                c.stroke_width(2),
+            )))
+            .io()?;
+        chart
+            .draw_series(std::iter::once(Polygon::new(
+                arrow_head(tip, dir, 0.028),
+                c.filled(),
+            )))
+            .io()?;
+    }
+    Ok(())
+}
+
+/// OA trajectories from eight starts on |R| = 0.5 and eight on |R| = 0.9, each with a dot at
+/// its start and an arrowhead halfway.
+fn draw_guides<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    sh: &SecondHarmonic,
+    guide_time: f64,
+    dt: f64,
+) -> io::Result<()> {
+    let mut starts = Vec::new();
+    for k in 0..8 {
+        starts.push(Complex64::from_polar(0.5, PI / 8.0 + k as f64 * PI / 4.0));
+        starts.push(Complex64::from_polar(0.9, k as f64 * PI / 4.0));
+    }
+    for r0 in starts {
+        let curve = thin(&guide_curve(sh, r0, guide_time, dt), 800);
+        if curve.len() < 2 {
+            continue;
+        }
+        chart
+            .draw_series(LineSeries::new(
+                curve.iter().copied(),
+                GUIDE.stroke_width(2),
+            ))
+            .io()?;
+        chart
+            .draw_series(std::iter::once(Circle::new(curve[0], 3, GUIDE.filled())))
+            .io()?;
+        if let Some((at, dir)) = midway(&curve) {
+            let tip = (at.0 + 0.02 * dir.0, at.1 + 0.02 * dir.1);
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    arrow_head(tip, dir, 0.045),
+                    GUIDE.filled(),
+                )))
+                .io()?;
+        }
+    }
+    Ok(())
+}
+
+/// The nullclines Re R' = 0 and Im R' = 0.
+fn draw_nullclines<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    field: &FieldGrid,
+) -> io::Result<()> {
+    for (values, color) in [(&field.re, RE_NULL), (&field.im, IM_NULL)] {
+        let segs = zero_segments(values, NULL_GRID);
+        chart
+            .draw_series(
+                segs.iter()
+                    .map(|s| PathElement::new(vec![s[0], s[1]], color.stroke_width(3))),
+            )
+            .io()?;
+    }
+    Ok(())
+}
+
+/// The closed curves given by the caller: stable solid, unstable dashed, neutral thin dotted.
+fn draw_cycles<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    cycles: &[CycleCurve],
+) -> io::Result<()> {
+    for cycle in cycles {
+        let mut points: Vec<(f64, f64)> = cycle
+            .points
+            .iter()
+            .filter(|z| z.re.is_finite() && z.im.is_finite())
+            .map(|z| (z.re, z.im))
+            .collect();
+        if points.len() < 2 {
+            continue;
+        }
+        points.push(points[0]);
+        let points = thin(&points, MAX_PATH);
+        let (width, dash) = cycle.kind.stroke();
+        let style = CYCLE.stroke_width(width);
+        match dash {
+            None => chart
+                .draw_series(std::iter::once(PathElement::new(points, style)))
+                .io()?,
+            Some((d, g)) => chart
+                .draw_series(std::iter::once(DashedPathElement::new(
+                    points, d as i32, g as i32, style,
+                )))
+                .io()?,
+        };
+    }
+    Ok(())
+}
+
+/// The invariant circle |R| = 1.
+fn draw_unit_circle<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>) -> io::Result<()> {
+    let circle: Vec<(f64, f64)> = (0..=360)
+        .map(|k| {
+            let s = 2.0 * PI * k as f64 / 360.0;
+            (s.cos(), s.sin())
+        })
+        .collect();
+    chart
+        .draw_series(LineSeries::new(circle, BLACK.stroke_width(2)))
+        .io()?;
+    Ok(())
+}
+
+/// The finite points of the run's path, thinned to `MAX_PATH`.
+fn drawn_path(path_r2: &[Complex64]) -> Vec<(f64, f64)> {
+    let path: Vec<(f64, f64)> = path_r2
+        .iter()
+        .filter(|z| z.re.is_finite() && z.im.is_finite())
+        .map(|z| (z.re, z.im))
+        .collect();
+    thin(&path, MAX_PATH)
+}
+
+/// The run's path with a ring at its start and a triangle at its end.
+fn draw_path<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    path: &[(f64, f64)],
+) -> io::Result<()> {
+    let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
+        return Ok(());
+    };
+    chart
+        .draw_series(LineSeries::new(path.iter().copied(), PATH.stroke_width(3)))
+        .io()?;
+    chart
+        .draw_series(std::iter::once(Circle::new(first, 8, PATH.stroke_width(3))))
+        .io()?;
+    chart
+        .draw_series(std::iter::once(TriangleMarker::new(
+            last,
+            10,
+            PATH.filled(),
+        )))
+        .io()?;
+    Ok(())
+}
+
+/// Fixed points: stable filled, unstable hollow, a centre a grey square.
+fn draw_fixed_points<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    fixed: &[(Complex64, FixedKind)],
+) -> io::Result<()> {
+    for &(z, kind) in fixed {
+        if !(z.re.is_finite() && z.im.is_finite()) {
+            continue;
+        }
+        let p = (z.re, z.im);
+        match kind {
+            FixedKind::Centre => chart
+                .draw_series(std::iter::once(
+                    EmptyElement::at(p)
+                        + Rectangle::new([(-9, -9), (9, 9)], CENTRE_COLOR.filled())
+                        + Rectangle::new([(-9, -9), (9, 9)], BLACK.stroke_width(2)),
+                ))
+                .io()?,
+            FixedKind::Stable => chart
+                .draw_series(std::iter::once(Circle::new(p, 9, BLACK.filled())))
+                .io()?,
+            FixedKind::Unstable => {
+                chart
+                    .draw_series(std::iter::once(Circle::new(p, 9, WHITE.filled())))
+                    .io()?;
+                chart
+                    .draw_series(std::iter::once(Circle::new(p, 9, BLACK.stroke_width(3))))
+                    .io()?
+            }
+        };
+    }
+    Ok(())
 }
 
 #[cfg(test)]

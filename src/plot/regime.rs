@@ -15,7 +15,7 @@ use plotters::prelude::*;
 
 use super::{
     draw_legend, draw_no_data, draw_title, finite_range, label_color, label_name, padded, text,
-    tick, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
+    tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
 };
 use crate::classify::Label;
 
@@ -94,7 +94,7 @@ pub fn regime_map(
         theory,
         title,
     };
-    super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), true).map(|_| ())
+    super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
 }
 
 struct RegimePicture<'a> {
@@ -191,63 +191,9 @@ impl Picture for RegimePicture<'_> {
         // Thin white borders between cells when cells are large enough to show them.
         let (pw, ph) = chart.plotting_area().dim_in_pixel();
         let borders = nx > 0 && ny > 0 && pw / nx as u32 >= 14 && ph / ny as u32 >= 14;
-        let mut counts = [0usize; 7];
-        let mut cells: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
-        // Runs of equal labels along y are filled as one rectangle (a small SVG for big grids).
-        let mut runs: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
-        for (i, xe) in xe.iter().enumerate() {
-            let mut previous: Option<(usize, Option<Label>)> = None;
-            for (j, ye) in ye.iter().enumerate() {
-                let Some(&label) = self.labels.get(i * ny + j) else {
-                    continue;
-                };
-                if !(xe.0.is_finite() && xe.1.is_finite() && ye.0.is_finite() && ye.1.is_finite()) {
-                    continue;
-                }
-                if let Some(k) = LABELS.iter().position(|l| *l == label) {
-                    counts[k] += 1;
-                }
-                let rect = [(xe.0, ye.0), (xe.1, ye.1)];
-                cells.push((rect, label_color(label)));
-                match (previous, runs.last_mut()) {
-                    (Some((pj, pl)), Some(run)) if pj + 1 == j && pl == label => {
-                        run.0[0].1 = run.0[0].1.min(ye.0);
-                        run.0[1].1 = run.0[1].1.max(ye.1);
-                    }
-                    _ => runs.push((rect, label_color(label))),
-                }
-                previous = Some((j, label));
-            }
-        }
-        chart
-            .draw_series(runs.iter().map(|(r, c)| Rectangle::new(*r, c.filled())))
-            .io()?;
-        if borders {
-            chart
-                .draw_series(
-                    cells
-                        .iter()
-                        .map(|(r, _)| Rectangle::new(*r, WHITE.stroke_width(1))),
-                )
-                .io()?;
-        }
+        let counts = draw_cells(&mut chart, self.labels, &xe, &ye, borders)?;
         if let Some(theory) = self.theory {
-            for seg in &theory.segments {
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        seg.to_vec(),
-                        WHITE.stroke_width(7),
-                    )))
-                    .io()?;
-            }
-            for seg in &theory.segments {
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        seg.to_vec(),
-                        THEORY_COLOR.stroke_width(3),
-                    )))
-                    .io()?;
-            }
+            draw_theory(&mut chart, theory)?;
         }
         let pts: Vec<(f64, f64)> = self
             .boundary
@@ -261,7 +207,15 @@ impl Picture for RegimePicture<'_> {
         chart
             .draw_series(pts.iter().map(|&p| Circle::new(p, 4, BLACK.filled())))
             .io()?;
+        let entries = self.legend(counts, !pts.is_empty());
+        draw_legend(&right, (10, 70), &entries)?;
+        Ok(())
+    }
+}
 
+impl RegimePicture<'_> {
+    /// The legend: the labels present with their counts, the boundary points, the theory.
+    fn legend(&self, counts: [usize; 7], has_boundary: bool) -> Vec<Entry> {
         let mut entries: Vec<Entry> = LABELS
             .iter()
             .zip(counts)
@@ -273,7 +227,7 @@ impl Picture for RegimePicture<'_> {
                 )
             })
             .collect();
-        if !pts.is_empty() {
+        if has_boundary {
             entries.push(Entry::new(Mark::Dot(BLACK, true), "boundary"));
         }
         if let Some(theory) = self.theory.filter(|t| !t.segments.is_empty()) {
@@ -282,9 +236,76 @@ impl Picture for RegimePicture<'_> {
                 theory.text.clone(),
             ));
         }
-        draw_legend(&right, (10, 70), &entries)?;
-        Ok(())
+        entries
     }
+}
+
+/// Fills the cells (x major: `labels[i * ny + j]`) in their label's colour, runs of equal
+/// labels along y as one rectangle (a small SVG for big grids), with thin white borders when
+/// `borders`; returns how many cells each label has (`LABELS` order).
+fn draw_cells<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    labels: &[Option<Label>],
+    xe: &[(f64, f64)],
+    ye: &[(f64, f64)],
+    borders: bool,
+) -> io::Result<[usize; 7]> {
+    let ny = ye.len();
+    let mut counts = [0usize; 7];
+    let mut cells: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
+    let mut runs: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
+    for (i, xe) in xe.iter().enumerate() {
+        let mut previous: Option<(usize, Option<Label>)> = None;
+        for (j, ye) in ye.iter().enumerate() {
+            let Some(&label) = labels.get(i * ny + j) else {
+                continue;
+            };
+            if !(xe.0.is_finite() && xe.1.is_finite() && ye.0.is_finite() && ye.1.is_finite()) {
+                continue;
+            }
+            if let Some(k) = LABELS.iter().position(|l| *l == label) {
+                counts[k] += 1;
+            }
+            let rect = [(xe.0, ye.0), (xe.1, ye.1)];
+            cells.push((rect, label_color(label)));
+            match (previous, runs.last_mut()) {
+                (Some((pj, pl)), Some(run)) if pj + 1 == j && pl == label => {
+                    run.0[0].1 = run.0[0].1.min(ye.0);
+                    run.0[1].1 = run.0[1].1.max(ye.1);
+                }
+                _ => runs.push((rect, label_color(label))),
+            }
+            previous = Some((j, label));
+        }
+    }
+    chart
+        .draw_series(runs.iter().map(|(r, c)| Rectangle::new(*r, c.filled())))
+        .io()?;
+    if borders {
+        chart
+            .draw_series(
+                cells
+                    .iter()
+                    .map(|(r, _)| Rectangle::new(*r, WHITE.stroke_width(1))),
+            )
+            .io()?;
+    }
+    Ok(counts)
+}
+
+/// The theory curve: a white halo, then the line.
+fn draw_theory<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, theory: &Theory) -> io::Result<()> {
+    for (color, width) in [(WHITE, 7), (THEORY_COLOR, 3)] {
+        for seg in &theory.segments {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    seg.to_vec(),
+                    color.stroke_width(width),
+                )))
+                .io()?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,8 +18,8 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::{
-    draw_legend, draw_no_data, draw_title, finite_range, legend_size, short, text, Entry, Mark,
-    OrIo, Picture, DESC_SIZE, TICK_SIZE,
+    draw_legend, draw_no_data, draw_title, finite_range, legend_size, short, text, Chart2d, Entry,
+    Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
 };
 
 /// Width and height of `scaling.png`.
@@ -111,7 +111,7 @@ pub fn loglog_slope(n: &[f64], t: &[f64]) -> f64 {
     sxy / sxx
 }
 
-/// Writes `scaling.png` and `scaling.svg` into `dir` and returns their paths.
+/// Writes `scaling.png`, `scaling.svg` and `scaling.pdf` into `dir` and returns their paths.
 ///
 /// `title` may hold several lines (`\n`), the first drawn large. Series without a drawable
 /// point still get their legend entry; no series at all gives a picture saying "no data".
@@ -132,7 +132,7 @@ pub fn scaling_plot(dir: &Path, series: &[ScalingSeries], title: &str) -> io::Re
         dir,
         "scaling",
         SCALING_SIZE,
-        true,
+        super::Figure::Paper,
     )
 }
 
@@ -220,81 +220,14 @@ impl Picture for ScalingPicture<'_> {
             .draw()
             .io()?;
 
-        // Minor grid at 2..9 times each power of ten.
-        let minor = RGBColor(240, 240, 240);
-        for d in (xr.0.floor() as i64)..=(xr.1.ceil() as i64) {
-            for m in 2..10 {
-                let x = d as f64 + (m as f64).log10();
-                if x > xr.0 && x < xr.1 {
-                    chart
-                        .draw_series(std::iter::once(PathElement::new(
-                            vec![(x, yr.0), (x, yr.1)],
-                            minor.stroke_width(1),
-                        )))
-                        .io()?;
-                }
-            }
-        }
-        for d in (yr.0.floor() as i64)..=(yr.1.ceil() as i64) {
-            for m in 2..10 {
-                let y = d as f64 + (m as f64).log10();
-                if y > yr.0 && y < yr.1 {
-                    chart
-                        .draw_series(std::iter::once(PathElement::new(
-                            vec![(xr.0, y), (xr.1, y)],
-                            minor.stroke_width(1),
-                        )))
-                        .io()?;
-                }
-            }
-        }
-
-        let mut entries: Vec<Entry> = Vec::new();
+        draw_minor_grid(&mut chart, xr, yr)?;
+        let mut entries = draw_measured(&mut chart, self.series, &points)?;
         let mut references: Vec<Vec<(f64, f64)>> = Vec::new();
-        for (i, (s, pts)) in self.series.iter().zip(&points).enumerate() {
-            let color = SERIES_COLORS[i % SERIES_COLORS.len()];
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(3)))
-                .io()?;
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 6, color.filled())))
-                .io()?;
-            chart
-                .draw_series(
-                    pts.iter()
-                        .map(|&p| Circle::new(p, 6, BLACK.mix(0.6).stroke_width(1))),
-                )
-                .io()?;
-            entries.push(Entry::new(Mark::Line(color.to_rgba(), 3, None), s.legend()));
-        }
-
         if all().next().is_none() {
             draw_no_data(&chart.plotting_area().strip_coord_spec(), "no data")?;
         } else {
-            // The lowest point at the smallest n: the fallback anchor of the reference lines.
-            let x_min = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
-            let fallback = all()
-                .filter(|p| p.0 == x_min)
-                .map(|p| (p.0, p.1))
-                .fold((x_min, f64::INFINITY), |a, p| if p.1 < a.1 { p } else { a });
-            for (r, k) in [1.0f64, 2.0].into_iter().enumerate() {
-                let near = self
-                    .series
-                    .iter()
-                    .zip(&points)
-                    .filter(|(s, pts)| s.slope.is_finite() && !pts.is_empty())
-                    .map(|(s, pts)| ((s.slope - k).abs(), pts))
-                    .filter(|(gap, _)| *gap <= 0.5)
-                    .min_by(|a, b| a.0.total_cmp(&b.0));
-                let anchor = match near {
-                    Some((_, pts)) => {
-                        let last = pts[pts.len() - 1];
-                        (last.0, last.1 - REFERENCE_OFFSET)
-                    }
-                    None => fallback,
-                };
-                let color = REFERENCE_COLORS[r];
-                if let Some(segment) = clip_line(k, anchor, xr, yr) {
+            for (segment, color, entry) in self.reference_lines(&points, xr, yr) {
+                if let Some(segment) = segment {
                     references.push(segment.to_vec());
                     chart
                         .draw_series(std::iter::once(DashedPathElement::new(
@@ -305,61 +238,171 @@ impl Picture for ScalingPicture<'_> {
                         )))
                         .io()?;
                 }
-                entries.push(Entry::new(
-                    Mark::Line(color.to_rgba(), 2, Some((10, 7))),
-                    format!(
-                        "slope {} (reference, O(n{}))",
-                        short(k),
-                        superscript(k as i64)
-                    )
-                    .replace("O(n¹)", "O(n)"),
-                ));
+                entries.push(entry);
             }
         }
-        // The legend goes into the corner of the plotting area that covers the fewest curve
-        // pixels (top left first).
         let plot = chart.plotting_area().strip_coord_spec();
-        let (w, h) = plot.dim_in_pixel();
-        let (lw, lh) = legend_size(&plot, &entries);
-        let base = chart.plotting_area().get_base_pixel();
-        let mut covered: Vec<(i32, i32)> = Vec::new();
-        for pts in points.iter().chain(&references) {
-            for pair in pts.windows(2) {
-                for k in 0..=16 {
-                    let f = k as f64 / 16.0;
-                    let p = (
-                        pair[0].0 + f * (pair[1].0 - pair[0].0),
-                        pair[0].1 + f * (pair[1].1 - pair[0].1),
-                    );
-                    covered.push(chart.backend_coord(&p));
-                }
-            }
-            covered.extend(pts.iter().map(|p| chart.backend_coord(p)));
-        }
-        let (w, h) = (w as i32, h as i32);
-        let corners = [
-            (14, 14),
-            (w - lw - 14, h - lh - 14),
-            (w - lw - 14, 14),
-            (14, h - lh - 14),
-        ];
-        let hits = |&(x0, y0): &(i32, i32)| {
-            covered
-                .iter()
-                .filter(|(px, py)| {
-                    let (px, py) = (px - base.0, py - base.1);
-                    px >= x0 - 8 && px <= x0 + lw + 8 && py >= y0 - 8 && py <= y0 + lh + 8
-                })
-                .count()
-        };
-        let origin = corners
-            .iter()
-            .min_by_key(|c| hits(c))
-            .copied()
-            .unwrap_or((14, 14));
+        let origin = legend_corner(&chart, &entries, points.iter().chain(&references));
         draw_legend(&plot, origin, &entries)?;
         Ok(())
     }
+}
+
+/// A reference line: its segment inside the box (if any), colour and legend entry.
+type Reference = (Option<[(f64, f64); 2]>, RGBColor, Entry);
+
+impl ScalingPicture<'_> {
+    /// The reference lines of slope 1 and 2 (clipped to the box, `None` when outside it), each
+    /// a decade fraction below the series of nearest slope (within 0.5), else through the
+    /// lowest point at the smallest n; with their colours and legend entries.
+    fn reference_lines(
+        &self,
+        points: &[Vec<(f64, f64)>],
+        xr: (f64, f64),
+        yr: (f64, f64),
+    ) -> Vec<Reference> {
+        let all = || points.iter().flatten();
+        let x_min = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
+        let fallback = all()
+            .filter(|p| p.0 == x_min)
+            .map(|p| (p.0, p.1))
+            .fold((x_min, f64::INFINITY), |a, p| if p.1 < a.1 { p } else { a });
+        let mut out = Vec::new();
+        for (r, k) in [1.0f64, 2.0].into_iter().enumerate() {
+            let near = self
+                .series
+                .iter()
+                .zip(points)
+                .filter(|(s, pts)| s.slope.is_finite() && !pts.is_empty())
+                .map(|(s, pts)| ((s.slope - k).abs(), pts))
+                .filter(|(gap, _)| *gap <= 0.5)
+                .min_by(|a, b| a.0.total_cmp(&b.0));
+            let anchor = match near {
+                Some((_, pts)) => {
+                    let last = pts[pts.len() - 1];
+                    (last.0, last.1 - REFERENCE_OFFSET)
+                }
+                None => fallback,
+            };
+            let color = REFERENCE_COLORS[r];
+            let entry = Entry::new(
+                Mark::Line(color.to_rgba(), 2, Some((10, 7))),
+                format!(
+                    "slope {} (reference, O(n{}))",
+                    short(k),
+                    superscript(k as i64)
+                )
+                .replace("O(n¹)", "O(n)"),
+            );
+            out.push((clip_line(k, anchor, xr, yr), color, entry));
+        }
+        out
+    }
+}
+
+/// Minor grid lines at 2..9 times each power of ten.
+fn draw_minor_grid<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    xr: (f64, f64),
+    yr: (f64, f64),
+) -> io::Result<()> {
+    let minor = RGBColor(240, 240, 240);
+    let inside = |v: f64, r: (f64, f64)| v > r.0 && v < r.1;
+    let steps = |r: (f64, f64)| {
+        ((r.0.floor() as i64)..=(r.1.ceil() as i64))
+            .flat_map(|d| (2..10).map(move |m| d as f64 + (m as f64).log10()))
+    };
+    for x in steps(xr).filter(|&x| inside(x, xr)) {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x, yr.0), (x, yr.1)],
+                minor.stroke_width(1),
+            )))
+            .io()?;
+    }
+    for y in steps(yr).filter(|&y| inside(y, yr)) {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(xr.0, y), (xr.1, y)],
+                minor.stroke_width(1),
+            )))
+            .io()?;
+    }
+    Ok(())
+}
+
+/// The measured series (lines with outlined dots); returns their legend entries.
+fn draw_measured<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    series: &[ScalingSeries],
+    points: &[Vec<(f64, f64)>],
+) -> io::Result<Vec<Entry>> {
+    let mut entries = Vec::new();
+    for (i, (s, pts)) in series.iter().zip(points).enumerate() {
+        let color = SERIES_COLORS[i % SERIES_COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(3)))
+            .io()?;
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 6, color.filled())))
+            .io()?;
+        chart
+            .draw_series(
+                pts.iter()
+                    .map(|&p| Circle::new(p, 6, BLACK.mix(0.6).stroke_width(1))),
+            )
+            .io()?;
+        entries.push(Entry::new(Mark::Line(color.to_rgba(), 3, None), s.legend()));
+    }
+    Ok(entries)
+}
+
+/// The corner of the plotting area (top left first) where the legend covers the fewest pixels
+/// of the drawn curves.
+fn legend_corner<'p, DB: DrawingBackend>(
+    chart: &Chart2d<'_, DB>,
+    entries: &[Entry],
+    curves: impl Iterator<Item = &'p Vec<(f64, f64)>>,
+) -> (i32, i32) {
+    let plot = chart.plotting_area().strip_coord_spec();
+    let (w, h) = plot.dim_in_pixel();
+    let (lw, lh) = legend_size(&plot, entries);
+    let base = chart.plotting_area().get_base_pixel();
+    let mut covered: Vec<(i32, i32)> = Vec::new();
+    for pts in curves {
+        for pair in pts.windows(2) {
+            for k in 0..=16 {
+                let f = k as f64 / 16.0;
+                let p = (
+                    pair[0].0 + f * (pair[1].0 - pair[0].0),
+                    pair[0].1 + f * (pair[1].1 - pair[0].1),
+                );
+                covered.push(chart.backend_coord(&p));
+            }
+        }
+        covered.extend(pts.iter().map(|p| chart.backend_coord(p)));
+    }
+    let (w, h) = (w as i32, h as i32);
+    let corners = [
+        (14, 14),
+        (w - lw - 14, h - lh - 14),
+        (w - lw - 14, 14),
+        (14, h - lh - 14),
+    ];
+    let hits = |&(x0, y0): &(i32, i32)| {
+        covered
+            .iter()
+            .filter(|(px, py)| {
+                let (px, py) = (px - base.0, py - base.1);
+                px >= x0 - 8 && px <= x0 + lw + 8 && py >= y0 - 8 && py <= y0 + lh + 8
+            })
+            .count()
+    };
+    corners
+        .iter()
+        .min_by_key(|c| hits(c))
+        .copied()
+        .unwrap_or((14, 14))
 }
 
 #[cfg(test)]
@@ -440,7 +483,8 @@ mod tests {
             },
         ];
         let files = scaling_plot(dir.path(), &series, "Scaling\n2 threads").unwrap();
-        assert_eq!(files.len(), 2);
+        assert_eq!(files.len(), 3);
+        assert!(files[2].ends_with("scaling.pdf"));
         assert_eq!(png_size(&files[0]), SCALING_SIZE);
         let svg = std::fs::read_to_string(&files[1]).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("slope 2.00"));

@@ -24,8 +24,8 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::snapshots::TokenSnapshots;
 use super::{
-    draw_no_data, draw_title, register_fonts, short, text, text_at, tick, Figure, OrIo, Picture,
-    DESC_SIZE, TICK_SIZE,
+    draw_no_data, draw_title, register_fonts, short, text, text_at, tick, Chart2d, Figure, OrIo,
+    Picture, DESC_SIZE, TICK_SIZE,
 };
 
 /// Most panels in `tokens.png`.
@@ -373,23 +373,10 @@ fn draw_panel<DB: DrawingBackend>(
     caption: &str,
     caption_color: RGBColor,
 ) -> io::Result<()> {
-    let (w, h) = area.dim_in_pixel();
-    let cap = text_at(DESC_SIZE, caption_color, HPos::Center, VPos::Top);
-    area.draw_text(caption, &cap, (w as i32 / 2, 4)).io()?;
-    let top = (DESC_SIZE * 1.3) as u32;
-    let inner = area
-        .clone()
-        .shrink((0, top), (w, h.saturating_sub(top + 16)));
-    let (iw, ih) = inner.dim_in_pixel();
     let pca = matches!(view, View::Pca { .. });
     let (xl, yl) = if pca { (50u32, 70u32) } else { (0, 0) };
     let margin = 8u32;
-    // A square plotting area, centred.
-    let side = (iw.saturating_sub(2 * margin + yl)).min(ih.saturating_sub(2 * margin + xl));
-    let cw = side + 2 * margin + yl;
-    let ch = side + 2 * margin + xl;
-    let x0 = (iw.saturating_sub(cw)) / 2;
-    let cell = inner.shrink((x0, 0), (cw, ch));
+    let cell = panel_cell(area, caption, caption_color, margin, (xl, yl))?;
     let lim = if matches!(view, View::Circle) {
         1.04 + RING_LENGTH + 0.04
     } else {
@@ -401,7 +388,49 @@ fn draw_panel<DB: DrawingBackend>(
         .y_label_area_size(yl)
         .build_cartesian_2d(-lim..lim, -lim..lim)
         .io()?;
-    let grey = RGBColor(150, 150, 150);
+    draw_panel_axes(&mut chart, view, lim)?;
+    draw_reference(&mut chart, view)?;
+    if let View::Circle = view {
+        draw_density_ring(&mut chart, tokens, d)?;
+    }
+    if let View::Sphere { .. } = view {
+        draw_sphere_frame(&mut chart, view)?;
+    }
+    draw_tokens(&mut chart, view, tokens, d, colors)
+}
+
+/// Draws the caption at the top of `area` and returns the centred square cell below it (with
+/// room for the margin and the label areas `(x, y)`).
+fn panel_cell<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    caption: &str,
+    caption_color: RGBColor,
+    margin: u32,
+    (xl, yl): (u32, u32),
+) -> io::Result<DrawingArea<DB, Shift>> {
+    let (w, h) = area.dim_in_pixel();
+    let cap = text_at(DESC_SIZE, caption_color, HPos::Center, VPos::Top);
+    area.draw_text(caption, &cap, (w as i32 / 2, 4)).io()?;
+    let top = (DESC_SIZE * 1.3) as u32;
+    let inner = area
+        .clone()
+        .shrink((0, top), (w, h.saturating_sub(top + 16)));
+    let (iw, ih) = inner.dim_in_pixel();
+    // A square plotting area, centred.
+    let side = (iw.saturating_sub(2 * margin + yl)).min(ih.saturating_sub(2 * margin + xl));
+    let cw = side + 2 * margin + yl;
+    let ch = side + 2 * margin + xl;
+    let x0 = (iw.saturating_sub(cw)) / 2;
+    Ok(inner.shrink((x0, 0), (cw, ch)))
+}
+
+/// The principal-axes mesh with its labels, or light axes through the centre (not on the
+/// sphere).
+fn draw_panel_axes<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    view: &View,
+    lim: f64,
+) -> io::Result<()> {
     match view {
         View::Pca { share, .. } => {
             chart
@@ -420,21 +449,25 @@ fn draw_panel<DB: DrawingBackend>(
                 .draw()
                 .io()?;
         }
+        View::Sphere { .. } => {}
         _ => {
-            // Light axes through the centre.
             for (a, b) in [((-lim, 0.0), (lim, 0.0)), ((0.0, -lim), (0.0, lim))] {
-                if !matches!(view, View::Sphere { .. }) {
-                    chart
-                        .draw_series(std::iter::once(PathElement::new(
-                            vec![a, b],
-                            RGBColor(225, 225, 225).stroke_width(1),
-                        )))
-                        .io()?;
-                }
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![a, b],
+                        RGBColor(225, 225, 225).stroke_width(1),
+                    )))
+                    .io()?;
             }
         }
     }
-    // Reference circle.
+    Ok(())
+}
+
+/// The reference curve: the unit circle (dashed in principal axes), or the segment [-1, 1] for
+/// d = 1.
+fn draw_reference<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, view: &View) -> io::Result<()> {
+    let grey = RGBColor(150, 150, 150);
     let circle: Vec<(f64, f64)> = (0..=240)
         .map(|k| {
             let s = 2.0 * PI * k as f64 / 240.0;
@@ -442,102 +475,110 @@ fn draw_panel<DB: DrawingBackend>(
         })
         .collect();
     match view {
-        View::Pca { .. } => {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    circle.iter().copied(),
-                    6,
-                    5,
-                    grey.stroke_width(1),
-                ))
-                .io()?;
-        }
-        View::Line => {
-            chart
-                .draw_series(LineSeries::new(
-                    vec![(-1.0, 0.0), (1.0, 0.0)],
-                    grey.stroke_width(2),
-                ))
-                .io()?;
-        }
-        _ => {
-            chart
-                .draw_series(LineSeries::new(
-                    circle.iter().copied(),
-                    grey.stroke_width(2),
-                ))
-                .io()?;
-        }
-    }
+        View::Pca { .. } => chart
+            .draw_series(DashedLineSeries::new(circle, 6, 5, grey.stroke_width(1)))
+            .io()?,
+        View::Line => chart
+            .draw_series(LineSeries::new(
+                vec![(-1.0, 0.0), (1.0, 0.0)],
+                grey.stroke_width(2),
+            ))
+            .io()?,
+        _ => chart
+            .draw_series(LineSeries::new(circle, grey.stroke_width(2)))
+            .io()?,
+    };
+    Ok(())
+}
+
+/// d = 2: the density ring of the doubled angle outside the circle, and the axis names.
+fn draw_density_ring<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    tokens: &[f64],
+    d: usize,
+) -> io::Result<()> {
     let label = text_at(
         TICK_SIZE,
         RGBColor(110, 110, 110),
         HPos::Center,
         VPos::Center,
     );
-    if let View::Circle = view {
-        chart
-            .draw_series(
-                density_ring(tokens, d)
-                    .into_iter()
-                    .map(|p| Polygon::new(p, RING_COLOR.mix(0.55).filled())),
-            )
-            .io()?;
-        chart
-            .draw_series([
-                Text::new("x₁", (1.1, 0.06), label.clone()),
-                Text::new("x₂", (0.07, 1.1), label.clone()),
-            ])
-            .io()?;
-    }
-    if let View::Sphere { .. } = view {
-        let e = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
-        // Equator and two meridians.
-        for (a, b) in [(e[0], e[1]), (e[0], e[2]), (e[1], e[2])] {
-            let (front, back) = great_circle(view, a, b);
-            for piece in back {
-                chart
-                    .draw_series(DashedLineSeries::new(
-                        piece,
-                        4,
-                        4,
-                        RGBColor(205, 205, 205).stroke_width(1),
-                    ))
-                    .io()?;
-            }
-            for piece in front {
-                chart
-                    .draw_series(LineSeries::new(
-                        piece,
-                        RGBColor(175, 175, 175).stroke_width(1),
-                    ))
-                    .io()?;
-            }
-        }
-        for (i, axis) in e.iter().enumerate() {
-            let (u, v, depth) = view.project(axis);
-            let c = if depth >= 0.0 {
-                RGBColor(120, 120, 120)
-            } else {
-                RGBColor(185, 185, 185)
-            };
+    chart
+        .draw_series(
+            density_ring(tokens, d)
+                .into_iter()
+                .map(|p| Polygon::new(p, RING_COLOR.mix(0.55).filled())),
+        )
+        .io()?;
+    chart
+        .draw_series([
+            Text::new("x₁", (1.1, 0.06), label.clone()),
+            Text::new("x₂", (0.07, 1.1), label),
+        ])
+        .io()?;
+    Ok(())
+}
+
+/// d = 3: the equator and two meridians (the back half dashed) and the three axes.
+fn draw_sphere_frame<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    view: &View,
+) -> io::Result<()> {
+    let e = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+    for (a, b) in [(e[0], e[1]), (e[0], e[2]), (e[1], e[2])] {
+        let (front, back) = great_circle(view, a, b);
+        for piece in back {
             chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(0.0, 0.0), (u, v)],
-                    c.stroke_width(1),
-                )))
+                .draw_series(DashedLineSeries::new(
+                    piece,
+                    4,
+                    4,
+                    RGBColor(205, 205, 205).stroke_width(1),
+                ))
                 .io()?;
-            let name = ["x₁", "x₂", "x₃"][i];
+        }
+        for piece in front {
             chart
-                .draw_series(std::iter::once(Text::new(
-                    name,
-                    (u * 1.1 + 0.02, v * 1.1 + 0.02),
-                    text_at(TICK_SIZE, c, HPos::Center, VPos::Center),
-                )))
+                .draw_series(LineSeries::new(
+                    piece,
+                    RGBColor(175, 175, 175).stroke_width(1),
+                ))
                 .io()?;
         }
     }
-    // Tokens, back to front.
+    for (i, axis) in e.iter().enumerate() {
+        let (u, v, depth) = view.project(axis);
+        let c = if depth >= 0.0 {
+            RGBColor(120, 120, 120)
+        } else {
+            RGBColor(185, 185, 185)
+        };
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(0.0, 0.0), (u, v)],
+                c.stroke_width(1),
+            )))
+            .io()?;
+        let name = ["x₁", "x₂", "x₃"][i];
+        chart
+            .draw_series(std::iter::once(Text::new(
+                name,
+                (u * 1.1 + 0.02, v * 1.1 + 0.02),
+                text_at(TICK_SIZE, c, HPos::Center, VPos::Center),
+            )))
+            .io()?;
+    }
+    Ok(())
+}
+
+/// The tokens as dots, back to front (behind the sphere lighter and smaller).
+fn draw_tokens<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    view: &View,
+    tokens: &[f64],
+    d: usize,
+    colors: &[RGBColor],
+) -> io::Result<()> {
     let count = tokens.len() / d.max(1);
     let radius = if count <= 200 {
         5
@@ -710,9 +751,9 @@ pub fn tokens_plot(
     };
     let size = match figure {
         Figure::Paper => (width, height),
-        Figure::Slide => (width.max(1600), height.min(1000)),
+        Figure::Slide => super::SLIDE_SIZE,
     };
-    super::render(&pic, dir, "tokens", size, true).map(|_| ())
+    super::render(&pic, dir, "tokens", size, figure).map(|_| ())
 }
 
 /// A multiply-shift hasher for packed RGB keys (the std SipHash dominates the frame time).

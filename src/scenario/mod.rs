@@ -144,7 +144,8 @@ pub struct RunSpec {
 pub struct OutputSpec {
     pub trajectory: bool,
     pub animation: bool,
-    /// Time window of `order.png`, `[t0, t1]` with t0 < t1 (default: the whole run).
+    /// Time window of `order.png`, `kymograph.png` and `compare.png`, `[t0, t1]` with t0 < t1
+    /// (default: the whole run).
     pub window: Option<(f64, f64)>,
     /// Times of the `tokens.png` panels (default: chosen from the dynamics), increasing.
     pub snapshots: Vec<f64>,

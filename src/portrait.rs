@@ -15,6 +15,7 @@ use crate::integrate::solve;
 use crate::observe::{Observer, OrderSeries};
 use crate::plot;
 use crate::predict::fixed_points;
+use crate::reduced::SecondHarmonic;
 use crate::run::{RunOptions, PORTRAIT_GUIDE_TIME};
 use crate::scenario::{ModelKind, Scenario};
 use crate::simulation;
@@ -26,6 +27,14 @@ pub enum PathSource {
     Run(PathBuf),
     /// The OA equation integrated from R(0) (no run was found).
     OttAntonsen,
+}
+
+/// The periodic orbits of the OA flow that `predict` finds within its horizon, as curves to
+/// draw (docs/MATH.md §6.1).
+pub fn cycles(scenario: &Scenario, sh: &SecondHarmonic) -> Vec<plot::portrait::CycleCurve> {
+    let mut found = Vec::new();
+    crate::predict::limit_cycles(sh, crate::predict::command::horizon(scenario), &mut found);
+    plot::portrait::cycle_curves(&found)
 }
 
 /// The title of `portrait.png`, the same from `tokdyn run` and `tokdyn portrait`: the path is the
@@ -94,6 +103,7 @@ pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, P
         (series.r2, PathSource::OttAntonsen)
     };
     let fixed = plot::portrait::fixed_kinds(&fixed_points(&sh));
+    let cycles = cycles(scenario, &sh);
     fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
     let staging = tempfile::Builder::new()
         .prefix(".portrait.tmp-")
@@ -103,7 +113,7 @@ pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, P
     plot::portrait_plot(
         &sh,
         &fixed,
-        &[],
+        &cycles,
         &path,
         PORTRAIT_GUIDE_TIME,
         &title,

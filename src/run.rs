@@ -305,11 +305,12 @@ pub fn draw_run_pictures(
         .filter(|_| single)
     {
         let fixed = plot::portrait::fixed_kinds(&crate::predict::fixed_points(&sh));
+        let cycles = crate::portrait::cycles(scenario, &sh);
         let title = crate::portrait::portrait_title(&scenario.name, true);
         plot::portrait_plot(
             &sh,
             &fixed,
-            &[],
+            &cycles,
             &series.r2,
             PORTRAIT_GUIDE_TIME,
             &title,

@@ -191,3 +191,23 @@ fn a_slow_spiral_is_not_a_centre_and_a_centre_is() {
     let step = (c.orbit[1] - c.orbit[0]).norm();
     assert!((first - last).norm() < 2.0 * step);
 }
+
+#[test]
+fn the_portrait_draws_the_cycles_predict_finds() {
+    use tokdyn::plot::portrait::CycleKind as Drawn;
+    // Case 4, |v11| < |v12|: closed orbits around the centre, drawn dotted; each curve is a
+    // closed orbit of the OA flow (the field is tangent to it: it turns around the centre).
+    let s = case4(0.2, 1.0);
+    let sh = simulation::second_harmonic(&s, tokdyn::scenario::ModelKind::Oa).unwrap();
+    let curves = tokdyn::portrait::cycles(&s, &sh);
+    assert!(!curves.is_empty());
+    for c in &curves {
+        assert_eq!(c.kind, Drawn::Neutral);
+        let step = (c.points[1] - c.points[0]).norm();
+        assert!((c.points[0] - c.points[c.points.len() - 1]).norm() < 2.0 * step);
+    }
+    // V = I with a slow spiral into an interior point: no cycle to draw.
+    let s = scenario("[[-0.2, 1.5], [-1.5, 0.1]]", "\"identity\"", 2000.0);
+    let sh = simulation::second_harmonic(&s, tokdyn::scenario::ModelKind::Oa).unwrap();
+    assert!(tokdyn::portrait::cycles(&s, &sh).is_empty());
+}

@@ -108,6 +108,23 @@ pub fn fixed_kinds(points: &[crate::predict::FixedPoint]) -> Vec<(Complex64, Fix
         .collect()
 }
 
+/// The periodic orbits `predict` found, with how each is drawn: stable solid, unstable dashed,
+/// neutral ones (a centre's family, or an isolated neutral cycle) dotted.
+pub fn cycle_curves(cycles: &[crate::predict::LimitCycle]) -> Vec<CycleCurve> {
+    use crate::predict::CycleKind as Found;
+    cycles
+        .iter()
+        .map(|c| CycleCurve {
+            points: crate::predict::cycle_orbit(c).to_vec(),
+            kind: match c.kind {
+                Found::Stable => CycleKind::Stable,
+                Found::Unstable => CycleKind::Unstable,
+                Found::Neutral | Found::Centre => CycleKind::Neutral,
+            },
+        })
+        .collect()
+}
+
 /// Writes `portrait.png` and `portrait.svg` into `dir`.
 ///
 /// - `sh`: the model's omega and H (d = 2, lsa);

@@ -52,7 +52,7 @@ cases=(
   "rk4|run $sc/case2-no-clustering.toml --out OUT $small2 --set solver.method=rk4 --set solver.dt=0.05"
   "dopri5|run $sc/case4-convergence.toml --out OUT $small2 --set solver.method=dopri5"
   "compare|compare $sc/case4-oscillation.toml --out OUT $small2"
-  "compare-d3|compare $sc/d100-lsa-clustering.toml --out OUT --set model.d=3 --set tokens.n=50 --set time.t_end=10 --set time.samples=101"
+  "compare-d3|compare $sc/d100-lsa-clustering.toml --out OUT --set model.d=4 --set tokens.n=50 --set time.t_end=10 --set time.samples=101"
   "predict|predict $sc/case4-oscillation.toml --out OUT"
   "predict-case1|predict $sc/case1-interior.toml --out OUT"
   "portrait|portrait $sc/case4-oscillation.toml --out OUT"
@@ -73,19 +73,29 @@ run_all() {
         rm -rf "$out"
         # The same argv[0] and paths for both binaries, so the provenance matches.
         (cd "$scratch" && RAYON_NUM_THREADS=$threads PATH="$bindir:$PATH" \
-            tokdyn ${args//OUT/out-$name} >/dev/null 2>"$scratch/$side.$name.err"
+            tokdyn ${args//OUT/out-$name} >"$scratch/$side.$name.out" 2>"$scratch/$side.$name.err"
          echo $? > "$scratch/$side.$name.rc")
         rm -rf "$out"
         if [ -d "$scratch/out-$name" ]; then mv "$scratch/out-$name" "$out"; else mkdir -p "$out"; fi
         cp "$scratch/$side.$name.rc" "$out/exit-code"
+        # What predict, portrait and inspect print (run and compare print wall times).
+        case $name in predict*|portrait|inspect) cp "$scratch/$side.$name.out" "$out/stdout.txt" ;; esac
     done
 }
 
-# Masks the wall times of a file on stdout (JSON "wall_seconds"/"seconds" values, the seconds
-# column of compare.csv).
+# A file on stdout with its wall times masked (JSON "wall_seconds"/"seconds" values, the
+# seconds column of compare.csv); a sweep's journal of finished points sorted.
 masked() {
     case "$1" in
-        *.json) sed -E 's/("(wall_seconds|seconds)": *)(\[[^]]*\]|[-0-9.eE+]+)/\1"<time>"/g' "$1" ;;
+        *.json) python3 -c '
+import json, sys
+def mask(v):
+    if isinstance(v, dict):
+        return {k: "<time>" if k in ("wall_seconds", "seconds") else mask(x) for k, x in v.items()}
+    return [mask(x) for x in v] if isinstance(v, list) else v
+print(json.dumps(mask(json.load(open(sys.argv[1]))), indent=1))' "$1" ;;
+        # The journal of finished points, in the order they finished (any order).
+        */sweep.progress) sort "$1" ;;
         */compare.csv) awk -F, 'NR==1{for(i=1;i<=NF;i++) if($i=="seconds") c=i} {if(c) $c="<time>"; print}' OFS=, "$1" ;;
         *) cat "$1" ;;
     esac

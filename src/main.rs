@@ -218,7 +218,10 @@ fn execute(command: Command) -> Result<(), Error> {
             for r in &report.rows {
                 println!(
                     "{:<6} {:>9} {:>10.4} {:>12.3e}",
-                    r.model, r.unknowns, r.seconds, r.max_dr2
+                    r.model.as_str(),
+                    r.unknowns,
+                    r.seconds,
+                    r.max_dr2
                 );
             }
             println!("-> {}", report.dir.display());

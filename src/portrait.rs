@@ -78,19 +78,13 @@ pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, P
     } else {
         let sim = simulation::build(scenario, ModelKind::Oa)?;
         let mut series = OrderSeries::new();
-        let sol = solve(
+        solve(
             &sim.problem(),
             sim.method,
             &mut [&mut series as &mut dyn Observer],
         )
-        .map_err(Error::io(&dir))?;
-        if !sol.status.is_success() {
-            return Err(Error::RunFailed {
-                name: scenario.name.clone(),
-                model: "oa".into(),
-                status: sol.status,
-            });
-        }
+        .map_err(Error::io(&dir))?
+        .succeeded(&scenario.name, ModelKind::Oa)?;
         (series.r2, PathSource::OttAntonsen)
     };
     let fixed = plot::portrait::fixed_kinds(&fixed_points(&sh));

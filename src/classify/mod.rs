@@ -60,11 +60,17 @@ pub const ALIASING: f64 = std::f64::consts::FRAC_PI_2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Label {
+    /// The tokens settle into clusters (s -> 1) whose axis stops.
     ConvergedClusters,
+    /// Clusters form (s -> 1) and their axis keeps turning.
     RotatingClusters,
+    /// s keeps swinging with a steady amplitude (periodic orbits).
     Oscillation,
+    /// s converges below 1: no clustering, a resting interior state.
     InteriorPoint,
+    /// s converges below 1 while the axis keeps turning (a rotating wave).
     RotatingInterior,
+    /// None of the above could be decided; the reason says what to change.
     Undetermined,
 }
 
@@ -79,8 +85,8 @@ impl Label {
         Label::Undetermined,
     ];
 
-    /// The label's word in outputs.
-    pub fn as_str(self) -> &'static str {
+    /// The label's word in outputs (and in a scenario's `expect`).
+    pub const fn as_str(self) -> &'static str {
         match self {
             Label::ConvergedClusters => "converged-clusters",
             Label::RotatingClusters => "rotating-clusters",

@@ -26,6 +26,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
+use crate::classify::Label;
 pub use error::ScenarioError;
 pub use expression::evaluate as evaluate_expression;
 pub use expression::RESERVED as RESERVED_NAMES;
@@ -41,8 +42,8 @@ pub struct Scenario {
     /// Names the output folder; matches `[a-z0-9_-]+`.
     pub name: String,
     pub description: Option<String>,
-    /// The label this scenario should show; one of [`LABELS`].
-    pub expect: Option<String>,
+    /// The label this scenario should show.
+    pub expect: Option<Label>,
     /// The `[params]`, in file order.
     pub params: Vec<(String, f64)>,
     pub model: ModelSpec,

@@ -463,59 +463,7 @@ fn limit_of_s(
         return Ok((limit, "settles".to_string()));
     }
     if let Some(c) = period::cycles(t, s).or_else(|| peak_cycles(t, s, swing)) {
-        f.period = Some(c.period);
-        let tail_time = t[t.len() - 1] - t[0];
-        // A trend in the swing counts when the swings lie on it (few samples per period
-        // scatter them).
-        let trend = if c.decay_fit > 0.6 {
-            c.decay_rate * tail_time
-        } else {
-            0.0
-        };
-        if trend > 0.3 {
-            f.decay_rate = Some(c.decay_rate);
-            return Ok((
-                c.last_mean,
-                format!(
-                    "spirals in (swing per period decays at rate {:.3e}, period {:.4})",
-                    c.decay_rate, c.period
-                ),
-            ));
-        }
-        if trend < -GROWING {
-            return Err(Box::new(undetermined(
-                f.clone(),
-                format!(
-                    "s oscillates with a growing swing (rate {:.3e}, period {:.4}); run longer (time.t_max)",
-                    -c.decay_rate, c.period
-                ),
-            )));
-        }
-        let resolution = 2.0 * swing / c.samples_per_period;
-        if c.mean_drift.abs() > (DRIFTING * swing).max(resolution) {
-            return Err(Box::new(undetermined(
-                f.clone(),
-                format!(
-                    "s oscillates (period {:.4}) while the mean of its cycles drifts by {:.3e} over the tail; run longer (time.t_max)",
-                    c.period, c.mean_drift
-                ),
-            )));
-        }
-        f.amplitude = Some(0.5 * swing);
-        let how = if c.correlation.is_nan() {
-            "from the spacing of its peaks".to_string()
-        } else {
-            format!("correlation {:.3} one period apart", c.correlation)
-        };
-        let reason = format!(
-            "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4} ({} periods in the tail, {how})",
-            c.period, c.count
-        );
-        return Err(Box::new(Classification {
-            label: Label::Oscillation,
-            reason,
-            features: f.clone(),
-        }));
+        return limit_of_cycles(t, swing, &c, f);
     }
     if turning_points(s, swing) > 0 {
         return Err(Box::new(undetermined(
@@ -551,6 +499,70 @@ fn limit_of_s(
             "s still moves by {swing:.2e} over the tail without a clear limit or cycle; run longer (time.t_max)"
         ),
     )))
+}
+
+/// The limit of s when its tail shows cycles `c`: a converging spiral's mean, or the finished
+/// classification (an oscillation, or a growing swing that cannot be decided yet).
+fn limit_of_cycles(
+    t: &[f64],
+    swing: f64,
+    c: &period::Cycles,
+    f: &mut Features,
+) -> Result<(f64, String), Box<Classification>> {
+    let (s_lo, s_hi) = (f.nematic_tail_min, f.nematic_tail_max);
+    f.period = Some(c.period);
+    let tail_time = t[t.len() - 1] - t[0];
+    // A trend in the swing counts when the swings lie on it (few samples per period
+    // scatter them).
+    let trend = if c.decay_fit > 0.6 {
+        c.decay_rate * tail_time
+    } else {
+        0.0
+    };
+    if trend > 0.3 {
+        f.decay_rate = Some(c.decay_rate);
+        return Ok((
+            c.last_mean,
+            format!(
+                "spirals in (swing per period decays at rate {:.3e}, period {:.4})",
+                c.decay_rate, c.period
+            ),
+        ));
+    }
+    if trend < -GROWING {
+        return Err(Box::new(undetermined(
+            f.clone(),
+            format!(
+                "s oscillates with a growing swing (rate {:.3e}, period {:.4}); run longer (time.t_max)",
+                -c.decay_rate, c.period
+            ),
+        )));
+    }
+    let resolution = 2.0 * swing / c.samples_per_period;
+    if c.mean_drift.abs() > (DRIFTING * swing).max(resolution) {
+        return Err(Box::new(undetermined(
+            f.clone(),
+            format!(
+                "s oscillates (period {:.4}) while the mean of its cycles drifts by {:.3e} over the tail; run longer (time.t_max)",
+                c.period, c.mean_drift
+            ),
+        )));
+    }
+    f.amplitude = Some(0.5 * swing);
+    let how = if c.correlation.is_nan() {
+        "from the spacing of its peaks".to_string()
+    } else {
+        format!("correlation {:.3} one period apart", c.correlation)
+    };
+    let reason = format!(
+        "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4} ({} periods in the tail, {how})",
+        c.period, c.count
+    );
+    Err(Box::new(Classification {
+        label: Label::Oscillation,
+        reason,
+        features: f.clone(),
+    }))
 }
 
 fn undetermined(features: Features, reason: String) -> Classification {

@@ -9,7 +9,6 @@
 //! c < [`NEARLY_COMMUTE`] (non-commuting A and V are what allows rotating clusters).
 
 use std::fmt::Write as _;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use nalgebra::DMatrix;
@@ -102,10 +101,10 @@ pub fn inspect(
     let stem = path
         .file_stem()
         .map_or("checkpoint".into(), |s| s.to_string_lossy().into_owned());
-    let target = out.unwrap_or_else(|| Path::new("output").join(format!("inspect-{stem}")));
+    let target = out.unwrap_or_else(|| crate::output::default_folder(&format!("inspect-{stem}")));
     std::fs::create_dir_all(&target).map_err(Error::io(&target))?;
     let csv_path = target.join("heads.csv");
-    write_heads_csv(&target, &csv_path, &rows).map_err(Error::io(&csv_path))?;
+    write_heads_csv(&csv_path, &rows).map_err(Error::io(&csv_path))?;
     let dir = target;
     Ok(InspectReport {
         table,
@@ -204,18 +203,14 @@ fn head_table(rows: &[HeadRow]) -> String {
     s
 }
 
-/// Writes `heads.csv` beside its final place and renames it there (never half written).
-fn write_heads_csv(dir: &Path, path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
-    let file = tempfile::NamedTempFile::new_in(dir)?;
-    let mut w = csv::Writer::from_writer(BufWriter::new(file));
+/// Writes `heads.csv` atomically (never half written).
+fn write_heads_csv(path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(Vec::new());
     for r in rows {
         w.serialize(r).map_err(std::io::Error::other)?;
     }
-    let file = w
+    let bytes = w
         .into_inner()
-        .map_err(|e| std::io::Error::other(e.to_string()))?
-        .into_inner()
-        .map_err(|e| e.into_error())?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    crate::output::write_atomic(path, &bytes)
 }

@@ -35,7 +35,7 @@ impl RunOptions {
     pub fn folder(&self, scenario: &Scenario) -> PathBuf {
         self.out
             .clone()
-            .unwrap_or_else(|| Path::new("output").join(&scenario.name))
+            .unwrap_or_else(|| crate::output::default_folder(&scenario.name))
     }
 }
 

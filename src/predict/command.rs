@@ -180,9 +180,7 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
         path: dir.join("predict.json"),
     };
     std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
-    let tmp = dir.join(".predict.json.tmp");
-    crate::output::write_json(&tmp, &report).map_err(Error::io(&tmp))?;
-    std::fs::rename(&tmp, &report.path).map_err(Error::io(&report.path))?;
+    crate::output::write_json_atomic(&report.path, &report).map_err(Error::io(&report.path))?;
     report
         .table
         .push_str(&format!("-> {}\n", report.path.display()));

@@ -5,7 +5,9 @@
 #
 # Every case runs with both binaries, with RAYON_NUM_THREADS = 1 and 2, into separate folders.
 # Every non-picture file must be byte-identical, except the wall-time fields (`wall_seconds`,
-# the `seconds` of compare), which are masked before comparing (the report says so). Pictures
+# the `seconds` of compare) and a sweep summary's `threads`, which are masked before comparing
+# (the report counts them), and a sweep's `sweep.progress`, a journal in completion order,
+# compared sorted. Pictures
 # (.png, .svg, .gif) are compared byte for byte and reported separately. The thread counts are
 # also compared with each other (same binary, 1 vs 2 threads). Exit 0 when every non-picture
 # file matches, 1 otherwise.
@@ -83,15 +85,15 @@ run_all() {
     done
 }
 
-# A file on stdout with its wall times masked (JSON "wall_seconds"/"seconds" values, the
-# seconds column of compare.csv); a sweep's journal of finished points sorted.
+# A file on stdout with its wall times masked (JSON "wall_seconds"/"seconds"/"threads" values,
+# the seconds column of compare.csv); a sweep's journal of finished points sorted.
 masked() {
     case "$1" in
         *.json) python3 -c '
 import json, sys
 def mask(v):
     if isinstance(v, dict):
-        return {k: "<time>" if k in ("wall_seconds", "seconds") else mask(x) for k, x in v.items()}
+        return {k: "<time>" if k in ("wall_seconds", "seconds", "threads") else mask(x) for k, x in v.items()}
     return [mask(x) for x in v] if isinstance(v, list) else v
 print(json.dumps(mask(json.load(open(sys.argv[1]))), indent=1))' "$1" ;;
         # The journal of finished points, in the order they finished (any order).

@@ -43,14 +43,14 @@ pub mod layers;
 pub mod model;
 pub mod observe;
 pub mod output;
-pub mod parallel;
+pub(crate) mod parallel;
 pub mod plot;
 pub mod portrait;
 pub mod predict;
 pub mod reduced;
 pub mod run;
 pub mod scenario;
-pub mod simd;
+pub(crate) mod simd;
 pub mod simulation;
 pub mod sweep;
 

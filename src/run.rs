@@ -155,6 +155,20 @@ impl Summary {
     }
 }
 
+/// The label of the run whose output folder is `dir` (read from its summary.json), if there is
+/// one.
+pub fn read_label(dir: &Path) -> Option<Label> {
+    /// The part of summary.json read back.
+    #[derive(serde::Deserialize)]
+    struct Labelled {
+        label: Label,
+    }
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    serde_json::from_str::<Labelled>(&text)
+        .ok()
+        .map(|s| s.label)
+}
+
 /// What a finished run hands back.
 #[derive(Debug, Clone)]
 pub struct RunReport {

@@ -26,7 +26,7 @@
 //! s* > 1 - [`CLUSTERED`] is clustering. Anything else is `undetermined`, with the reason and
 //! what to do about it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::observe::OrderSeries;
 
@@ -57,7 +57,7 @@ pub const TURNING: f64 = 1e-3;
 pub const ALIASING: f64 = std::f64::consts::FRAC_PI_2;
 
 /// The labels of docs/MATH.md §6.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Label {
     /// The tokens settle into clusters (s -> 1) whose axis stops.

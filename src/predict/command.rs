@@ -58,10 +58,7 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
         horizon(scenario),
     );
     let dir = options.folder(scenario);
-    let simulated_label = std::fs::read_to_string(dir.join("summary.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .and_then(|v| v.get("label").and_then(|l| l.as_str()).map(str::to_string));
+    let simulated_label = crate::run::read_label(&dir).map(|l| l.as_str().to_string());
     let agrees = simulated_label.as_ref().map(|l| l == p.label.as_str());
     let mut table = String::new();
     let _ = writeln!(table, "fixed points of the OA ODE in the unit disk:");

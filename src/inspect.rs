@@ -23,20 +23,27 @@ pub const NEARLY_COMMUTE: f64 = 1e-3;
 /// One row of `heads.csv`.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeadRow {
+    /// Checkpoint layer.
     pub layer: usize,
+    /// Head within the layer.
     pub head: usize,
-    /// Smallest and largest eigenvalue of the symmetric part of A_h, and how many are > 0.
+    /// Smallest eigenvalue of the symmetric part of A_h.
     pub a_sym_min: f64,
+    /// Largest eigenvalue of the symmetric part of A_h.
     pub a_sym_max: f64,
+    /// How many eigenvalues of the symmetric part of A_h are > 0.
     pub a_sym_positive: usize,
-    /// Smallest and largest real part of V_h's eigenvalues, the largest |imaginary part|,
-    /// and the spectral radius.
+    /// Smallest real part of V_h's eigenvalues.
     pub v_re_min: f64,
+    /// Largest real part of V_h's eigenvalues.
     pub v_re_max: f64,
+    /// Largest |imaginary part| of V_h's eigenvalues.
     pub v_im_max: f64,
+    /// Spectral radius of V_h.
     pub v_radius: f64,
     /// |A V - V A|_F / (|A|_F |V|_F).
     pub commutator: f64,
+    /// Whether `commutator` is below [`NEARLY_COMMUTE`].
     pub nearly_commute: bool,
 }
 

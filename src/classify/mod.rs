@@ -109,17 +109,37 @@ impl std::fmt::Display for Label {
     }
 }
 
+/// How clustered tokens are shared between the two ends of their axis (from R1, the first
+/// harmonic; written as `one`, `two-antipodal` or `unequal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clusters {
+    /// All at one end (|R1| -> 1).
+    One,
+    /// Two equal antipodal clusters (|R1| -> 0).
+    TwoAntipodal,
+    /// Two clusters of unequal size.
+    Unequal,
+}
+
 /// The numbers a label is read from (summary.json `features`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Features {
+    /// |R2| at the last sample.
     pub r2_abs_final: f64,
+    /// Smallest |R2| over the tail.
     pub r2_abs_tail_min: f64,
+    /// Largest |R2| over the tail.
     pub r2_abs_tail_max: f64,
     /// Rotation rate of arg R2 (the doubled axis angle) over the second half of the tail.
     pub r2_arg_rate: f64,
+    /// The nematic order s at the last sample.
     pub nematic_final: f64,
+    /// Smallest s over the tail.
     pub nematic_tail_min: f64,
+    /// Largest s over the tail.
     pub nematic_tail_max: f64,
+    /// |R1| at the last sample (none for the Ott–Antonsen model, which has no R1).
     pub r1_abs_final: Option<f64>,
     /// The limit s* of s, when s converges (extrapolated for a slow approach).
     pub limit: Option<f64>,
@@ -131,8 +151,8 @@ pub struct Features {
     pub decay_rate: Option<f64>,
     /// Exponent p of an algebraic approach to 1 (1 - s ~ t^-p), as at a regime boundary.
     pub algebraic_exponent: Option<f64>,
-    /// For clustering: "one" (R1 -> 1), "two-antipodal" (R1 -> 0) or "unequal".
-    pub clusters: Option<String>,
+    /// For clustering: how the tokens are shared between the two ends of the axis.
+    pub clusters: Option<Clusters>,
     /// Start time of the tail the features are measured on.
     pub tail_start: f64,
 }
@@ -140,8 +160,11 @@ pub struct Features {
 /// A label with its reason and the features it was read from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Classification {
+    /// The label.
     pub label: Label,
+    /// Why: the rule that decided it, with its numbers (and what to change when undetermined).
     pub reason: String,
+    /// The numbers the label was read from.
     pub features: Features,
 }
 
@@ -397,11 +420,11 @@ pub fn classify_prefix(series: &OrderSeries, len: usize) -> Classification {
     if clustered {
         f.clusters = r1_final.map(|r1| {
             if r1 > 0.99 {
-                "one".to_string()
+                Clusters::One
             } else if r1 < 0.01 {
-                "two-antipodal".to_string()
+                Clusters::TwoAntipodal
             } else {
-                "unequal".to_string()
+                Clusters::Unequal
             }
         });
     }

@@ -9,8 +9,8 @@
 # (the report counts them), and a sweep's `sweep.progress`, a journal in completion order,
 # compared sorted. Pictures
 # (.png, .svg, .gif) are compared byte for byte and reported separately. The thread counts are
-# also compared with each other (same binary, 1 vs 2 threads). Exit 0 when every non-picture
-# file matches, 1 otherwise.
+# also compared with each other (same binary, 1 vs 2 threads). Then benches/identical-sweeps.sh
+# compares refinements, shards and resumes. Exit 0 when every non-picture file matches.
 set -u
 if [ $# -lt 2 ]; then
     echo "usage: $0 REF_BIN NEW_BIN [SCRATCH_DIR]" >&2
@@ -148,4 +148,7 @@ echo "pictures:   $pic_same byte-identical, $pic_bad different"
 echo "cases that did not exit 0 (same code on both sides is checked above):"
 grep -L '^0$' "$scratch"/*/*/exit-code 2>/dev/null | sed 's|^|  |'
 echo "folders: $scratch"
-[ $data_bad -eq 0 ]
+# The sweep engineer's checks: a refinement, shards merged, a resume.
+sweeps_ok=0
+sh "$repo/benches/identical-sweeps.sh" "$ref" "$new" || sweeps_ok=1
+[ $data_bad -eq 0 ] && [ $sweeps_ok -eq 0 ]

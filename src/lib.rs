@@ -13,7 +13,7 @@
 //! - [`model`]: attention kernels and the sphere vector field ([`model::SphereField`]);
 //! - [`reduced`]: the d = 2 LSA reductions (phase model, Watanabe–Strogatz, Ott–Antonsen);
 //! - [`simulation`]: a scenario and a model choice become a problem;
-//! - [`integrate`]: `solve(problem, method, observers) -> Solution` over `ode_solvers`;
+//! - [`integrate`]: `solve(problem, method, observers) -> Solution` (its own steppers);
 //! - [`observe`]: order parameters and observers (series, progress);
 //! - [`classify`]: labels of the long-term behaviour;
 //! - [`output`]: atomic output folders and file writers;
@@ -30,6 +30,8 @@
 //! let report = run(&scenario, &RunOptions::default()).unwrap();
 //! println!("{}", report.summary.label);
 //! ```
+
+#![warn(missing_docs)]
 
 pub mod checkpoint;
 pub mod classify;

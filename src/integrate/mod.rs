@@ -110,11 +110,24 @@ impl Problem<'_> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Method {
     /// Dormand–Prince 8(5,3), adaptive.
-    Dop853 { rtol: f64, atol: f64 },
+    Dop853 {
+        /// Relative tolerance.
+        rtol: f64,
+        /// Absolute tolerance.
+        atol: f64,
+    },
     /// Dormand–Prince 5(4), adaptive.
-    Dopri5 { rtol: f64, atol: f64 },
+    Dopri5 {
+        /// Relative tolerance.
+        rtol: f64,
+        /// Absolute tolerance.
+        atol: f64,
+    },
     /// Classical Runge–Kutta 4 with the largest step <= dt that divides each output interval.
-    Rk4 { dt: f64 },
+    Rk4 {
+        /// The largest step.
+        dt: f64,
+    },
 }
 
 /// How a run ended.
@@ -123,11 +136,20 @@ pub enum Status {
     /// Reached t_end.
     Success,
     /// The state or the field became non-finite (overflow) near time `t`.
-    NonFinite { t: f64 },
+    NonFinite {
+        /// When.
+        t: f64,
+    },
     /// The adaptive step size fell below round-off at time `t`.
-    StepSizeUnderflow { t: f64 },
+    StepSizeUnderflow {
+        /// When.
+        t: f64,
+    },
     /// Stopped at time `t` because [`crate::interrupt::request`] was called (a signal).
-    Interrupted { t: f64 },
+    Interrupted {
+        /// When.
+        t: f64,
+    },
 }
 
 impl Status {

@@ -91,7 +91,10 @@ pub enum KernelChoice {
     /// The pairwise (or, for `lsa`, moment-matrix) evaluation.
     Direct,
     /// The spectral kernel with truncation |m|, |l| <= `terms` (the largest over heads and factors).
-    Spectral { terms: usize },
+    Spectral {
+        /// The truncation M.
+        terms: usize,
+    },
 }
 
 impl KernelChoice {

@@ -40,8 +40,11 @@ const MAX_PATH: usize = 5000;
 /// purely imaginary eigenvalues) as a grey square.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FixedKind {
+    /// An attracting fixed point.
     Stable,
+    /// A repelling fixed point or a saddle.
     Unstable,
+    /// A neutral centre, surrounded by closed orbits.
     Centre,
 }
 

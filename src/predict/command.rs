@@ -37,14 +37,19 @@ pub fn prediction(scenario: &Scenario) -> Result<Prediction, Error> {
 /// What `predict` writes.
 #[derive(Debug, Clone, Serialize)]
 pub struct PredictReport {
+    /// The scenario name.
     pub name: String,
+    /// The analysis of the Ott–Antonsen equation.
     #[serde(flatten)]
     pub prediction: Prediction,
     /// The label of the simulation in the run folder, if there is one.
     pub simulated_label: Option<String>,
+    /// Whether the simulated label agrees with the prediction.
     pub agrees: Option<bool>,
+    /// The printed table.
     #[serde(skip)]
     pub table: String,
+    /// Where `predict.json` was written.
     #[serde(skip)]
     pub path: PathBuf,
 }

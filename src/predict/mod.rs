@@ -65,6 +65,7 @@ pub struct FixedPoint {
     /// Eigenvalues of the Jacobian.
     #[serde(serialize_with = "complex_pairs")]
     pub eigenvalues: [Complex64; 2],
+    /// What the eigenvalues say.
     pub stability: Stability,
     /// |R| = 1: two antipodal clusters.
     pub on_boundary: bool,
@@ -102,10 +103,15 @@ pub fn transverse_rate(sh: &SecondHarmonic, phi: f64) -> f64 {
 /// A periodic orbit of the OA ODE found by integration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LimitCycle {
+    /// The label of the long-term behaviour.
     pub label: Label,
+    /// Period of the orbit, when it oscillates.
     pub period: Option<f64>,
+    /// Smallest |R2| on the orbit.
     pub r_abs_min: f64,
+    /// Largest |R2| on the orbit.
     pub r_abs_max: f64,
+    /// R2 where the path starts.
     #[serde(serialize_with = "complex_pair")]
     pub start: Complex64,
 }
@@ -113,17 +119,25 @@ pub struct LimitCycle {
 /// Everything `tokdyn predict` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct Prediction {
+    /// Fixed points in the closed unit disk.
     pub fixed_points: Vec<FixedPoint>,
+    /// Zeros of g(phi) on the boundary circle.
     pub boundary_zeros: Vec<BoundaryZero>,
     /// g vanishes identically: every boundary point is a fixed point.
     pub boundary_continuum: bool,
+    /// Periodic orbits reached from a ring of starts.
     pub limit_cycles: Vec<LimitCycle>,
+    /// R2 where the path starts.
     #[serde(serialize_with = "complex_pair")]
     pub start: Complex64,
+    /// R2 at the end of the path from R2(0).
     #[serde(serialize_with = "complex_pair")]
     pub end: Complex64,
+    /// How long the path from R2(0) was integrated.
     pub horizon: f64,
+    /// The label of the long-term behaviour.
     pub label: Label,
+    /// Why that label.
     pub reason: String,
 }
 

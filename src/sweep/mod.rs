@@ -26,14 +26,14 @@
 //! is not staged as a whole): it holds one sweep, and an unsharded run of a different sweep
 //! (another grid or base scenario) clears the old sweep's files first.
 
-pub mod continuation;
-pub mod format;
-pub mod monitor;
-pub mod pictures;
-pub mod point;
-pub mod refine;
+pub(crate) mod continuation;
+pub(crate) mod format;
+pub(crate) mod monitor;
+pub(crate) mod pictures;
+pub(crate) mod point;
+pub(crate) mod refine;
 pub mod spec;
-pub mod store;
+pub(crate) mod store;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -75,7 +75,9 @@ pub struct SweepOptions {
 /// Shard `K` of `N` (1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
+    /// This shard, 1-based.
     pub k: usize,
+    /// Number of shards.
     pub n: usize,
 }
 

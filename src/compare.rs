@@ -27,9 +27,11 @@ use crate::simulation;
 /// One model's line of the comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelRow {
-    pub model: String,
+    /// The model.
+    pub model: ModelKind,
     /// Real unknowns integrated.
     pub unknowns: usize,
+    /// Wall time of its run.
     pub seconds: f64,
     /// max |R2 - R2_full| over the samples (0 for the full model).
     pub max_dr2: f64,
@@ -38,9 +40,60 @@ pub struct ModelRow {
 /// The result of a comparison.
 #[derive(Debug, Clone)]
 pub struct CompareReport {
+    /// The output folder.
     pub dir: std::path::PathBuf,
+    /// One row per model, full first.
     pub rows: Vec<ModelRow>,
+    /// The summary written there.
     pub summary: Summary,
+}
+
+/// The `compare` object of summary.json: max over the samples of |R2 - R2_full| for each
+/// reduction, and the seconds and unknowns of each model (null for a model that did not run).
+/// Fields in alphabetical order, the order of the file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareSummary {
+    /// max |R2 - R2_full| of the group model.
+    pub group_vs_full: Option<f64>,
+    /// max |R2 - R2_full| of the Ott–Antonsen equation.
+    pub oa_vs_full: Option<f64>,
+    /// max |R2 - R2_full| of the phase model.
+    pub phase_vs_full: Option<f64>,
+    /// Wall time of each model.
+    pub seconds: PerModel<f64>,
+    /// Real unknowns of each model.
+    pub unknowns: PerModel<usize>,
+    /// max |R2 - R2_full| of Watanabe–Strogatz.
+    pub ws_vs_full: Option<f64>,
+}
+
+/// One number per compared model (null for a model that did not run).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PerModel<T> {
+    /// The full particle model.
+    pub full: Option<T>,
+    /// The group model.
+    pub group: Option<T>,
+    /// The Ott–Antonsen equation.
+    pub oa: Option<T>,
+    /// The phase model.
+    pub phase: Option<T>,
+    /// Watanabe–Strogatz.
+    pub ws: Option<T>,
+}
+
+impl<T> PerModel<T> {
+    /// `value` of the row of each model.
+    fn of(rows: &[ModelRow], value: impl Fn(&ModelRow) -> T) -> Self {
+        let of = |model: ModelKind| rows.iter().find(|r| r.model == model).map(&value);
+        PerModel {
+            full: of(ModelKind::Full),
+            group: of(ModelKind::Group),
+            oa: of(ModelKind::Oa),
+            phase: of(ModelKind::Phase),
+            ws: of(ModelKind::Ws),
+        }
+    }
 }
 
 /// One line of compare.csv; a model that did not run (d != 2: phase, ws, oa) leaves its
@@ -95,22 +148,16 @@ fn run_compared(
     let sim = simulation::build_with_tokens(scenario, model, tokens.to_vec())?;
     let mut series = OrderSeries::new();
     let started = Instant::now();
-    let sol = solve(
+    solve(
         &sim.problem(),
         sim.method,
         &mut [&mut series as &mut dyn Observer],
     )
-    .map_err(Error::io(staged.path()))?;
+    .map_err(Error::io(staged.path()))?
+    .succeeded(&scenario.name, model)?;
     let seconds = started.elapsed().as_secs_f64();
-    if !sol.status.is_success() {
-        return Err(Error::RunFailed {
-            name: scenario.name.clone(),
-            model: model.to_string(),
-            status: sol.status,
-        });
-    }
     let row = ModelRow {
-        model: model.to_string(),
+        model,
         unknowns: sim.initial_state.len(),
         seconds,
         max_dr2: max_distance(&series.r2, &full_series.r2),
@@ -158,28 +205,17 @@ fn write_compare_csv(
     w.flush().map_err(Error::io(path))
 }
 
-/// The `compare` object of summary.json: max |dR2| against full, seconds and unknowns of each
-/// model (null for a model that did not run).
-fn compare_json(rows: &[ModelRow]) -> serde_json::Value {
-    let row = |name: &str| rows.iter().find(|r| r.model == name);
-    let names = ["full", "phase", "ws", "oa", "group"];
-    let field = |f: &dyn Fn(&ModelRow) -> serde_json::Value| {
-        let map: serde_json::Map<String, serde_json::Value> = names
-            .iter()
-            .map(|n| (n.to_string(), row(n).map_or(serde_json::Value::Null, f)))
-            .collect();
-        serde_json::Value::Object(map)
-    };
-    let mut object = serde_json::Map::new();
-    for name in &names[1..] {
-        object.insert(
-            format!("{name}_vs_full"),
-            row(name).map_or(serde_json::Value::Null, |r| r.max_dr2.into()),
-        );
+/// The `compare` object of summary.json.
+fn compare_summary(rows: &[ModelRow]) -> CompareSummary {
+    let dr2 = PerModel::of(rows, |r| r.max_dr2);
+    CompareSummary {
+        group_vs_full: dr2.group,
+        oa_vs_full: dr2.oa,
+        phase_vs_full: dr2.phase,
+        seconds: PerModel::of(rows, |r| r.seconds),
+        unknowns: PerModel::of(rows, |r| r.unknowns),
+        ws_vs_full: dr2.ws,
     }
-    object.insert("seconds".into(), field(&|r| r.seconds.into()));
-    object.insert("unknowns".into(), field(&|r| r.unknowns.into()));
-    serde_json::Value::Object(object)
 }
 
 /// Runs full and the models it is compared with on `scenario` and writes the comparison
@@ -197,7 +233,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
     let (solution, full_series, snapshots) = solve_into(scenario, &full, staged.path(), options)?;
     let full_seconds = started.elapsed().as_secs_f64();
     let mut rows = vec![ModelRow {
-        model: "full".into(),
+        model: ModelKind::Full,
         unknowns: full.initial_state.len(),
         seconds: full_seconds,
         max_dr2: 0.0,
@@ -224,13 +260,11 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         &classification,
         staged.path(),
     )?;
-    let names: Vec<String> = rows[1..].iter().map(|r| r.model.to_string()).collect();
     let mut lines = vec![("full", &full_series.r2[..])];
     lines.extend(
-        names
+        others
             .iter()
-            .zip(&others)
-            .map(|(name, (_, series))| (name.as_str(), &series.r2[..])),
+            .map(|(model, series)| (model.as_str(), &series.r2[..])),
     );
     crate::plot::compare_plot(
         &full_series.t,
@@ -248,7 +282,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         &classification,
         options,
     );
-    summary.compare = Some(compare_json(&rows));
+    summary.compare = Some(compare_summary(&rows));
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
     let dir = staged.commit()?;

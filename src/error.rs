@@ -18,8 +18,11 @@ pub enum Error {
     /// The integration failed (exit 1), or was interrupted (exit 128 + the signal).
     #[error("{}", run_failed(.name, .model, .status))]
     RunFailed {
+        /// The scenario.
         name: String,
+        /// The model that ran.
         model: String,
+        /// How the run ended.
         status: Status,
     },
     /// Stopped by an interruption (SIGINT/SIGTERM): `interrupted <where>` (exit 130).
@@ -27,7 +30,12 @@ pub enum Error {
     Interrupted(String),
     /// Reading or writing a file failed (exit 1).
     #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: io::Error,
+    },
 }
 
 /// `interrupted at t = ...` first for an interruption, else where and how the run failed.

@@ -9,7 +9,6 @@
 //! c < [`NEARLY_COMMUTE`] (non-commuting A and V are what allows rotating clusters).
 
 use std::fmt::Write as _;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use nalgebra::DMatrix;
@@ -24,20 +23,27 @@ pub const NEARLY_COMMUTE: f64 = 1e-3;
 /// One row of `heads.csv`.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeadRow {
+    /// Checkpoint layer.
     pub layer: usize,
+    /// Head within the layer.
     pub head: usize,
-    /// Smallest and largest eigenvalue of the symmetric part of A_h, and how many are > 0.
+    /// Smallest eigenvalue of the symmetric part of A_h.
     pub a_sym_min: f64,
+    /// Largest eigenvalue of the symmetric part of A_h.
     pub a_sym_max: f64,
+    /// How many eigenvalues of the symmetric part of A_h are > 0.
     pub a_sym_positive: usize,
-    /// Smallest and largest real part of V_h's eigenvalues, the largest |imaginary part|,
-    /// and the spectral radius.
+    /// Smallest real part of V_h's eigenvalues.
     pub v_re_min: f64,
+    /// Largest real part of V_h's eigenvalues.
     pub v_re_max: f64,
+    /// Largest |imaginary part| of V_h's eigenvalues.
     pub v_im_max: f64,
+    /// Spectral radius of V_h.
     pub v_radius: f64,
     /// |A V - V A|_F / (|A|_F |V|_F).
     pub commutator: f64,
+    /// Whether `commutator` is below [`NEARLY_COMMUTE`].
     pub nearly_commute: bool,
 }
 
@@ -102,10 +108,10 @@ pub fn inspect(
     let stem = path
         .file_stem()
         .map_or("checkpoint".into(), |s| s.to_string_lossy().into_owned());
-    let target = out.unwrap_or_else(|| Path::new("output").join(format!("inspect-{stem}")));
+    let target = out.unwrap_or_else(|| crate::output::default_folder(&format!("inspect-{stem}")));
     std::fs::create_dir_all(&target).map_err(Error::io(&target))?;
     let csv_path = target.join("heads.csv");
-    write_heads_csv(&target, &csv_path, &rows).map_err(Error::io(&csv_path))?;
+    write_heads_csv(&csv_path, &rows).map_err(Error::io(&csv_path))?;
     let dir = target;
     Ok(InspectReport {
         table,
@@ -204,18 +210,14 @@ fn head_table(rows: &[HeadRow]) -> String {
     s
 }
 
-/// Writes `heads.csv` beside its final place and renames it there (never half written).
-fn write_heads_csv(dir: &Path, path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
-    let file = tempfile::NamedTempFile::new_in(dir)?;
-    let mut w = csv::Writer::from_writer(BufWriter::new(file));
+/// Writes `heads.csv` atomically (never half written).
+fn write_heads_csv(path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(Vec::new());
     for r in rows {
         w.serialize(r).map_err(std::io::Error::other)?;
     }
-    let file = w
+    let bytes = w
         .into_inner()
-        .map_err(|e| std::io::Error::other(e.to_string()))?
-        .into_inner()
-        .map_err(|e| e.into_error())?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    crate::output::write_atomic(path, &bytes)
 }

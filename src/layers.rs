@@ -76,9 +76,18 @@ pub struct StackInfo {
     pub pass_time: f64,
     /// Passes completed by the end of the run.
     pub passes: usize,
-    /// `"stroboscopic"` when the label was read on the series at the ends of the passes,
-    /// else `"samples"`.
-    pub classified_on: String,
+    /// What the label was read on.
+    pub classified_on: ClassifiedOn,
+}
+
+/// The series a stack's label was read on (written `samples` or `stroboscopic`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassifiedOn {
+    /// The output samples.
+    Samples,
+    /// The states at the ends of the passes of a looped stack.
+    Stroboscopic,
 }
 
 /// The label of a run with a stack: for a looped stack with at least [`MIN_PASSES`] passes,
@@ -97,7 +106,7 @@ pub fn classify_stack(
         looped,
         pass_time,
         passes,
-        classified_on: "samples".into(),
+        classified_on: ClassifiedOn::Samples,
     };
     if !looped {
         return (classify(series), info);
@@ -116,6 +125,6 @@ pub fn classify_stack(
          {passes} passes, one pass = {pass_time}); {}",
         c.reason
     );
-    info.classified_on = "stroboscopic".into();
+    info.classified_on = ClassifiedOn::Stroboscopic;
     (c, info)
 }

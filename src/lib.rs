@@ -13,7 +13,7 @@
 //! - [`model`]: attention kernels and the sphere vector field ([`model::SphereField`]);
 //! - [`reduced`]: the d = 2 LSA reductions (phase model, Watanabe–Strogatz, Ott–Antonsen);
 //! - [`simulation`]: a scenario and a model choice become a problem;
-//! - [`integrate`]: `solve(problem, method, observers) -> Solution` over `ode_solvers`;
+//! - [`integrate`]: `solve(problem, method, observers) -> Solution` (its own steppers);
 //! - [`observe`]: order parameters and observers (series, progress);
 //! - [`classify`]: labels of the long-term behaviour;
 //! - [`output`]: atomic output folders and file writers;
@@ -31,6 +31,8 @@
 //! println!("{}", report.summary.label);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod checkpoint;
 pub mod classify;
 pub mod compare;
@@ -43,14 +45,14 @@ pub mod layers;
 pub mod model;
 pub mod observe;
 pub mod output;
-pub mod parallel;
+pub(crate) mod parallel;
 pub mod plot;
 pub mod portrait;
 pub mod predict;
 pub mod reduced;
 pub mod run;
 pub mod scenario;
-pub mod simd;
+pub(crate) mod simd;
 pub mod simulation;
 pub mod sweep;
 

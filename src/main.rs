@@ -177,52 +177,13 @@ fn execute(command: Command) -> Result<(), Error> {
             scenario,
             out,
             model,
-            mut sets,
-        } => {
-            let changed = !sets.is_empty();
-            if let Some(m) = model {
-                sets.push(format!("run.model={m}"));
-            }
-            let scenario = Scenario::load(&scenario, &sets)?;
-            let report = tokdyn::run::run(&scenario, &options(out))?;
-            let s = &report.summary;
-            println!(
-                "{}: {} ({}) in {:.2} s, {} field evaluations -> {}",
-                s.name,
-                s.label,
-                s.label_reason,
-                s.wall_seconds,
-                s.rhs_evals,
-                report.dir.display()
-            );
-            // `expect` speaks of the scenario as written: with --set it may no longer apply.
-            if let (Some(expect), Some(false)) = (&s.expect, s.expect_met) {
-                if changed {
-                    println!("(the scenario as written expects {expect}; --set changed it)");
-                } else {
-                    println!("expected {expect}, got {}", s.label);
-                }
-            }
-        }
+            sets,
+        } => run(&scenario, out, model, sets),
         Command::Compare {
             scenario,
             out,
             sets,
-        } => {
-            let scenario = Scenario::load(&scenario, &sets)?;
-            let report = tokdyn::compare::compare(&scenario, &options(out))?;
-            println!(
-                "{:<6} {:>9} {:>10} {:>12}",
-                "model", "unknowns", "seconds", "max |dR2|"
-            );
-            for r in &report.rows {
-                println!(
-                    "{:<6} {:>9} {:>10.4} {:>12.3e}",
-                    r.model, r.unknowns, r.seconds, r.max_dr2
-                );
-            }
-            println!("-> {}", report.dir.display());
-        }
+        } => compare(&Scenario::load(&scenario, &sets)?, out),
         Command::Predict {
             scenario,
             out,
@@ -231,19 +192,13 @@ fn execute(command: Command) -> Result<(), Error> {
             let scenario = Scenario::load(&scenario, &sets)?;
             let report = tokdyn::predict::command::predict_scenario(&scenario, &options(out))?;
             print!("{}", report.table);
+            Ok(())
         }
         Command::Portrait {
             scenario,
             out,
             sets,
-        } => {
-            let scenario = Scenario::load(&scenario, &sets)?;
-            let (path, source) = tokdyn::portrait::portrait(&scenario, &options(out))?;
-            if source == tokdyn::portrait::PathSource::OttAntonsen {
-                println!("no run found in the output folder: drew the OA path from R2(0)");
-            }
-            println!("-> {}", path.display());
-        }
+        } => portrait(&Scenario::load(&scenario, &sets)?, out),
         Command::Sweep {
             sweep,
             out,
@@ -261,10 +216,12 @@ fn execute(command: Command) -> Result<(), Error> {
             };
             let dir = tokdyn::sweep::sweep(&sweep, &options)?;
             println!("-> {}", dir.display());
+            Ok(())
         }
         Command::Merge { dir } => {
             let path = tokdyn::sweep::merge(&dir)?;
             println!("-> {}", path.display());
+            Ok(())
         }
         Command::Inspect {
             checkpoint,
@@ -277,7 +234,71 @@ fn execute(command: Command) -> Result<(), Error> {
             if let Some(dir) = report.dir {
                 println!("-> {}", dir.join("heads.csv").display());
             }
+            Ok(())
         }
     }
+}
+
+/// `tokdyn run`: the label line, and whether the scenario's `expect` was met.
+fn run(
+    scenario: &std::path::Path,
+    out: Option<PathBuf>,
+    model: Option<String>,
+    mut sets: Vec<String>,
+) -> Result<(), Error> {
+    let changed = !sets.is_empty();
+    if let Some(m) = model {
+        sets.push(format!("run.model={m}"));
+    }
+    let scenario = Scenario::load(scenario, &sets)?;
+    let report = tokdyn::run::run(&scenario, &options(out))?;
+    let s = &report.summary;
+    println!(
+        "{}: {} ({}) in {:.2} s, {} field evaluations -> {}",
+        s.name,
+        s.label,
+        s.label_reason,
+        s.wall_seconds,
+        s.rhs_evals,
+        report.dir.display()
+    );
+    // `expect` speaks of the scenario as written: with --set it may no longer apply.
+    if let (Some(expect), Some(false)) = (&s.expect, s.expect_met) {
+        if changed {
+            println!("(the scenario as written expects {expect}; --set changed it)");
+        } else {
+            println!("expected {expect}, got {}", s.label);
+        }
+    }
+    Ok(())
+}
+
+/// `tokdyn compare`: a table of the models.
+fn compare(scenario: &Scenario, out: Option<PathBuf>) -> Result<(), Error> {
+    let report = tokdyn::compare::compare(scenario, &options(out))?;
+    println!(
+        "{:<6} {:>9} {:>10} {:>12}",
+        "model", "unknowns", "seconds", "max |dR2|"
+    );
+    for r in &report.rows {
+        println!(
+            "{:<6} {:>9} {:>10.4} {:>12.3e}",
+            r.model.as_str(),
+            r.unknowns,
+            r.seconds,
+            r.max_dr2
+        );
+    }
+    println!("-> {}", report.dir.display());
+    Ok(())
+}
+
+/// `tokdyn portrait`: where the picture is, and where its path came from.
+fn portrait(scenario: &Scenario, out: Option<PathBuf>) -> Result<(), Error> {
+    let (path, source) = tokdyn::portrait::portrait(scenario, &options(out))?;
+    if source == tokdyn::portrait::PathSource::OttAntonsen {
+        println!("no run found in the output folder: drew the OA path from R2(0)");
+    }
+    println!("-> {}", path.display());
     Ok(())
 }

@@ -455,6 +455,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes `value` as pretty JSON (with a final newline) through [`write_atomic`].
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let mut text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    text.push('\n');
+    write_atomic(path, text.as_bytes())
+}
+
+/// The default output folder of a result named `name`: `output/<name>/`.
+pub fn default_folder(name: &str) -> PathBuf {
+    Path::new("output").join(name)
+}
+
 /// Free bytes for an unprivileged writer on the file system of `dir`, if known.
 pub fn free_space(dir: &Path) -> Option<u64> {
     #[cfg(unix)]

@@ -22,17 +22,6 @@ pub fn chunk_count(n: usize) -> usize {
 /// `partials` is caller-owned scratch of at least `width * chunk_count(n)` numbers, so that the
 /// hot path does not allocate; `kernel(rows, acc)` adds the contribution of `rows` into `acc`
 /// (which starts at zero). The chunk results are added in order into `out` (overwritten).
-///
-/// ```
-/// use tokdyn::parallel::{chunk_count, chunked_sum};
-/// let data: Vec<f64> = (0..10_000).map(|i| i as f64).collect();
-/// let mut partials = vec![0.0; chunk_count(data.len())];
-/// let mut out = [0.0];
-/// chunked_sum(&data, 1, 1, &mut partials, &mut out, |rows, acc| {
-///     acc[0] += rows.iter().sum::<f64>()
-/// });
-/// assert_eq!(out[0], 49_995_000.0);
-/// ```
 pub fn chunked_sum<K>(
     data: &[f64],
     stride: usize,
@@ -69,16 +58,6 @@ pub fn chunked_sum<K>(
 
 /// Applies `f` to matching chunks of [`TOKENS_PER_CHUNK`] rows of `out` (rows of `out_stride`)
 /// and `input` (rows of `in_stride`), in parallel when there is more than one chunk.
-///
-/// ```
-/// use tokdyn::parallel::for_each_chunk;
-/// let x = vec![1.0; 10_000];
-/// let mut y = vec![0.0; 10_000];
-/// for_each_chunk(&mut y, 1, &x, 1, |out, inp| {
-///     out.iter_mut().zip(inp).for_each(|(o, i)| *o = 2.0 * i)
-/// });
-/// assert!(y.iter().all(|v| *v == 2.0));
-/// ```
 pub fn for_each_chunk<F>(out: &mut [f64], out_stride: usize, input: &[f64], in_stride: usize, f: F)
 where
     F: Fn(&mut [f64], &[f64]) + Sync + Send,
@@ -93,14 +72,6 @@ where
 }
 
 /// The mean over tokens of a complex per-token quantity, with its scratch kept between calls.
-///
-/// ```
-/// use num_complex::Complex64;
-/// use tokdyn::parallel::ComplexMean;
-/// let angles = [0.0, std::f64::consts::PI];
-/// let mean = ComplexMean::new(angles.len()).mean(&angles, 1, |t| Complex64::from_polar(1.0, 2.0 * t[0]));
-/// assert!((mean - Complex64::new(1.0, 0.0)).norm() < 1e-15);
-/// ```
 pub struct ComplexMean {
     partials: std::sync::Mutex<Vec<f64>>,
 }
@@ -161,5 +132,39 @@ mod tests {
         assert_eq!(one, run(7));
         let plain: f64 = data.iter().sum();
         assert!((one[0] - plain).abs() < 1e-9);
+    }
+
+    // The examples of the documentation (the module is internal, so not doctests).
+    #[test]
+    fn chunked_sum_adds_every_row() {
+        use crate::parallel::{chunk_count, chunked_sum};
+        let data: Vec<f64> = (0..10_000).map(|i| i as f64).collect();
+        let mut partials = vec![0.0; chunk_count(data.len())];
+        let mut out = [0.0];
+        chunked_sum(&data, 1, 1, &mut partials, &mut out, |rows, acc| {
+            acc[0] += rows.iter().sum::<f64>()
+        });
+        assert_eq!(out[0], 49_995_000.0);
+    }
+
+    #[test]
+    fn for_each_chunk_covers_every_row() {
+        use crate::parallel::for_each_chunk;
+        let x = vec![1.0; 10_000];
+        let mut y = vec![0.0; 10_000];
+        for_each_chunk(&mut y, 1, &x, 1, |out, inp| {
+            out.iter_mut().zip(inp).for_each(|(o, i)| *o = 2.0 * i)
+        });
+        assert!(y.iter().all(|v| *v == 2.0));
+    }
+
+    #[test]
+    fn complex_mean_of_antipodal_angles() {
+        use crate::parallel::ComplexMean;
+        use num_complex::Complex64;
+        let angles = [0.0, std::f64::consts::PI];
+        let mean = ComplexMean::new(angles.len())
+            .mean(&angles, 1, |t| Complex64::from_polar(1.0, 2.0 * t[0]));
+        assert!((mean - Complex64::new(1.0, 0.0)).norm() < 1e-15);
     }
 }

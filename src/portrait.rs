@@ -50,30 +50,21 @@ pub fn portrait_title(name: &str, from_run: bool) -> String {
     )
 }
 
+/// The columns of an `order.csv` row that the portrait reads.
+#[derive(serde::Deserialize)]
+struct R2Sample {
+    r2_re: f64,
+    r2_im: f64,
+}
+
 /// Reads (r2_re, r2_im) from an `order.csv`.
 pub fn read_r2_path(path: &std::path::Path) -> Result<Vec<Complex64>, Error> {
-    let bad = |m: String| Error::Input(format!("{}: {m}", path.display()));
-    let mut reader = csv::Reader::from_path(path).map_err(|e| bad(e.to_string()))?;
-    let headers = reader.headers().map_err(|e| bad(e.to_string()))?.clone();
-    let column = |name: &str| {
-        headers
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| bad(format!("no column {name}")))
-    };
-    let (re, im) = (column("r2_re")?, column("r2_im")?);
-    let mut out = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(|e| bad(e.to_string()))?;
-        let value = |i: usize| -> Result<f64, Error> {
-            record
-                .get(i)
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| bad(format!("line {}: not a number", out.len() + 2)))
-        };
-        out.push(Complex64::new(value(re)?, value(im)?));
-    }
-    Ok(out)
+    let bad = |e: csv::Error| Error::Input(format!("{}: {e}", path.display()));
+    let mut reader = csv::Reader::from_path(path).map_err(bad)?;
+    reader
+        .deserialize::<R2Sample>()
+        .map(|row| row.map(|r| Complex64::new(r.r2_re, r.r2_im)).map_err(bad))
+        .collect()
 }
 
 /// Draws `portrait.png` / `portrait.svg` into the scenario's output folder.
@@ -87,19 +78,13 @@ pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, P
     } else {
         let sim = simulation::build(scenario, ModelKind::Oa)?;
         let mut series = OrderSeries::new();
-        let sol = solve(
+        solve(
             &sim.problem(),
             sim.method,
             &mut [&mut series as &mut dyn Observer],
         )
-        .map_err(Error::io(&dir))?;
-        if !sol.status.is_success() {
-            return Err(Error::RunFailed {
-                name: scenario.name.clone(),
-                model: "oa".into(),
-                status: sol.status,
-            });
-        }
+        .map_err(Error::io(&dir))?
+        .succeeded(&scenario.name, ModelKind::Oa)?;
         (series.r2, PathSource::OttAntonsen)
     };
     let fixed = plot::portrait::fixed_kinds(&fixed_points(&sh));

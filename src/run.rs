@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::classify::{classify, CertaintyWatch, Classification, Features};
+use crate::classify::{classify, CertaintyWatch, Classification, Features, Label};
 use crate::error::Error;
 use crate::integrate::Solution;
 use crate::model::KernelChoice;
 use crate::observe::{Observer, OrderSeries, Progress};
 use crate::output::{write_json, write_tokens_csv, OrderCsv, ResultKind, StagedDir, TrajectoryNpy};
 use crate::plot::{self, TokenSnapshots};
-use crate::scenario::{ModelKind, Scenario};
+use crate::scenario::{KernelKind, KernelMethodKind, ModelKind, Scenario};
 use crate::simulation::{self, Simulation};
 
 /// How a command is run (not part of the scenario).
@@ -35,50 +35,73 @@ impl RunOptions {
     pub fn folder(&self, scenario: &Scenario) -> PathBuf {
         self.out
             .clone()
-            .unwrap_or_else(|| Path::new("output").join(&scenario.name))
+            .unwrap_or_else(|| crate::output::default_folder(&scenario.name))
     }
 }
 
-/// `summary.json`.
+/// `summary.json`: typed fields, written as words and numbers only by serde.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    /// The scenario's name.
     pub name: String,
+    /// The scenario's description.
     pub description: Option<String>,
-    pub model: String,
-    pub kernel: String,
-    /// `"spectral"` when the spectral kernel evaluated the field, else `"direct"`.
-    pub kernel_method: String,
+    /// The model that ran.
+    pub model: ModelKind,
+    /// The attention kernel.
+    pub kernel: KernelKind,
+    /// `spectral` when the spectral kernel evaluated the field, else `direct`.
+    pub kernel_method: KernelMethodKind,
     /// The spectral kernel's truncation M (|m|, |l| <= M); null for the direct kernel.
     pub spectral_terms: Option<usize>,
+    /// Number of tokens.
     pub n: usize,
+    /// Dimension of the tokens.
     pub d: usize,
-    pub label: String,
+    /// The label of the long-term behaviour.
+    pub label: Label,
+    /// Why the classifier chose the label (and, for `undetermined`, what to change).
     pub label_reason: String,
+    /// The numbers the label was read from.
     pub features: Features,
+    /// The label the scenario expects, if it names one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub expect: Option<String>,
+    pub expect: Option<Label>,
+    /// Whether the run showed the expected label.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expect_met: Option<bool>,
+    /// Largest | |x_k| - 1 | of the tokens handed to the observers.
     pub norm_drift_max: f64,
     /// Largest | |x_k| - 1 | the integrator reached between two projections.
     pub norm_drift_step_max: f64,
+    /// Evaluations of the vector field.
     pub rhs_evals: u64,
+    /// Accepted integrator steps.
     pub accepted_steps: u64,
+    /// Rejected integrator steps.
     pub rejected_steps: u64,
+    /// Output samples written.
     pub samples: usize,
+    /// The scenario's `time.t_end`.
     pub t_end: f64,
     /// Time of the last sample: t_end, or later when the run went on until its label was
     /// certain (at most time.t_max).
     pub t_final: f64,
+    /// Wall time of the integration, observers included.
     pub wall_seconds: f64,
+    /// The version of tokdyn that ran.
     pub version: String,
+    /// The tokens' seed.
     pub seed: u64,
+    /// The command line, for provenance.
     pub command_line: Vec<String>,
+    /// The scenario file as given.
     pub scenario_file: String,
     /// The scenario after `--set`, with every default and matrix written out.
     pub scenario: toml::Table,
+    /// `tokdyn compare`: the reductions against the full model.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub compare: Option<serde_json::Value>,
+    pub compare: Option<crate::compare::CompareSummary>,
     /// For a stack of layers: its size, passes, and what the label was read on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack: Option<crate::layers::StackInfo>,
@@ -93,19 +116,22 @@ impl Summary {
         classification: &Classification,
         options: &RunOptions,
     ) -> Self {
-        let label = classification.label.as_str().to_string();
+        let label = classification.label;
         let choice = simulation::kernel_choice(scenario, model).unwrap_or(KernelChoice::Direct);
         Summary {
             name: scenario.name.clone(),
             description: scenario.description.clone(),
-            model: model.to_string(),
-            kernel: scenario.model.kernel.to_string(),
-            kernel_method: choice.as_str().to_string(),
+            model,
+            kernel: scenario.model.kernel,
+            kernel_method: match choice {
+                KernelChoice::Direct => KernelMethodKind::Direct,
+                KernelChoice::Spectral { .. } => KernelMethodKind::Spectral,
+            },
             spectral_terms: choice.terms(),
             n: scenario.tokens.n,
             d: scenario.model.d,
-            expect_met: scenario.expect.as_ref().map(|e| *e == label),
-            expect: scenario.expect.clone(),
+            expect_met: scenario.expect.map(|e| e == label),
+            expect: scenario.expect,
             label,
             label_reason: classification.reason.clone(),
             features: classification.features.clone(),
@@ -127,6 +153,20 @@ impl Summary {
             stack: None,
         }
     }
+}
+
+/// The label of the run whose output folder is `dir` (read from its summary.json), if there is
+/// one.
+pub fn read_label(dir: &Path) -> Option<Label> {
+    /// The part of summary.json read back.
+    #[derive(serde::Deserialize)]
+    struct Labelled {
+        label: Label,
+    }
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    serde_json::from_str::<Labelled>(&text)
+        .ok()
+        .map(|s| s.label)
 }
 
 /// What a finished run hands back.
@@ -221,16 +261,11 @@ pub fn solve_into_observed(
     for o in extra.iter_mut() {
         observers.push(&mut **o);
     }
-    let solution = sim.solve(&mut observers).map_err(Error::io(dir))?;
-    let series = watch.series;
-    if !solution.status.is_success() {
-        return Err(Error::RunFailed {
-            name: scenario.name.clone(),
-            model: sim.model.to_string(),
-            status: solution.status,
-        });
-    }
-    Ok((solution, series, snapshots))
+    let solution = sim
+        .solve(&mut observers)
+        .map_err(Error::io(dir))?
+        .succeeded(&scenario.name, sim.model)?;
+    Ok((solution, watch.series, snapshots))
 }
 
 /// Token snapshots kept for `tokens.png`.
@@ -430,16 +465,9 @@ pub fn run_in_memory(
     }
     let solution = sim
         .solve(&mut observers)
-        .map_err(Error::io(&scenario.file))?;
-    let series = watch.series;
-    if !solution.status.is_success() {
-        return Err(Error::RunFailed {
-            name: scenario.name.clone(),
-            model: sim.model.to_string(),
-            status: solution.status,
-        });
-    }
-    let classification = classify(&series);
+        .map_err(Error::io(&scenario.file))?
+        .succeeded(&scenario.name, sim.model)?;
+    let classification = classify(&watch.series);
     Ok(Summary::new(
         scenario,
         model,

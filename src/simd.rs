@@ -24,12 +24,6 @@ pub fn has_avx2_fma() -> bool {
 }
 
 /// Runs `f`, compiled for AVX2 where the CPU has it (mark the closure `#[inline(always)]`).
-///
-/// ```
-/// let x = vec![1.0; 1000];
-/// let sum: f64 = tokdyn::simd::vectorized(#[inline(always)] || x.iter().map(|v| 2.0 * v).sum());
-/// assert_eq!(sum, 2000.0);
-/// ```
 #[inline(always)]
 pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
@@ -50,12 +44,6 @@ fn avx2<R>(f: impl FnOnce() -> R) -> R {
 pub const LANES: usize = 8;
 
 /// `acc[l] += values[i]` for every i = l mod LANES: a sum in a fixed order that vectorises.
-///
-/// ```
-/// let mut acc = [0.0; tokdyn::simd::LANES];
-/// tokdyn::simd::add_in_lanes(&mut acc, &[1.0; 20]);
-/// assert_eq!(acc.iter().sum::<f64>(), 20.0);
-/// ```
 #[inline(always)]
 pub fn add_in_lanes(acc: &mut [f64; LANES], values: &[f64]) {
     let mut chunks = values.chunks_exact(LANES);
@@ -66,5 +54,26 @@ pub fn add_in_lanes(acc: &mut [f64; LANES], values: &[f64]) {
     }
     for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
         *a += v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // The examples of the documentation (the module is internal, so not doctests).
+    #[test]
+    fn vectorized_returns_the_closure_result() {
+        let x = vec![1.0; 1000];
+        let sum: f64 = crate::simd::vectorized(
+            #[inline(always)]
+            || x.iter().map(|v| 2.0 * v).sum(),
+        );
+        assert_eq!(sum, 2000.0);
+    }
+
+    #[test]
+    fn add_in_lanes_keeps_every_value() {
+        let mut acc = [0.0; crate::simd::LANES];
+        crate::simd::add_in_lanes(&mut acc, &[1.0; 20]);
+        assert_eq!(acc.iter().sum::<f64>(), 20.0);
     }
 }

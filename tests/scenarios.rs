@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
+use tokdyn::classify::Label;
 use tokdyn::run::{run, RunOptions};
 use tokdyn::scenario::Scenario;
 
@@ -25,7 +26,7 @@ fn scenario_files() -> Vec<PathBuf> {
 #[test]
 fn every_scenario_meets_its_expectation() {
     let out = tempfile::tempdir().unwrap();
-    let results: Vec<(String, Option<String>, String, String)> = scenario_files()
+    let results: Vec<(String, Option<Label>, Label, String)> = scenario_files()
         .par_iter()
         .map(|file| {
             let stem = file.file_stem().unwrap().to_string_lossy().to_string();

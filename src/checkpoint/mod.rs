@@ -48,7 +48,9 @@ fn fail<T>(message: impl Into<String>) -> Result<T, CheckpointError> {
 /// The tensor layouts understood.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// GPT-2: fused `c_attn` (Q, K, V) and `c_proj` per layer.
     Gpt2,
+    /// BERT: separate query, key, value and output dense layers.
     Bert,
 }
 
@@ -83,7 +85,9 @@ impl fmt::Display for Format {
 /// The weights of one head as tokdyn reads them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeadWeights {
+    /// A_h = W_Q^h (W_K^h)^T / sqrt(d_h).
     pub a: DMatrix<f64>,
+    /// V_h = (W_V^h W_O^h)^T.
     pub v: DMatrix<f64>,
 }
 
@@ -325,9 +329,13 @@ impl Checkpoint {
 /// The four d x d maps of one layer in the row-vector convention: x -> x W_Q, x W_K, x W_V,
 /// and z -> z W_O on the concatenated heads.
 pub struct LayerMaps {
+    /// W_Q.
     pub q: DMatrix<f64>,
+    /// W_K.
     pub k: DMatrix<f64>,
+    /// W_V.
     pub v: DMatrix<f64>,
+    /// W_O.
     pub o: DMatrix<f64>,
 }
 

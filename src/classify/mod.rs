@@ -26,7 +26,7 @@
 //! s* > 1 - [`CLUSTERED`] is clustering. Anything else is `undetermined`, with the reason and
 //! what to do about it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::observe::OrderSeries;
 
@@ -57,14 +57,20 @@ pub const TURNING: f64 = 1e-3;
 pub const ALIASING: f64 = std::f64::consts::FRAC_PI_2;
 
 /// The labels of docs/MATH.md §6.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Label {
+    /// The tokens settle into clusters (s -> 1) whose axis stops.
     ConvergedClusters,
+    /// Clusters form (s -> 1) and their axis keeps turning.
     RotatingClusters,
+    /// s keeps swinging with a steady amplitude (periodic orbits).
     Oscillation,
+    /// s converges below 1: no clustering, a resting interior state.
     InteriorPoint,
+    /// s converges below 1 while the axis keeps turning (a rotating wave).
     RotatingInterior,
+    /// None of the above could be decided; the reason says what to change.
     Undetermined,
 }
 
@@ -79,8 +85,8 @@ impl Label {
         Label::Undetermined,
     ];
 
-    /// The label's word in outputs.
-    pub fn as_str(self) -> &'static str {
+    /// The label's word in outputs (and in a scenario's `expect`).
+    pub const fn as_str(self) -> &'static str {
         match self {
             Label::ConvergedClusters => "converged-clusters",
             Label::RotatingClusters => "rotating-clusters",
@@ -103,17 +109,37 @@ impl std::fmt::Display for Label {
     }
 }
 
+/// How clustered tokens are shared between the two ends of their axis (from R1, the first
+/// harmonic; written as `one`, `two-antipodal` or `unequal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clusters {
+    /// All at one end (|R1| -> 1).
+    One,
+    /// Two equal antipodal clusters (|R1| -> 0).
+    TwoAntipodal,
+    /// Two clusters of unequal size.
+    Unequal,
+}
+
 /// The numbers a label is read from (summary.json `features`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Features {
+    /// |R2| at the last sample.
     pub r2_abs_final: f64,
+    /// Smallest |R2| over the tail.
     pub r2_abs_tail_min: f64,
+    /// Largest |R2| over the tail.
     pub r2_abs_tail_max: f64,
     /// Rotation rate of arg R2 (the doubled axis angle) over the second half of the tail.
     pub r2_arg_rate: f64,
+    /// The nematic order s at the last sample.
     pub nematic_final: f64,
+    /// Smallest s over the tail.
     pub nematic_tail_min: f64,
+    /// Largest s over the tail.
     pub nematic_tail_max: f64,
+    /// |R1| at the last sample (none for the Ott–Antonsen model, which has no R1).
     pub r1_abs_final: Option<f64>,
     /// The limit s* of s, when s converges (extrapolated for a slow approach).
     pub limit: Option<f64>,
@@ -125,8 +151,8 @@ pub struct Features {
     pub decay_rate: Option<f64>,
     /// Exponent p of an algebraic approach to 1 (1 - s ~ t^-p), as at a regime boundary.
     pub algebraic_exponent: Option<f64>,
-    /// For clustering: "one" (R1 -> 1), "two-antipodal" (R1 -> 0) or "unequal".
-    pub clusters: Option<String>,
+    /// For clustering: how the tokens are shared between the two ends of the axis.
+    pub clusters: Option<Clusters>,
     /// Start time of the tail the features are measured on.
     pub tail_start: f64,
 }
@@ -134,8 +160,11 @@ pub struct Features {
 /// A label with its reason and the features it was read from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Classification {
+    /// The label.
     pub label: Label,
+    /// Why: the rule that decided it, with its numbers (and what to change when undetermined).
     pub reason: String,
+    /// The numbers the label was read from.
     pub features: Features,
 }
 
@@ -391,11 +420,11 @@ pub fn classify_prefix(series: &OrderSeries, len: usize) -> Classification {
     if clustered {
         f.clusters = r1_final.map(|r1| {
             if r1 > 0.99 {
-                "one".to_string()
+                Clusters::One
             } else if r1 < 0.01 {
-                "two-antipodal".to_string()
+                Clusters::TwoAntipodal
             } else {
-                "unequal".to_string()
+                Clusters::Unequal
             }
         });
     }
@@ -457,59 +486,7 @@ fn limit_of_s(
         return Ok((limit, "settles".to_string()));
     }
     if let Some(c) = period::cycles(t, s).or_else(|| peak_cycles(t, s, swing)) {
-        f.period = Some(c.period);
-        let tail_time = t[t.len() - 1] - t[0];
-        // A trend in the swing counts when the swings lie on it (few samples per period
-        // scatter them).
-        let trend = if c.decay_fit > 0.6 {
-            c.decay_rate * tail_time
-        } else {
-            0.0
-        };
-        if trend > 0.3 {
-            f.decay_rate = Some(c.decay_rate);
-            return Ok((
-                c.last_mean,
-                format!(
-                    "spirals in (swing per period decays at rate {:.3e}, period {:.4})",
-                    c.decay_rate, c.period
-                ),
-            ));
-        }
-        if trend < -GROWING {
-            return Err(Box::new(undetermined(
-                f.clone(),
-                format!(
-                    "s oscillates with a growing swing (rate {:.3e}, period {:.4}); run longer (time.t_max)",
-                    -c.decay_rate, c.period
-                ),
-            )));
-        }
-        let resolution = 2.0 * swing / c.samples_per_period;
-        if c.mean_drift.abs() > (DRIFTING * swing).max(resolution) {
-            return Err(Box::new(undetermined(
-                f.clone(),
-                format!(
-                    "s oscillates (period {:.4}) while the mean of its cycles drifts by {:.3e} over the tail; run longer (time.t_max)",
-                    c.period, c.mean_drift
-                ),
-            )));
-        }
-        f.amplitude = Some(0.5 * swing);
-        let how = if c.correlation.is_nan() {
-            "from the spacing of its peaks".to_string()
-        } else {
-            format!("correlation {:.3} one period apart", c.correlation)
-        };
-        let reason = format!(
-            "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4} ({} periods in the tail, {how})",
-            c.period, c.count
-        );
-        return Err(Box::new(Classification {
-            label: Label::Oscillation,
-            reason,
-            features: f.clone(),
-        }));
+        return limit_of_cycles(t, swing, &c, f);
     }
     if turning_points(s, swing) > 0 {
         return Err(Box::new(undetermined(
@@ -545,6 +522,70 @@ fn limit_of_s(
             "s still moves by {swing:.2e} over the tail without a clear limit or cycle; run longer (time.t_max)"
         ),
     )))
+}
+
+/// The limit of s when its tail shows cycles `c`: a converging spiral's mean, or the finished
+/// classification (an oscillation, or a growing swing that cannot be decided yet).
+fn limit_of_cycles(
+    t: &[f64],
+    swing: f64,
+    c: &period::Cycles,
+    f: &mut Features,
+) -> Result<(f64, String), Box<Classification>> {
+    let (s_lo, s_hi) = (f.nematic_tail_min, f.nematic_tail_max);
+    f.period = Some(c.period);
+    let tail_time = t[t.len() - 1] - t[0];
+    // A trend in the swing counts when the swings lie on it (few samples per period
+    // scatter them).
+    let trend = if c.decay_fit > 0.6 {
+        c.decay_rate * tail_time
+    } else {
+        0.0
+    };
+    if trend > 0.3 {
+        f.decay_rate = Some(c.decay_rate);
+        return Ok((
+            c.last_mean,
+            format!(
+                "spirals in (swing per period decays at rate {:.3e}, period {:.4})",
+                c.decay_rate, c.period
+            ),
+        ));
+    }
+    if trend < -GROWING {
+        return Err(Box::new(undetermined(
+            f.clone(),
+            format!(
+                "s oscillates with a growing swing (rate {:.3e}, period {:.4}); run longer (time.t_max)",
+                -c.decay_rate, c.period
+            ),
+        )));
+    }
+    let resolution = 2.0 * swing / c.samples_per_period;
+    if c.mean_drift.abs() > (DRIFTING * swing).max(resolution) {
+        return Err(Box::new(undetermined(
+            f.clone(),
+            format!(
+                "s oscillates (period {:.4}) while the mean of its cycles drifts by {:.3e} over the tail; run longer (time.t_max)",
+                c.period, c.mean_drift
+            ),
+        )));
+    }
+    f.amplitude = Some(0.5 * swing);
+    let how = if c.correlation.is_nan() {
+        "from the spacing of its peaks".to_string()
+    } else {
+        format!("correlation {:.3} one period apart", c.correlation)
+    };
+    let reason = format!(
+        "s keeps swinging between {s_lo:.4} and {s_hi:.4} with period {:.4} ({} periods in the tail, {how})",
+        c.period, c.count
+    );
+    Err(Box::new(Classification {
+        label: Label::Oscillation,
+        reason,
+        features: f.clone(),
+    }))
 }
 
 fn undetermined(features: Features, reason: String) -> Classification {

@@ -1,16 +1,15 @@
-//! Integration on the sphere over `ode_solvers`, sample by sample.
+//! Integration on the sphere, sample by sample, with the crate's own Runge–Kutta steppers.
 //!
 //! A [`Problem`] is a [`Dynamics`] (the vector field and how to read order parameters off a
 //! state), an initial state and an output grid t_i = t_end i / (samples - 1). [`solve`] takes a
 //! problem, a [`Method`] and observers and returns a [`Solution`] whose [`Status`] says how the
 //! run ended.
 //!
-//! `ode_solvers` 0.6 cannot change the state during a run and keeps every output point in
-//! memory. So the run is integrated one output interval at a time: after each interval the
-//! state is projected back onto its manifold (every token onto the unit sphere), the observers
-//! see the sample, and the last step size is handed to the next interval. Within an interval
-//! the solver is restarted every few steps so that its list of steps never holds more than a
-//! bounded number of states; memory is O(state) whatever the number of samples or steps.
+//! After each output interval the state is projected back onto its manifold (every token onto
+//! the unit sphere) and the observers see the sample. The steppers (`stepper.rs`) are the
+//! crate's own DOP853 with dense output (the default) and `ode_solvers`' Dopri5 and RK4, run in
+//! short bounded pieces; memory is O(state) whatever the number of samples or steps. A stack of
+//! layers is integrated layer by layer, landing exactly on every boundary (`piecewise.rs`).
 
 pub(crate) mod dop853;
 mod dop853_tableau;
@@ -24,6 +23,7 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
+use crate::error::Error;
 use crate::observe::{Observer, OrderParameters, RunInfo, Sample};
 
 /// A system of autonomous ODEs y' = F(y) whose states carry tokens.
@@ -110,11 +110,24 @@ impl Problem<'_> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Method {
     /// Dormand–Prince 8(5,3), adaptive.
-    Dop853 { rtol: f64, atol: f64 },
+    Dop853 {
+        /// Relative tolerance.
+        rtol: f64,
+        /// Absolute tolerance.
+        atol: f64,
+    },
     /// Dormand–Prince 5(4), adaptive.
-    Dopri5 { rtol: f64, atol: f64 },
+    Dopri5 {
+        /// Relative tolerance.
+        rtol: f64,
+        /// Absolute tolerance.
+        atol: f64,
+    },
     /// Classical Runge–Kutta 4 with the largest step <= dt that divides each output interval.
-    Rk4 { dt: f64 },
+    Rk4 {
+        /// The largest step.
+        dt: f64,
+    },
 }
 
 /// How a run ended.
@@ -123,17 +136,43 @@ pub enum Status {
     /// Reached t_end.
     Success,
     /// The state or the field became non-finite (overflow) near time `t`.
-    NonFinite { t: f64 },
+    NonFinite {
+        /// When.
+        t: f64,
+    },
     /// The adaptive step size fell below round-off at time `t`.
-    StepSizeUnderflow { t: f64 },
+    StepSizeUnderflow {
+        /// When.
+        t: f64,
+    },
     /// Stopped at time `t` because [`crate::interrupt::request`] was called (a signal).
-    Interrupted { t: f64 },
+    Interrupted {
+        /// When.
+        t: f64,
+    },
 }
 
 impl Status {
     /// Whether the run reached t_end.
     pub fn is_success(&self) -> bool {
         matches!(self, Status::Success)
+    }
+}
+
+impl Solution {
+    /// The solution of a run that reached its end, or its failure (numerical, or an
+    /// interruption) as an [`Error::RunFailed`] saying where and when: the one place callers
+    /// turn a [`Status`] into an error.
+    pub fn succeeded(self, name: &str, model: impl fmt::Display) -> Result<Solution, Error> {
+        if self.status.is_success() {
+            Ok(self)
+        } else {
+            Err(Error::RunFailed {
+                name: name.to_string(),
+                model: model.to_string(),
+                status: self.status,
+            })
+        }
     }
 }
 
@@ -187,7 +226,8 @@ pub struct Solution {
 /// Integrates `problem` with `method`, calling the observers at every output sample.
 ///
 /// Returns an error only when an observer fails (I/O); a run that fails numerically returns a
-/// [`Solution`] with a [`Status`] other than success and the samples up to the failure.
+/// [`Solution`] with a [`Status`] other than success and the samples up to the failure, which
+/// [`Solution::succeeded`] turns into an error.
 ///
 /// ```
 /// use std::borrow::Cow;
@@ -235,18 +275,9 @@ pub fn solve_until(
 ) -> io::Result<Solution> {
     let started = Instant::now();
     let dynamics = problem.dynamics;
+    let grid = OutputGrid::new(problem, t_max);
     let mut y = problem.initial_state.clone();
-    let spacing = problem.t_end / (problem.samples.max(2) - 1) as f64;
-    let extended = t_max > problem.t_end && spacing > 0.0;
-    let horizon = if extended { t_max } else { problem.t_end };
-    let total = if extended {
-        ((t_max / spacing + 1e-9).floor() as usize + 1).max(problem.samples)
-    } else {
-        problem.samples
-    };
-    let mut next_check = problem.t_end;
-    let mut stepper = piecewise::SegmentedStepper::new(dynamics, method, &y, horizon);
-    let mut drift_max: f64 = 0.0;
+    let mut stepper = piecewise::SegmentedStepper::new(dynamics, method, &y, grid.horizon);
     let info = RunInfo {
         samples: problem.samples,
         t_end: problem.t_end,
@@ -254,62 +285,37 @@ pub fn solve_until(
     for o in observers.iter_mut() {
         o.start(&info)?;
     }
-    let mut status = Status::Success;
-    let mut samples = 0;
-    let mut t_last = 0.0;
-    for i in 0..total {
-        let t = if i < problem.samples {
-            problem.sample_time(i)
-        } else {
-            (problem.t_end * i as f64 / (problem.samples - 1) as f64).min(t_max)
-        };
+    let mut progress = RunProgress {
+        status: Status::Success,
+        samples: 0,
+        t_last: 0.0,
+        drift_max: 0.0,
+    };
+    let mut next_check = problem.t_end;
+    for i in 0..grid.total {
+        let t = grid.time(i);
         if crate::interrupt::is_requested() {
-            status = Status::Interrupted { t: t_last };
+            progress.status = Status::Interrupted { t: progress.t_last };
             break;
         }
-        if i > 0 {
-            if let Err(failure) = stepper.advance_to(t, &mut y) {
-                status = failure;
+        let sampled = advance_to_sample(
+            dynamics,
+            &mut stepper,
+            (i, t),
+            &mut y,
+            &mut progress.drift_max,
+        );
+        let order = match sampled {
+            Ok(order) => order,
+            Err(failure) => {
+                progress.status = failure;
                 break;
             }
-            if y.iter().any(|v| !v.is_finite()) {
-                status = Status::NonFinite { t };
-                break;
-            }
-            // Pull the output onto the manifold (the dense output of dop853 is off it by the
-            // interpolation error).
-            dynamics.project(&mut y);
-        } else {
-            dynamics.project(&mut y);
-        }
-        // Distance from the manifold of the state as observed (after projection).
-        drift_max = drift_max.max(dynamics.project(&mut y));
-        let order = dynamics.order_parameters(&y);
-        if !(order.r2.re.is_finite() && order.r2.im.is_finite() && order.nematic.is_finite()) {
-            status = Status::NonFinite { t };
-            break;
-        }
-        let tokens = if observers.iter().any(|o| o.wants_tokens_at(i)) {
-            match tokens_in_pieces(dynamics, &y, i, observers) {
-                Some(fed) => fed.map(|_| None)?,
-                None => dynamics.tokens(&y),
-            }
-        } else {
-            None
         };
-        let sample = Sample {
-            index: i,
-            t,
-            state: &y,
-            order: &order,
-            tokens: tokens.as_deref(),
-        };
-        for o in observers.iter_mut() {
-            o.sample(&sample)?;
-        }
-        samples += 1;
-        t_last = t;
-        if extended && i + 1 >= problem.samples && t >= next_check {
+        hand_out_sample(dynamics, observers, i, t, &y, &order)?;
+        progress.samples += 1;
+        progress.t_last = t;
+        if grid.extended && i + 1 >= problem.samples && t >= next_check {
             next_check = t * CHECKPOINT_GROWTH;
             if observers.iter_mut().any(|o| o.enough()) {
                 break;
@@ -319,18 +325,140 @@ pub fn solve_until(
     for o in observers.iter_mut() {
         o.finish()?;
     }
-    let counts = stepper.counts();
-    Ok(Solution {
-        status,
-        samples,
-        t_last,
-        rhs_evals: counts.rhs_evals,
-        accepted_steps: counts.accepted,
-        rejected_steps: counts.rejected,
-        norm_drift_max: drift_max,
-        step_drift_max: stepper.step_drift_max(),
-        final_state: y,
-        boundaries: std::mem::take(&mut stepper.boundaries),
-        wall: started.elapsed(),
-    })
+    Ok(progress.into_solution(stepper, y, started))
+}
+
+/// The output times of a run: the problem's grid, continued with the same spacing up to
+/// `t_max` when the run may go on past t_end.
+struct OutputGrid {
+    t_end: f64,
+    samples: usize,
+    t_max: f64,
+    /// Whether the run may go on past t_end.
+    extended: bool,
+    /// The last time the stepper may reach.
+    horizon: f64,
+    /// Most samples the run can hand out.
+    total: usize,
+}
+
+impl OutputGrid {
+    fn new(problem: &Problem<'_>, t_max: f64) -> Self {
+        let spacing = problem.t_end / (problem.samples.max(2) - 1) as f64;
+        let extended = t_max > problem.t_end && spacing > 0.0;
+        OutputGrid {
+            t_end: problem.t_end,
+            samples: problem.samples,
+            t_max,
+            extended,
+            horizon: if extended { t_max } else { problem.t_end },
+            total: if extended {
+                ((t_max / spacing + 1e-9).floor() as usize + 1).max(problem.samples)
+            } else {
+                problem.samples
+            },
+        }
+    }
+
+    /// The time of sample `i` (the problem's own grid up to t_end).
+    fn time(&self, i: usize) -> f64 {
+        if i + 1 == self.samples {
+            self.t_end
+        } else if i < self.samples {
+            self.t_end * i as f64 / (self.samples - 1) as f64
+        } else {
+            (self.t_end * i as f64 / (self.samples - 1) as f64).min(self.t_max)
+        }
+    }
+}
+
+/// How far a run has come: its status, the samples handed out and the largest drift seen.
+struct RunProgress {
+    status: Status,
+    samples: usize,
+    t_last: f64,
+    drift_max: f64,
+}
+
+impl RunProgress {
+    /// The [`Solution`] of a run that ended here.
+    fn into_solution(
+        self,
+        mut stepper: piecewise::SegmentedStepper<'_>,
+        final_state: Vec<f64>,
+        started: Instant,
+    ) -> Solution {
+        let counts = stepper.counts();
+        Solution {
+            status: self.status,
+            samples: self.samples,
+            t_last: self.t_last,
+            rhs_evals: counts.rhs_evals,
+            accepted_steps: counts.accepted,
+            rejected_steps: counts.rejected,
+            norm_drift_max: self.drift_max,
+            step_drift_max: stepper.step_drift_max(),
+            final_state,
+            boundaries: std::mem::take(&mut stepper.boundaries),
+            wall: started.elapsed(),
+        }
+    }
+}
+
+/// Advances `y` to sample `i` at time `t` (sample 0 is the initial state), projects it onto
+/// the manifold (raising `drift_max` to its distance from it as observed) and reads its order
+/// parameters; returns them, or the failure.
+fn advance_to_sample(
+    dynamics: &dyn Dynamics,
+    stepper: &mut piecewise::SegmentedStepper<'_>,
+    (i, t): (usize, f64),
+    y: &mut [f64],
+    drift_max: &mut f64,
+) -> Result<OrderParameters, Status> {
+    if i > 0 {
+        stepper.advance_to(t, y)?;
+        if y.iter().any(|v| !v.is_finite()) {
+            return Err(Status::NonFinite { t });
+        }
+    }
+    // Pull the output onto the manifold (the dense output of dop853 is off it by the
+    // interpolation error).
+    dynamics.project(y);
+    // Distance from the manifold of the state as observed (after projection).
+    *drift_max = drift_max.max(dynamics.project(y));
+    let order = dynamics.order_parameters(y);
+    if !(order.r2.re.is_finite() && order.r2.im.is_finite() && order.nematic.is_finite()) {
+        return Err(Status::NonFinite { t });
+    }
+    Ok(order)
+}
+
+/// Hands sample `i` to every observer (with the tokens when one of them wants them).
+fn hand_out_sample(
+    dynamics: &dyn Dynamics,
+    observers: &mut [&mut dyn Observer],
+    i: usize,
+    t: f64,
+    y: &[f64],
+    order: &OrderParameters,
+) -> io::Result<()> {
+    let tokens = if observers.iter().any(|o| o.wants_tokens_at(i)) {
+        match tokens_in_pieces(dynamics, y, i, observers) {
+            Some(fed) => fed.map(|_| None)?,
+            None => dynamics.tokens(y),
+        }
+    } else {
+        None
+    };
+    let sample = Sample {
+        index: i,
+        t,
+        state: y,
+        order,
+        tokens: tokens.as_deref(),
+    };
+    for o in observers.iter_mut() {
+        o.sample(&sample)?;
+    }
+    Ok(())
 }

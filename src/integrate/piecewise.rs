@@ -120,6 +120,7 @@ pub struct Boundary {
     /// Layers completed in the current pass (0 at the start of a pass; at the end of pass p
     /// the row has pass = p + 1, layer = 0).
     pub layer: usize,
+    /// The order parameters there.
     pub order: OrderParameters,
 }
 

@@ -181,6 +181,7 @@ impl Cdd {
 
     /// The exact value of a double complex number.
     #[inline(always)]
+    #[cfg(test)]
     pub fn from_f64(re: f64, im: f64) -> Cdd {
         Cdd::new(Dd::from_f64(re), Dd::from_f64(im))
     }

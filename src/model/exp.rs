@@ -129,7 +129,7 @@ fn exp_shifted_sum_avx2(values: &mut [f64], shift: f64) -> f64 {
 }
 
 /// Replaces every value v by exp(v - shift) and returns their sum, added in a fixed order
-/// ([`LANES`] partial sums, then in lane order): the softmax step of one column of weights,
+/// (`LANES` partial sums, then in lane order): the softmax step of one column of weights,
 /// in one pass while the column is in cache.
 ///
 /// ```

@@ -18,7 +18,7 @@
 //!   f_k = (1/n) sum_j exp(<q_k, x_j>) u_j, or for `sa` the weights exp(<q_k, x_j> - m_k)
 //!   divided by their sum (m_k = max_j <q_k, x_j> keeps the exponentials finite).
 //!
-//! Sums over tokens use fixed chunks ([`crate::parallel`]), so the field is bit-identical for
+//! Sums over tokens use fixed chunks (`parallel.rs`), so the field is bit-identical for
 //! any number of threads.
 
 use std::borrow::Cow;

@@ -19,19 +19,29 @@
 /// A matrix inside a slice: entry (i, j) at `data[i * row_stride + j * column_stride]`.
 #[derive(Clone, Copy)]
 pub struct MatRef<'a> {
+    /// The entries.
     pub data: &'a [f64],
+    /// Number of rows.
     pub rows: usize,
+    /// Number of columns.
     pub cols: usize,
+    /// Distance in the slice between two rows.
     pub row_stride: usize,
+    /// Distance in the slice between two columns.
     pub column_stride: usize,
 }
 
 /// A writable matrix inside a slice, laid out like [`MatRef`].
 pub struct MatMut<'a> {
+    /// The entries.
     pub data: &'a mut [f64],
+    /// Number of rows.
     pub rows: usize,
+    /// Number of columns.
     pub cols: usize,
+    /// Distance in the slice between two rows.
     pub row_stride: usize,
+    /// Distance in the slice between two columns.
     pub column_stride: usize,
 }
 

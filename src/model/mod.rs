@@ -15,7 +15,7 @@
 
 pub mod attention;
 pub mod bessel;
-pub mod ddouble;
+pub(crate) mod ddouble;
 pub mod exp;
 pub mod field;
 pub mod gemm;

@@ -28,6 +28,7 @@ pub struct Columns<'a> {
     pub tokens: &'a [f64],
     /// Coordinate c of u_j at c n + j.
     pub values: &'a [f64],
+    /// Number of columns (tokens).
     pub n: usize,
 }
 

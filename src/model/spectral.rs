@@ -51,7 +51,7 @@
 //! **Cost.** Moments O(n P): the powers z^p by repeated multiplication, pulled back onto the unit
 //! circle every `RENORMALISE` steps. Coefficients O(M_a M_b) per head. Evaluation at every token
 //! by Horner's rule in z (q >= 0) and conj(z) (q < 0), O(n P) and stable on |z| = 1. The moments
-//! are summed in fixed chunks of tokens added in order ([`crate::parallel`]) and the evaluation is
+//! are summed in fixed chunks of tokens added in order (`parallel.rs`) and the evaluation is
 //! token by token, so the field is bit-identical for any thread count; every buffer is allocated
 //! when the field is built. The double-double steps cost about 15 times the doubles' per term.
 
@@ -148,7 +148,10 @@ pub enum KernelChoice {
     /// The pairwise (or, for `lsa`, moment-matrix) evaluation.
     Direct,
     /// The spectral kernel with truncation |m|, |l| <= `terms` (the largest over heads and factors).
-    Spectral { terms: usize },
+    Spectral {
+        /// The truncation M.
+        terms: usize,
+    },
 }
 
 impl KernelChoice {

@@ -43,7 +43,9 @@ pub const QUERY_GROUPS: usize = 8;
 /// Tile sizes: key tokens (rows of a weight tile, a multiple of 8) and query tokens (columns).
 #[derive(Clone, Copy, Debug)]
 pub struct Tiles {
+    /// Keys per tile.
     pub keys: usize,
+    /// Queries per tile.
     pub queries: usize,
 }
 
@@ -86,6 +88,7 @@ pub struct Pairs<'a> {
     pub query: &'a [f64],
     /// The values u_j = V x_j.
     pub value: &'a [f64],
+    /// Dimension of the tokens.
     pub d: usize,
 }
 

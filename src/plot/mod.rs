@@ -67,8 +67,10 @@ pub const FONT: &str = "sans-serif";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Figure {
+    /// One column of a paper.
     #[default]
     Paper,
+    /// A 16:9 slide.
     Slide,
 }
 
@@ -331,6 +333,7 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// A legend entry: a mark and its text.
     pub fn new(mark: Mark, text: impl Into<String>) -> Self {
         Entry {
             mark,

@@ -46,8 +46,11 @@ const MAX_PATH: usize = 5000;
 /// purely imaginary eigenvalues) as a grey square.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FixedKind {
+    /// An attracting fixed point.
     Stable,
+    /// A repelling fixed point or a saddle.
     Unstable,
+    /// A neutral centre, surrounded by closed orbits.
     Centre,
 }
 
@@ -85,7 +88,9 @@ impl CycleKind {
 /// A closed curve in the R2 plane (the last point joins the first) and how it is drawn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CycleCurve {
+    /// The curve's points in the R plane, in order around it.
     pub points: Vec<Complex64>,
+    /// How it is drawn.
     pub kind: CycleKind,
 }
 

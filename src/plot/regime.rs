@@ -25,7 +25,9 @@ pub const REGIME_SIZE: (u32, u32) = (1400, 1000);
 /// A theory curve: its segments and its legend text (e.g. `"theory: v11 - v12 = 0"`).
 #[derive(Debug, Clone, Default)]
 pub struct Theory {
+    /// The curve, as line segments in axis coordinates.
     pub segments: Vec<[(f64, f64); 2]>,
+    /// Its legend text.
     pub text: String,
 }
 

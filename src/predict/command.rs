@@ -45,14 +45,19 @@ pub fn prediction(scenario: &Scenario) -> Result<Prediction, Error> {
 /// What `predict` writes.
 #[derive(Debug, Clone, Serialize)]
 pub struct PredictReport {
+    /// The scenario name.
     pub name: String,
+    /// The analysis of the Ott–Antonsen equation.
     #[serde(flatten)]
     pub prediction: Prediction,
     /// The label of the simulation in the run folder, if there is one.
     pub simulated_label: Option<String>,
+    /// Whether the simulated label agrees with the prediction.
     pub agrees: Option<bool>,
+    /// The printed table.
     #[serde(skip)]
     pub table: String,
+    /// Where `predict.json` was written.
     #[serde(skip)]
     pub path: PathBuf,
 }
@@ -64,7 +69,7 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
     let sh = simulation::second_harmonic(scenario, ModelKind::Oa)?;
     super::limit_cycles(&sh, horizon(scenario), &mut p.limit_cycles);
     let dir = options.folder(scenario);
-    let simulated_label = simulated_label(&dir);
+    let simulated_label = crate::run::read_label(&dir).map(|l| l.as_str().to_string());
     let agrees = simulated_label.as_ref().map(|l| l == p.label.as_str());
     let mut table = String::new();
     fixed_point_table(&mut table, &p);
@@ -86,14 +91,6 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
     };
     write_report(&dir, &mut report)?;
     Ok(report)
-}
-
-/// The label in the run folder's summary.json, if there is one.
-fn simulated_label(dir: &Path) -> Option<String> {
-    std::fs::read_to_string(dir.join("summary.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .and_then(|v| v.get("label").and_then(|l| l.as_str()).map(str::to_string))
 }
 
 fn fixed_point_table(table: &mut String, p: &Prediction) {
@@ -237,9 +234,7 @@ fn comparison_table(table: &mut String, dir: &Path, simulated: Option<&str>, agr
 /// Writes `predict.json` atomically (a temporary file renamed).
 fn write_report(dir: &Path, report: &mut PredictReport) -> Result<(), Error> {
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
-    let tmp = dir.join(".predict.json.tmp");
-    crate::output::write_json(&tmp, &*report).map_err(Error::io(&tmp))?;
-    std::fs::rename(&tmp, &report.path).map_err(Error::io(&report.path))?;
+    crate::output::write_json_atomic(&report.path, &*report).map_err(Error::io(&report.path))?;
     report
         .table
         .push_str(&format!("-> {}\n", report.path.display()));

@@ -51,6 +51,7 @@ pub struct FixedPoint {
     /// Eigenvalues of the Jacobian.
     #[serde(serialize_with = "complex_pairs")]
     pub eigenvalues: [Complex64; 2],
+    /// Stability from the two eigenvalues.
     pub stability: Stability,
     /// |R| = 1: two antipodal clusters.
     pub on_boundary: bool,

@@ -59,6 +59,7 @@ pub enum CycleKind {
 }
 
 impl CycleKind {
+    /// The word used in tables and JSON.
     pub fn as_str(self) -> &'static str {
         match self {
             CycleKind::Stable => "stable",
@@ -72,13 +73,17 @@ impl CycleKind {
 /// A periodic orbit of the OA ODE found on a Poincaré section.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LimitCycle {
+    /// Stable, unstable, neutral or one of a centre's family.
     pub kind: CycleKind,
     /// `oscillation`, or `rotating-interior` when |R| is constant along it (to 1e-3).
     pub label: Label,
+    /// The period (time to return to the section).
     pub period: f64,
     /// The Floquet multiplier forward in time, exp(integral of tr J over one period).
     pub multiplier: f64,
+    /// Least |R| along the orbit.
     pub r_abs_min: f64,
+    /// Largest |R| along the orbit.
     pub r_abs_max: f64,
     /// A point of the orbit (on the section where it was found).
     #[serde(serialize_with = "complex_pair")]
@@ -96,7 +101,9 @@ pub fn cycle_orbit(cycle: &LimitCycle) -> &[Complex64] {
 /// Everything `tokdyn predict` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct Prediction {
+    /// Fixed points of the OA ODE in the closed unit disk.
     pub fixed_points: Vec<FixedPoint>,
+    /// Zeros of g on the boundary circle |R| = 1, with both eigenvalues.
     pub boundary_zeros: Vec<BoundaryZero>,
     /// g vanishes identically: every boundary point is a fixed point.
     pub boundary_continuum: bool,
@@ -104,13 +111,17 @@ pub struct Prediction {
     pub boundary_circle: Option<BoundaryCircle>,
     /// Periodic orbits: the one reached from R(0), if any, and those [`limit_cycles`] finds.
     pub limit_cycles: Vec<LimitCycle>,
+    /// R2(0), where the OA orbit starts.
     #[serde(serialize_with = "complex_pair")]
     pub start: Complex64,
     /// Where the orbit from R(0) was when its attractor was decided.
     #[serde(serialize_with = "complex_pair")]
     pub end: Complex64,
+    /// How long the orbit from R(0) was followed at most.
     pub horizon: f64,
+    /// The predicted label (`undetermined` when the analysis cannot decide).
     pub label: Label,
+    /// The object reached and why it gives the label, in words.
     pub reason: String,
 }
 

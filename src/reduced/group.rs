@@ -267,7 +267,7 @@ impl Dynamics for GroupFlow {
         Some(Cow::Owned(self.tokens_of(phi)))
     }
 
-    /// The tokens in pieces of about [`PIECE_NUMBERS`] numbers (whole chunks), made into one
+    /// The tokens in pieces of about `PIECE_NUMBERS` numbers (whole chunks), made into one
     /// buffer: no n x d copy.
     fn token_pieces(
         &self,

@@ -29,8 +29,65 @@ use super::Scenario;
 
 /// The initial tokens of a checked scenario.
 pub fn initial_tokens(s: &Scenario) -> Result<Vec<f64>, ScenarioError> {
-    let n = s.tokens.n;
-    let d = s.model.d;
+    let (n, d) = (s.tokens.n, s.model.d);
+    let mut x = reserve_tokens(s)?;
+    let tok = &s.tokens;
+    match tok.init {
+        InitKind::Splay => {
+            let angles = (0..n).map(|k| PI * k as f64 / n as f64).collect();
+            planar(&mut x, angles, d, tok.eps, tok.seed);
+        }
+        InitKind::Poisson => {
+            let angles = poisson_angles(n, Complex64::from_polar(tok.r0, tok.phi0));
+            planar(&mut x, angles, d, tok.eps, tok.seed);
+        }
+        InitKind::Uniform => uniform(&mut x, n, d, tok.seed),
+        InitKind::Embedding => {
+            let Some(rows) = &tok.embedding else {
+                return Err(ScenarioError::at(
+                    &s.file,
+                    "tokens.ids",
+                    "missing: init = \"embedding\" needs ids",
+                ));
+            };
+            normalised_rows(&mut x, rows, d, |k| {
+                ScenarioError::at(
+                    &s.file,
+                    "tokens.ids",
+                    format!("token {k} has a zero embedding row (after centring)"),
+                )
+            })?;
+        }
+        InitKind::File => {
+            let Some(path) = &tok.path else {
+                return Err(ScenarioError::at(
+                    &s.file,
+                    "tokens.path",
+                    "missing: init = \"file\" needs a path",
+                ));
+            };
+            let data = read_table(path, n, d)
+                .map_err(|message| ScenarioError::at(&s.file, "tokens.path", message))?;
+            normalised_rows(&mut x, &data, d, |k| {
+                ScenarioError::at(
+                    &s.file,
+                    "tokens.path",
+                    format!(
+                        "`{}`: token {} (row {}) has zero length",
+                        path.display(),
+                        k,
+                        k + 1
+                    ),
+                )
+            })?;
+        }
+    }
+    Ok(x)
+}
+
+/// An empty buffer with room for the n x d tokens, or the error saying why there is none.
+fn reserve_tokens(s: &Scenario) -> Result<Vec<f64>, ScenarioError> {
+    let (n, d) = (s.tokens.n, s.model.d);
     if d < 2 {
         return Err(ScenarioError::at(
             &s.file,
@@ -49,88 +106,53 @@ pub fn initial_tokens(s: &Scenario) -> Result<Vec<f64>, ScenarioError> {
             format!("cannot allocate {n} tokens in d = {d} ({len} numbers)"),
         ));
     }
-    let tok = &s.tokens;
-    match tok.init {
-        InitKind::Splay => {
-            let angles = (0..n).map(|k| PI * k as f64 / n as f64).collect();
-            planar(&mut x, angles, d, tok.eps, tok.seed);
-        }
-        InitKind::Poisson => {
-            let c = Complex64::from_polar(tok.r0, tok.phi0);
-            let angles = (0..n)
-                .map(|k| {
-                    let s_k = Complex64::from_polar(1.0, 2.0 * PI * k as f64 / n as f64);
-                    let w_k = (s_k + c) / (1.0 + c.conj() * s_k);
-                    w_k.arg() / 2.0
-                })
-                .collect();
-            planar(&mut x, angles, d, tok.eps, tok.seed);
-        }
-        InitKind::Uniform => {
-            let mut rng = ChaCha8Rng::seed_from_u64(tok.seed);
-            let mut row = vec![0.0; d];
-            for _ in 0..n {
-                loop {
-                    for v in row.iter_mut() {
-                        *v = StandardNormal.sample(&mut rng);
-                    }
-                    let norm = norm(&row);
-                    if norm > 0.0 && norm.is_finite() {
-                        x.extend(row.iter().map(|v| v / norm));
-                        break;
-                    }
-                }
+    Ok(x)
+}
+
+/// The angles t_k = arg(w_k) / 2 of the Poisson start, w_k = (s_k + c) / (1 + conj(c) s_k).
+fn poisson_angles(n: usize, c: Complex64) -> Vec<f64> {
+    (0..n)
+        .map(|k| {
+            let s_k = Complex64::from_polar(1.0, 2.0 * PI * k as f64 / n as f64);
+            let w_k = (s_k + c) / (1.0 + c.conj() * s_k);
+            w_k.arg() / 2.0
+        })
+        .collect()
+}
+
+/// Appends n uniform tokens: d standard normal draws each, normalised (a zero draw redrawn).
+fn uniform(x: &mut Vec<f64>, n: usize, d: usize, seed: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut row = vec![0.0; d];
+    for _ in 0..n {
+        loop {
+            for v in row.iter_mut() {
+                *v = StandardNormal.sample(&mut rng);
             }
-        }
-        InitKind::Embedding => {
-            let Some(rows) = &tok.embedding else {
-                return Err(ScenarioError::at(
-                    &s.file,
-                    "tokens.ids",
-                    "missing: init = \"embedding\" needs ids",
-                ));
-            };
-            for (k, row) in rows.chunks_exact(d).enumerate() {
-                let norm = norm(row);
-                if !(norm > 0.0 && norm.is_finite()) {
-                    return Err(ScenarioError::at(
-                        &s.file,
-                        "tokens.ids",
-                        format!("token {k} has a zero embedding row (after centring)"),
-                    ));
-                }
+            let norm = norm(&row);
+            if norm > 0.0 && norm.is_finite() {
                 x.extend(row.iter().map(|v| v / norm));
-            }
-        }
-        InitKind::File => {
-            let Some(path) = &tok.path else {
-                return Err(ScenarioError::at(
-                    &s.file,
-                    "tokens.path",
-                    "missing: init = \"file\" needs a path",
-                ));
-            };
-            let data = read_table(path, n, d)
-                .map_err(|message| ScenarioError::at(&s.file, "tokens.path", message))?;
-            for (k, row) in data.chunks_exact(d).enumerate() {
-                let norm = norm(row);
-                if !(norm > 0.0 && norm.is_finite()) {
-                    return Err(ScenarioError::at(
-                        &s.file,
-                        "tokens.path",
-                        format!(
-                            "`{}`: token {} (row {}) has zero length",
-                            path.display(),
-                            k,
-                            k + 1
-                        ),
-                    ));
-                }
-                x.extend(row.iter().map(|v| v / norm));
+                break;
             }
         }
     }
-    Ok(x)
+}
+
+/// Appends the rows of `data` (d wide), each normalised; a zero row k is `zero_row(k)`.
+fn normalised_rows(
+    x: &mut Vec<f64>,
+    data: &[f64],
+    d: usize,
+    zero_row: impl Fn(usize) -> ScenarioError,
+) -> Result<(), ScenarioError> {
+    for (k, row) in data.chunks_exact(d).enumerate() {
+        let norm = norm(row);
+        if !(norm > 0.0 && norm.is_finite()) {
+            return Err(zero_row(k));
+        }
+        x.extend(row.iter().map(|v| v / norm));
+    }
+    Ok(())
 }
 
 /// Euclidean norm; rescaled when the plain sum of squares over- or underflows.

@@ -8,14 +8,17 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// The behaviour labels (docs/MATH.md §6) that `expect` may name.
+use crate::classify::Label;
+
+/// The words of the behaviour labels (docs/MATH.md §6) that `expect` may name: those of
+/// [`Label`], in the order of [`Label::ALL`].
 pub const LABELS: [&str; 6] = [
-    "converged-clusters",
-    "rotating-clusters",
-    "oscillation",
-    "interior-point",
-    "rotating-interior",
-    "undetermined",
+    Label::ALL[0].as_str(),
+    Label::ALL[1].as_str(),
+    Label::ALL[2].as_str(),
+    Label::ALL[3].as_str(),
+    Label::ALL[4].as_str(),
+    Label::ALL[5].as_str(),
 ];
 
 /// A word that is not one of a kind's file words.

@@ -26,6 +26,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
+use crate::classify::Label;
 pub use error::ScenarioError;
 pub use expression::evaluate as evaluate_expression;
 pub use expression::RESERVED as RESERVED_NAMES;
@@ -40,16 +41,23 @@ pub use validate::{check_description, MAX_D, MAX_SAMPLES, MIN_T_END};
 pub struct Scenario {
     /// Names the output folder; matches `[a-z0-9_-]+`.
     pub name: String,
+    /// The optional description.
     pub description: Option<String>,
-    /// The label this scenario should show; one of [`LABELS`].
-    pub expect: Option<String>,
+    /// The label this scenario should show.
+    pub expect: Option<Label>,
     /// The `[params]`, in file order.
     pub params: Vec<(String, f64)>,
+    /// `[model]`.
     pub model: ModelSpec,
+    /// `[tokens]`.
     pub tokens: TokenSpec,
+    /// `[time]`.
     pub time: TimeSpec,
+    /// `[solver]`.
     pub solver: SolverSpec,
+    /// `[run]`.
     pub run: RunSpec,
+    /// `[output]`.
     pub output: OutputSpec,
     /// The scenario path as given (for messages and provenance).
     pub file: PathBuf,
@@ -61,7 +69,9 @@ pub struct Scenario {
 /// `[model]`: the vector field.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSpec {
+    /// The attention kernel.
     pub kernel: KernelKind,
+    /// beta, the inverse temperature of the kernel.
     pub beta: f64,
     /// Dimension of the sphere's ambient space, >= 2.
     pub d: usize,
@@ -80,14 +90,18 @@ pub struct ModelSpec {
 /// One layer of a stack: its heads, acting for `duration` (> 0).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerSpec {
+    /// The layer's heads (their fields add).
     pub heads: Vec<HeadSpec>,
+    /// How long the layer acts (> 0).
     pub duration: f64,
 }
 
 /// One attention head: A = Q^T K and V, both d x d.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeadSpec {
+    /// A, the d x d score matrix.
     pub a: nalgebra::DMatrix<f64>,
+    /// V, the d x d value matrix.
     pub v: nalgebra::DMatrix<f64>,
 }
 
@@ -96,7 +110,9 @@ pub struct HeadSpec {
 pub struct TokenSpec {
     /// Number of tokens, >= 1 (n * d * 8 bytes is representable).
     pub n: usize,
+    /// The initial state.
     pub init: InitKind,
+    /// Seed of the random draws (uniform start, perturbations).
     pub seed: u64,
     /// Poisson: |R2(0)|, in [0, 1).
     pub r0: f64,
@@ -126,8 +142,11 @@ pub struct TimeSpec {
 /// `[solver]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SolverSpec {
+    /// The integrator.
     pub method: MethodKind,
+    /// Relative tolerance of the adaptive methods.
     pub rtol: f64,
+    /// Absolute tolerance of the adaptive methods.
     pub atol: f64,
     /// Step of `rk4`.
     pub dt: f64,
@@ -136,13 +155,16 @@ pub struct SolverSpec {
 /// `[run]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunSpec {
+    /// The model to integrate.
     pub model: ModelKind,
 }
 
 /// `[output]` (our extension): optional extra outputs.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OutputSpec {
+    /// Write `trajectory.npy`.
     pub trajectory: bool,
+    /// Draw `tokens.gif`.
     pub animation: bool,
     /// Time window of `order.png`, `kymograph.png` and `compare.png`, `[t0, t1]` with t0 < t1
     /// (default: the whole run).

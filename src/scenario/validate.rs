@@ -10,159 +10,156 @@ use super::expression::check_param_name;
 use super::kinds::{InitKind, KernelKind, ModelKind, LABELS};
 use super::layers;
 use super::matrix::{build_matrix, describe, matrix_to_toml, MatrixContext};
-use super::schema::RawScenario;
+use super::schema::{RawModel, RawScenario, RawTokens};
 use super::{HeadSpec, ModelSpec, OutputSpec, RunSpec, Scenario, SolverSpec, TimeSpec, TokenSpec};
+use crate::classify::Label;
 
 /// The largest accepted dimension: a d x d matrix of f64 then takes at most 2 GiB. (Larger
 /// matrices would be allocated while loading, before any memory check of the run can warn.)
 pub const MAX_D: usize = 1 << 14;
 
-/// Check a raw scenario and build the checked one.
+/// Check a raw scenario and build the checked one: each section in file order, then the
+/// resolved table for provenance.
 pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenario, ScenarioError> {
-    let err = |key: &str, message: String| ScenarioError::at(file, key, message);
+    check_name(&raw.name, file)?;
+    let expect = expected_label(raw.expect.as_deref(), file)?;
+    let params = params(&raw, file)?;
+    let checked = model_spec(&raw, file, base_dir, &params)?;
+    let tokens = token_spec(&raw, file, base_dir, &checked)?;
+    let time = time_spec(&raw, file, checked.stack.as_ref())?;
+    let solver = solver_spec(&raw, file)?;
+    let run = run_spec(&raw, file, &checked.model)?;
+    let output = output_spec(file, &raw.output)?;
+    if let Some(description) = &raw.description {
+        check_description(description).map_err(|m| ScenarioError::at(file, "description", m))?;
+    }
+    let resolved = Resolved {
+        raw: &raw,
+        params: &params,
+        model: checked.resolved,
+        tokens: &tokens,
+        time: &time,
+        solver: &solver,
+        run: &run,
+        output: &output,
+    }
+    .table();
+    Ok(Scenario {
+        name: raw.name,
+        description: raw.description,
+        expect,
+        params,
+        model: checked.model,
+        tokens,
+        time,
+        solver,
+        run,
+        output,
+        file: file.to_path_buf(),
+        resolved,
+    })
+}
 
-    // Top level.
-    let name_ok = !raw.name.is_empty()
-        && raw
-            .name
+/// `name`: `[a-z0-9_-]+`.
+fn check_name(name: &str, file: &Path) -> Result<(), ScenarioError> {
+    let name_ok = !name.is_empty()
+        && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !name_ok {
-        return Err(err(
-            "name",
-            format!(
-                "\"{}\" is not a valid name (use lowercase letters, digits, _ and -)",
-                raw.name.escape_debug()
-            ),
-        ));
+    if name_ok {
+        return Ok(());
     }
-    if let Some(expect) = &raw.expect {
-        if !LABELS.contains(&expect.as_str()) {
-            return Err(err(
-                "expect",
-                format!(
-                    "unknown label \"{}\" (labels are: {})",
-                    expect.escape_debug(),
-                    LABELS.join(", ")
-                ),
-            ));
-        }
-    }
+    Err(ScenarioError::at(
+        file,
+        "name",
+        format!(
+            "\"{}\" is not a valid name (use lowercase letters, digits, _ and -)",
+            name.escape_debug()
+        ),
+    ))
+}
 
-    // [params]
+/// `expect`: one of the label words.
+fn expected_label(expect: Option<&str>, file: &Path) -> Result<Option<Label>, ScenarioError> {
+    let Some(expect) = expect else {
+        return Ok(None);
+    };
+    Label::from_word(expect).map(Some).ok_or_else(|| {
+        ScenarioError::at(
+            file,
+            "expect",
+            format!(
+                "unknown label \"{}\" (labels are: {})",
+                expect.escape_debug(),
+                LABELS.join(", ")
+            ),
+        )
+    })
+}
+
+/// `[params]`: valid names with finite numbers, in file order.
+fn params(raw: &RawScenario, file: &Path) -> Result<Vec<(String, f64)>, ScenarioError> {
     let mut params = Vec::with_capacity(raw.params.len());
     for (name, value) in &raw.params {
         let key = format!("params.{name}");
-        check_param_name(name).map_err(|m| err(&key, m))?;
+        let err = |message: String| ScenarioError::at(file, &key, message);
+        check_param_name(name).map_err(err)?;
         let number = match value {
             Value::Integer(i) => *i as f64,
             Value::Float(f) if f.is_finite() => *f,
-            Value::Float(f) => return Err(err(&key, format!("{f} is not a finite number"))),
-            other => {
-                return Err(err(
-                    &key,
-                    format!("expected a number, found {}", describe(other)),
-                ))
-            }
+            Value::Float(f) => return Err(err(format!("{f} is not a finite number"))),
+            other => return Err(err(format!("expected a number, found {}", describe(other)))),
         };
         params.push((name.clone(), number));
     }
+    Ok(params)
+}
 
-    // [model]
+/// The checked `[model]` with what the later sections need from it.
+struct CheckedModel {
+    model: ModelSpec,
+    /// `[model]` for the resolved table.
+    resolved: toml::Table,
+    checkpoint: Option<layers::OpenCheckpoint>,
+    stack: Option<layers::Stack>,
+}
+
+/// `[model]`: beta, d, the heads (or the stack of layers) with their matrices built.
+fn model_spec(
+    raw: &RawScenario,
+    file: &Path,
+    base_dir: &Path,
+    params: &[(String, f64)],
+) -> Result<CheckedModel, ScenarioError> {
     let m = &raw.model;
     finite(file, "model.beta", m.beta)?;
-    let checkpoint = layers::open_checkpoint(&raw, file, base_dir)?;
-    let m_d = layers::model_d(m, checkpoint.as_ref(), file)?;
-    let d = match usize::try_from(m_d) {
-        Ok(d) if d >= 2 => d,
-        _ => {
-            return Err(err(
-                "model.d",
-                format!("must be an integer >= 2, found {m_d}"),
-            ))
-        }
-    };
-    if d > MAX_D {
-        let gib = (d as f64).powi(2) * 8.0 / f64::from(1u32 << 30);
-        return Err(err(
-            "model.d",
-            format!(
-                "d = {d} is too large (at most {MAX_D}; each d x d matrix would take {gib:.1} GiB)"
-            ),
-        ));
-    }
+    let checkpoint = layers::open_checkpoint(raw, file, base_dir)?;
+    let d_written = layers::model_d(m, checkpoint.as_ref(), file)?;
+    let d = dimension(d_written, file)?;
     let ctx = MatrixContext {
         file,
         base_dir,
-        params: &params,
+        params,
         d,
     };
-    let mut resolved_model = toml::Table::new();
-    resolved_model.insert("kernel".into(), Value::String(m.kernel.to_string()));
-    resolved_model.insert("beta".into(), Value::Float(m.beta));
-    resolved_model.insert("d".into(), Value::Integer(m_d));
-    let stack = match layers::has_stack(&raw) {
+    let mut resolved = toml::Table::new();
+    resolved.insert("kernel".into(), Value::String(m.kernel.to_string()));
+    resolved.insert("beta".into(), Value::Float(m.beta));
+    resolved.insert("d".into(), Value::Integer(d_written));
+    let stack = match layers::has_stack(raw) {
         true => Some(layers::build_stack(
-            &raw,
+            raw,
             checkpoint.as_ref(),
             &ctx,
-            &mut resolved_model,
+            &mut resolved,
         )?),
         false => None,
     };
-    let heads = match (&m.a, &m.v, &m.heads) {
-        _ if stack.is_some() => stack
-            .as_ref()
-            .map_or(Vec::new(), |s| s.layers[0].heads.clone()),
-        (Some(a), Some(v), None) => {
-            let head = HeadSpec {
-                a: build_matrix(a, "model.A", &ctx)?,
-                v: build_matrix(v, "model.V", &ctx)?,
-            };
-            resolved_model.insert("A".into(), matrix_to_toml(&head.a));
-            resolved_model.insert("V".into(), matrix_to_toml(&head.v));
-            vec![head]
-        }
-        (None, None, Some(raw_heads)) => {
-            if raw_heads.is_empty() {
-                return Err(err("model.heads", "needs at least one head".to_string()));
-            }
-            let mut heads = Vec::with_capacity(raw_heads.len());
-            let mut resolved_heads = Vec::with_capacity(raw_heads.len());
-            for (i, h) in raw_heads.iter().enumerate() {
-                let head = HeadSpec {
-                    a: build_matrix(&h.a, &format!("model.heads[{i}].A"), &ctx)?,
-                    v: build_matrix(&h.v, &format!("model.heads[{i}].V"), &ctx)?,
-                };
-                let mut t = toml::Table::new();
-                t.insert("A".into(), matrix_to_toml(&head.a));
-                t.insert("V".into(), matrix_to_toml(&head.v));
-                resolved_heads.push(Value::Table(t));
-                heads.push(head);
-            }
-            resolved_model.insert("heads".into(), Value::Array(resolved_heads));
-            heads
-        }
-        (_, _, Some(_)) => {
-            return Err(err(
-                "model.heads",
-                "give either A and V or heads, not both".to_string(),
-            ))
-        }
-        (Some(_), None, None) => {
-            return Err(err("model.V", "missing (A is given, V is not)".to_string()))
-        }
-        (None, Some(_), None) => {
-            return Err(err("model.A", "missing (V is given, A is not)".to_string()))
-        }
-        (None, None, None) => {
-            return Err(err(
-                "model.A",
-                "missing: give A and V, or heads = [{ A = ..., V = ... }, ...]".to_string(),
-            ))
-        }
+    let heads = match &stack {
+        Some(s) => s.layers[0].heads.clone(),
+        None => heads(m, &ctx, &mut resolved)?,
     };
-    resolved_model.insert(
+    resolved.insert(
         "kernel_method".into(),
         Value::String(m.kernel_method.to_string()),
     );
@@ -175,9 +172,88 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         looped: stack.as_ref().is_some_and(|s| s.looped),
         kernel_method: m.kernel_method,
     };
+    Ok(CheckedModel {
+        model,
+        resolved,
+        checkpoint,
+        stack,
+    })
+}
 
-    // [tokens]
+/// `model.d`: an integer from 2 to [`MAX_D`].
+fn dimension(d_written: i64, file: &Path) -> Result<usize, ScenarioError> {
+    let err = |message: String| ScenarioError::at(file, "model.d", message);
+    let d = match usize::try_from(d_written) {
+        Ok(d) if d >= 2 => d,
+        _ => return Err(err(format!("must be an integer >= 2, found {d_written}"))),
+    };
+    if d > MAX_D {
+        let gib = (d as f64).powi(2) * 8.0 / f64::from(1u32 << 30);
+        return Err(err(format!(
+            "d = {d} is too large (at most {MAX_D}; each d x d matrix would take {gib:.1} GiB)"
+        )));
+    }
+    Ok(d)
+}
+
+/// The heads of a single layer: `A` and `V`, or `heads = [{ A, V }, ...]`, written into
+/// `resolved` as numbers.
+fn heads(
+    m: &RawModel,
+    ctx: &MatrixContext<'_>,
+    resolved: &mut toml::Table,
+) -> Result<Vec<HeadSpec>, ScenarioError> {
+    let err = |key: &str, message: &str| ScenarioError::at(ctx.file, key, message.to_string());
+    match (&m.a, &m.v, &m.heads) {
+        (Some(a), Some(v), None) => {
+            let head = HeadSpec {
+                a: build_matrix(a, "model.A", ctx)?,
+                v: build_matrix(v, "model.V", ctx)?,
+            };
+            resolved.insert("A".into(), matrix_to_toml(&head.a));
+            resolved.insert("V".into(), matrix_to_toml(&head.v));
+            Ok(vec![head])
+        }
+        (None, None, Some(raw_heads)) => {
+            if raw_heads.is_empty() {
+                return Err(err("model.heads", "needs at least one head"));
+            }
+            let mut heads = Vec::with_capacity(raw_heads.len());
+            let mut resolved_heads = Vec::with_capacity(raw_heads.len());
+            for (i, h) in raw_heads.iter().enumerate() {
+                let head = HeadSpec {
+                    a: build_matrix(&h.a, &format!("model.heads[{i}].A"), ctx)?,
+                    v: build_matrix(&h.v, &format!("model.heads[{i}].V"), ctx)?,
+                };
+                let mut t = toml::Table::new();
+                t.insert("A".into(), matrix_to_toml(&head.a));
+                t.insert("V".into(), matrix_to_toml(&head.v));
+                resolved_heads.push(Value::Table(t));
+                heads.push(head);
+            }
+            resolved.insert("heads".into(), Value::Array(resolved_heads));
+            Ok(heads)
+        }
+        (_, _, Some(_)) => Err(err("model.heads", "give either A and V or heads, not both")),
+        (Some(_), None, None) => Err(err("model.V", "missing (A is given, V is not)")),
+        (None, Some(_), None) => Err(err("model.A", "missing (V is given, A is not)")),
+        (None, None, None) => Err(err(
+            "model.A",
+            "missing: give A and V, or heads = [{ A = ..., V = ... }, ...]",
+        )),
+    }
+}
+
+/// `[tokens]`: n (or the count of `ids`), seed, the initial state's settings and file.
+fn token_spec(
+    raw: &RawScenario,
+    file: &Path,
+    base_dir: &Path,
+    checked: &CheckedModel,
+) -> Result<TokenSpec, ScenarioError> {
+    let err = |key: &str, message: String| ScenarioError::at(file, key, message);
     let t = &raw.tokens;
+    let d = checked.model.d;
     let t_n = layers::token_count(t, file)?;
     let n = match usize::try_from(t_n) {
         Ok(n) if n >= 1 => n,
@@ -215,34 +291,44 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     if t.eps < 0.0 {
         return Err(err("tokens.eps", format!("must be >= 0, found {}", t.eps)));
     }
-    let path = match (t.init, &t.path) {
-        (InitKind::File, Some(p)) if !p.is_empty() => Some(base_dir.join(p)),
-        (InitKind::File, _) => {
-            return Err(err(
-                "tokens.path",
-                "missing: init = \"file\" needs path = \"...\" (.npy or .csv, n x d)".to_string(),
-            ))
-        }
-        (init, Some(_)) => {
-            return Err(err(
-                "tokens.path",
-                format!("path is only used with init = \"file\" (init is \"{init}\")"),
-            ))
-        }
-        (_, None) => None,
-    };
-    let tokens = TokenSpec {
+    Ok(TokenSpec {
         n,
         init: t.init,
         seed,
         r0: t.r0,
         phi0: t.phi0,
         eps: t.eps,
-        path,
-        embedding: layers::embedding_rows(t, checkpoint.as_ref(), file)?,
-    };
+        path: token_file(t, file, base_dir)?,
+        embedding: layers::embedding_rows(t, checked.checkpoint.as_ref(), file)?,
+    })
+}
 
-    // [time]
+/// `tokens.path`: required by, and only allowed with, `init = "file"`.
+fn token_file(
+    t: &RawTokens,
+    file: &Path,
+    base_dir: &Path,
+) -> Result<Option<std::path::PathBuf>, ScenarioError> {
+    let err = |message: String| ScenarioError::at(file, "tokens.path", message);
+    match (t.init, &t.path) {
+        (InitKind::File, Some(p)) if !p.is_empty() => Ok(Some(base_dir.join(p))),
+        (InitKind::File, _) => Err(err(
+            "missing: init = \"file\" needs path = \"...\" (.npy or .csv, n x d)".to_string(),
+        )),
+        (init, Some(_)) => Err(err(format!(
+            "path is only used with init = \"file\" (init is \"{init}\")"
+        ))),
+        (_, None) => Ok(None),
+    }
+}
+
+/// `[time]`: t_end, samples and t_max (and a stack's layers must cover t_end).
+fn time_spec(
+    raw: &RawScenario,
+    file: &Path,
+    stack: Option<&layers::Stack>,
+) -> Result<TimeSpec, ScenarioError> {
+    let err = |key: &str, message: String| ScenarioError::at(file, key, message);
     finite(file, "time.t_end", raw.time.t_end)?;
     if raw.time.t_end < MIN_T_END {
         return Err(err(
@@ -275,11 +361,14 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         samples,
         t_max,
     };
-    if let Some(stack) = &stack {
+    if let Some(stack) = stack {
         layers::check_time(stack, time.t_end, file)?;
     }
+    Ok(time)
+}
 
-    // [solver]
+/// `[solver]`: positive finite tolerances and step.
+fn solver_spec(raw: &RawScenario, file: &Path) -> Result<SolverSpec, ScenarioError> {
     let s = &raw.solver;
     for (key, value) in [
         ("solver.rtol", s.rtol),
@@ -288,22 +377,30 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     ] {
         finite(file, key, value)?;
         if value <= 0.0 {
-            return Err(err(key, format!("must be > 0, found {value}")));
+            return Err(ScenarioError::at(
+                file,
+                key,
+                format!("must be > 0, found {value}"),
+            ));
         }
     }
-    let solver = SolverSpec {
+    Ok(SolverSpec {
         method: s.method,
         rtol: s.rtol,
         atol: s.atol,
         dt: s.dt,
-    };
+    })
+}
 
-    // [run]
+/// `[run]`: the model, which must suit the kernel and dimension.
+fn run_spec(raw: &RawScenario, file: &Path, model: &ModelSpec) -> Result<RunSpec, ScenarioError> {
     let run = RunSpec {
         model: raw.run.model,
     };
+    let d = model.d;
     if run.model == ModelKind::Group && model.kernel != KernelKind::Lsa {
-        return Err(err(
+        return Err(ScenarioError::at(
+            file,
             "run.model",
             format!(
                 "the group model needs kernel = \"lsa\" (one matrix M = beta V S A^T drives every \
@@ -315,7 +412,8 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     if !matches!(run.model, ModelKind::Full | ModelKind::Group)
         && (d != 2 || model.kernel != KernelKind::Lsa)
     {
-        return Err(err(
+        return Err(ScenarioError::at(
+            file,
             "run.model",
             format!(
                 "the {} reduction needs d = 2 and kernel = \"lsa\" (a pure second-harmonic field); \
@@ -324,84 +422,100 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             ),
         ));
     }
-    let output = output_spec(file, &raw.output)?;
+    Ok(run)
+}
 
-    // The resolved scenario (provenance): everything explicit, matrices as numbers.
-    let mut resolved = toml::Table::new();
-    resolved.insert("name".into(), Value::String(raw.name.clone()));
-    if let Some(description) = &raw.description {
-        check_description(description).map_err(|m| err("description", m))?;
-        resolved.insert("description".into(), Value::String(description.clone()));
-    }
-    if let Some(expect) = &raw.expect {
-        resolved.insert("expect".into(), Value::String(expect.clone()));
-    }
-    let params_table: toml::Table = params
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::Float(*v)))
-        .collect();
-    resolved.insert("params".into(), Value::Table(params_table));
-    resolved.insert("model".into(), Value::Table(resolved_model));
-    let mut tokens_table = toml::Table::new();
-    tokens_table.insert("n".into(), Value::Integer(t_n));
-    tokens_table.insert("init".into(), Value::String(t.init.to_string()));
-    tokens_table.insert("seed".into(), Value::Integer(t.seed));
-    tokens_table.insert("r0".into(), Value::Float(t.r0));
-    tokens_table.insert("phi0".into(), Value::Float(t.phi0));
-    tokens_table.insert("eps".into(), Value::Float(t.eps));
-    if let Some(p) = &tokens.path {
-        let absolute = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-        tokens_table.insert(
-            "path".into(),
-            Value::String(absolute.to_string_lossy().into_owned()),
-        );
-    }
-    if let Some(ids) = &t.ids {
-        let ids = ids.iter().map(|&i| Value::Integer(i)).collect();
-        tokens_table.insert("ids".into(), Value::Array(ids));
-        tokens_table.insert("center".into(), Value::Boolean(t.center.unwrap_or(false)));
-    }
-    resolved.insert("tokens".into(), Value::Table(tokens_table));
-    let mut time_table = toml::Table::new();
-    time_table.insert("t_end".into(), Value::Float(time.t_end));
-    time_table.insert("samples".into(), Value::Integer(raw.time.samples));
-    time_table.insert("t_max".into(), Value::Float(time.t_max));
-    resolved.insert("time".into(), Value::Table(time_table));
-    let mut solver_table = toml::Table::new();
-    solver_table.insert("method".into(), Value::String(solver.method.to_string()));
-    solver_table.insert("rtol".into(), Value::Float(solver.rtol));
-    solver_table.insert("atol".into(), Value::Float(solver.atol));
-    solver_table.insert("dt".into(), Value::Float(solver.dt));
-    resolved.insert("solver".into(), Value::Table(solver_table));
-    let mut run_table = toml::Table::new();
-    run_table.insert("model".into(), Value::String(run.model.to_string()));
-    resolved.insert("run".into(), Value::Table(run_table));
-    let mut output_table = toml::Table::new();
-    output_table.insert("trajectory".into(), Value::Boolean(output.trajectory));
-    output_table.insert("animation".into(), Value::Boolean(output.animation));
-    if let Some((t0, t1)) = output.window {
-        output_table.insert("window".into(), Value::from(vec![t0, t1]));
-    }
-    if !output.snapshots.is_empty() {
-        output_table.insert("snapshots".into(), Value::from(output.snapshots.clone()));
-    }
-    output_table.insert("figure".into(), Value::from(output.figure.as_str()));
-    resolved.insert("output".into(), Value::Table(output_table));
+/// What the resolved table (provenance) is made of: everything explicit, matrices as numbers.
+struct Resolved<'a> {
+    raw: &'a RawScenario,
+    params: &'a [(String, f64)],
+    model: toml::Table,
+    tokens: &'a TokenSpec,
+    time: &'a TimeSpec,
+    solver: &'a SolverSpec,
+    run: &'a RunSpec,
+    output: &'a OutputSpec,
+}
 
-    Ok(Scenario {
-        name: raw.name,
-        description: raw.description,
-        expect: raw.expect,
-        params,
-        model,
-        tokens,
-        time,
-        solver,
-        run,
-        output,
-        file: file.to_path_buf(),
-        resolved,
-    })
+impl Resolved<'_> {
+    /// The resolved scenario as a table, sections in file order.
+    fn table(self) -> toml::Table {
+        let raw = self.raw;
+        let mut resolved = toml::Table::new();
+        resolved.insert("name".into(), Value::String(raw.name.clone()));
+        if let Some(description) = &raw.description {
+            resolved.insert("description".into(), Value::String(description.clone()));
+        }
+        if let Some(expect) = &raw.expect {
+            resolved.insert("expect".into(), Value::String(expect.clone()));
+        }
+        let params_table: toml::Table = self
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::Float(*v)))
+            .collect();
+        resolved.insert("params".into(), Value::Table(params_table));
+        resolved.insert("model".into(), Value::Table(self.model.clone()));
+        resolved.insert("tokens".into(), Value::Table(self.tokens_table()));
+        let mut time_table = toml::Table::new();
+        time_table.insert("t_end".into(), Value::Float(self.time.t_end));
+        time_table.insert("samples".into(), Value::Integer(raw.time.samples));
+        time_table.insert("t_max".into(), Value::Float(self.time.t_max));
+        resolved.insert("time".into(), Value::Table(time_table));
+        let solver = self.solver;
+        let mut solver_table = toml::Table::new();
+        solver_table.insert("method".into(), Value::String(solver.method.to_string()));
+        solver_table.insert("rtol".into(), Value::Float(solver.rtol));
+        solver_table.insert("atol".into(), Value::Float(solver.atol));
+        solver_table.insert("dt".into(), Value::Float(solver.dt));
+        resolved.insert("solver".into(), Value::Table(solver_table));
+        let mut run_table = toml::Table::new();
+        run_table.insert("model".into(), Value::String(self.run.model.to_string()));
+        resolved.insert("run".into(), Value::Table(run_table));
+        resolved.insert("output".into(), Value::Table(self.output_table()));
+        resolved
+    }
+
+    /// `[tokens]` as resolved: every setting, the token file as an absolute path.
+    fn tokens_table(&self) -> toml::Table {
+        let t = &self.raw.tokens;
+        let mut table = toml::Table::new();
+        table.insert("n".into(), Value::Integer(self.tokens.n as i64));
+        table.insert("init".into(), Value::String(t.init.to_string()));
+        table.insert("seed".into(), Value::Integer(t.seed));
+        table.insert("r0".into(), Value::Float(t.r0));
+        table.insert("phi0".into(), Value::Float(t.phi0));
+        table.insert("eps".into(), Value::Float(t.eps));
+        if let Some(p) = &self.tokens.path {
+            let absolute = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            table.insert(
+                "path".into(),
+                Value::String(absolute.to_string_lossy().into_owned()),
+            );
+        }
+        if let Some(ids) = &t.ids {
+            let ids = ids.iter().map(|&i| Value::Integer(i)).collect();
+            table.insert("ids".into(), Value::Array(ids));
+            table.insert("center".into(), Value::Boolean(t.center.unwrap_or(false)));
+        }
+        table
+    }
+
+    /// `[output]` as resolved.
+    fn output_table(&self) -> toml::Table {
+        let output = self.output;
+        let mut table = toml::Table::new();
+        table.insert("trajectory".into(), Value::Boolean(output.trajectory));
+        table.insert("animation".into(), Value::Boolean(output.animation));
+        if let Some((t0, t1)) = output.window {
+            table.insert("window".into(), Value::from(vec![t0, t1]));
+        }
+        if !output.snapshots.is_empty() {
+            table.insert("snapshots".into(), Value::from(output.snapshots.clone()));
+        }
+        table.insert("figure".into(), Value::from(output.figure.as_str()));
+        table
+    }
 }
 
 /// `[output]`: `window = [t0, t1]` (finite, 0 <= t0 < t1), `snapshots` (1 to 12 finite

@@ -10,15 +10,15 @@
 //!
 //! The output folder (default `output/<name>/`) holds:
 //!
-//! - `sweep.json`: the manifest (grid and base scenario), written first ([`store`]);
+//! - `sweep.json`: the manifest (grid and base scenario), written first (`store`);
 //! - `sweep.progress` (or `shard-K-of-N.progress`): finished points, appended as they finish,
 //!   so that `--resume` continues a sweep killed at any moment;
 //! - `sweep.csv`: the axis names, then `label,r2_abs_final,r2_abs_tail_min,r2_abs_tail_max,
 //!   r2_arg_rate,period,error`, one row per point, first axis slowest; a failed point has an
 //!   empty label and numbers and its message in `error`;
 //! - `summary.json`: counts per label, failed points, timings, provenance;
-//! - `boundaries.csv` when the sweep file has `[refine]` ([`refine`]);
-//! - `branches.csv` when it has `[continuation]` ([`continuation`]);
+//! - `boundaries.csv` when the sweep file has `[refine]` (`refine`);
+//! - `branches.csv` when it has `[continuation]` (`continuation`);
 //! - `shard-K-of-N.csv` (+ `.json`) for `--shard K/N`; `tokdyn merge DIR` assembles them.
 //!
 //! Result files are written to a temporary file beside them and renamed, so they are never
@@ -26,14 +26,14 @@
 //! is not staged as a whole): it holds one sweep, and an unsharded run of a different sweep
 //! (another grid or base scenario) clears the old sweep's files first.
 
-pub mod continuation;
-pub mod format;
-pub mod monitor;
-pub mod pictures;
-pub mod point;
-pub mod refine;
+pub(crate) mod continuation;
+pub(crate) mod format;
+pub(crate) mod monitor;
+pub(crate) mod pictures;
+pub(crate) mod point;
+pub(crate) mod refine;
 pub mod spec;
-pub mod store;
+pub(crate) mod store;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -75,7 +75,9 @@ pub struct SweepOptions {
 /// Shard `K` of `N` (1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
+    /// This shard, 1-based.
     pub k: usize,
+    /// Number of shards.
     pub n: usize,
 }
 

@@ -31,8 +31,6 @@ const MAX_DEPTH: usize = 64;
 #[derive(Debug, Clone)]
 pub struct Segment {
     pub axis: usize,
-    /// Index of the pair's first grid point (the second is one step further along `axis`).
-    pub index: usize,
     /// The coordinates of the first point (the bisected coordinate is replaced).
     pub coords: Vec<f64>,
     pub lo: f64,
@@ -102,7 +100,6 @@ pub fn segments(plan: &Plan, outcomes: &[Outcome]) -> Vec<Segment> {
             };
             out.push(Segment {
                 axis: a,
-                index: i,
                 coords: plan.coords(i),
                 lo,
                 hi,

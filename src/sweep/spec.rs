@@ -72,8 +72,11 @@ pub struct Axis {
     pub name: String,
     /// The dotted scenario key it sets (`params.v11`, `model.beta`).
     pub key: String,
+    /// First value.
     pub from: f64,
+    /// Last value.
     pub to: f64,
+    /// Number of values.
     pub steps: usize,
     /// Integer key (`tokens.n`, ...): values are rounded to the nearest integer.
     pub integer: bool,
@@ -152,7 +155,9 @@ pub struct ContinuationSpec {
     pub parameter: String,
     /// Its dotted scenario key.
     pub key: String,
+    /// First value.
     pub from: f64,
+    /// Last value.
     pub to: f64,
     /// Arclength step.
     pub step: f64,
@@ -165,7 +170,9 @@ pub struct ContinuationSpec {
 pub struct Plan {
     /// The sweep file as given.
     pub file: PathBuf,
+    /// The sweep name (the output folder).
     pub name: String,
+    /// The optional description.
     pub description: Option<String>,
     /// The base scenario file (resolved against the sweep file's folder).
     pub scenario_file: PathBuf,
@@ -177,8 +184,11 @@ pub struct Plan {
     pub model: ModelKind,
     /// Where each point's label comes from (`label` of the sweep file).
     pub label_source: LabelSource,
+    /// The axes, the first slowest.
     pub axes: Vec<Axis>,
+    /// `[refine]`: bisection of label boundaries.
     pub refine: Option<RefineSpec>,
+    /// `[continuation]`: OA fixed points along a parameter.
     pub continuation: Option<ContinuationSpec>,
     /// `[theory] boundary`: an expression over the axes (and the base `[params]`) whose zero
     /// level `regime_map.png` draws.

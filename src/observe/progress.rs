@@ -1,5 +1,6 @@
-//! Progress of a long run on stderr: a bar on a terminal, a plain line every few seconds in a
-//! batch log, nothing for runs that end within a second.
+//! Progress of a long run on stderr: a bar on a terminal (after a second), a plain line every
+//! ten seconds in a batch log (from the tenth second on, so a short run's stderr holds nothing
+//! but its own messages), nothing for runs that end sooner.
 //!
 //! Progress is shown by wall time, not only at output samples: a ticker thread wakes every
 //! `TICK` and reads the time the integrator last reached ([`crate::interrupt::clock`], one
@@ -78,7 +79,9 @@ impl Display {
             });
             bar.set_position((fraction * 1000.0) as u64);
             bar.set_message(format!("t = {t:.4}"));
-        } else if self.last_line.is_none_or(|l| l.elapsed() >= LOG_EVERY) {
+        } else if self.started.elapsed() >= LOG_EVERY
+            && self.last_line.is_none_or(|l| l.elapsed() >= LOG_EVERY)
+        {
             self.last_line = Some(Instant::now());
             let elapsed = self.started.elapsed().as_secs_f64();
             let eta = if fraction > 0.0 {

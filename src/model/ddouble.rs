@@ -179,13 +179,6 @@ impl Cdd {
         Cdd { re, im }
     }
 
-    /// The exact value of a double complex number.
-    #[inline(always)]
-    #[cfg(test)]
-    pub fn from_f64(re: f64, im: f64) -> Cdd {
-        Cdd::new(Dd::from_f64(re), Dd::from_f64(im))
-    }
-
     /// The nearest double complex number (re, im).
     #[inline(always)]
     pub fn to_f64(self) -> (f64, f64) {

@@ -566,7 +566,15 @@ fn pictures_are_deterministic() {
         tokens_plot(&snaps, &[], "same", Figure::Paper, dir).unwrap();
         tokens_gif(&snaps, "same", dir).unwrap();
     }
-    for f in ["order.png", "order.svg", "tokens.png", "tokens.gif"] {
+    for f in [
+        "order.png",
+        "order.svg",
+        "order.pdf",
+        "tokens.png",
+        "tokens.svg",
+        "tokens.pdf",
+        "tokens.gif",
+    ] {
         let a = std::fs::read(one.join(f)).unwrap();
         let b = std::fs::read(two.join(f)).unwrap();
         assert!(a == b, "{f} differs between two identical calls");

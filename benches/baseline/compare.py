@@ -256,8 +256,12 @@ def read_json(path):
 
 
 def read_tokens(path):
+    """An n x d array from a tokens CSV, with or without tokdyn's `x1,...,xd` header."""
     import numpy as np
-    return np.loadtxt(path, delimiter=",", ndmin=2)
+    with open(path) as f:
+        first = f.readline()
+    header = 1 if first[:1].isalpha() else 0
+    return np.loadtxt(path, delimiter=",", ndmin=2, skiprows=header)
 
 
 def read_order(path):

@@ -194,28 +194,35 @@ pub(crate) fn render(
 ) -> io::Result<Vec<PathBuf>> {
     register_fonts();
     let png = dir.join(format!("{stem}.png"));
-    {
-        let root = BitMapBackend::new(&png, size).into_drawing_area();
-        root.fill(&WHITE).io().map_err(|e| with_path(&png, e))?;
-        pic.draw(&root).map_err(|e| with_path(&png, e))?;
-        root.present().io().map_err(|e| with_path(&png, e))?;
-    }
     let svg_path = dir.join(format!("{stem}.svg"));
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        root.fill(&WHITE)
-            .io()
-            .map_err(|e| with_path(&svg_path, e))?;
-        pic.draw(&root).map_err(|e| with_path(&svg_path, e))?;
-        root.present().io().map_err(|e| with_path(&svg_path, e))?;
-    }
     let pdf_path = dir.join(format!("{stem}.pdf"));
+    let svg = draw_svg(pic, size).map_err(|e| with_path(&svg_path, e))?;
+    draw_png(pic, &png, size).map_err(|e| with_path(&png, e))?;
     let pdf = vector::svg_to_pdf(&svg, size, figure).map_err(|e| with_path(&pdf_path, e))?;
     let svg = vector::with_physical_size(&svg, size, figure);
     std::fs::write(&svg_path, svg).map_err(|e| with_path(&svg_path, e))?;
     std::fs::write(&pdf_path, pdf).map_err(|e| with_path(&pdf_path, e))?;
     Ok(vec![png, svg_path, pdf_path])
+}
+
+/// The picture drawn into `path` as a PNG of `size` pixels.
+fn draw_png(pic: &impl Picture, path: &Path, size: (u32, u32)) -> io::Result<()> {
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).io()?;
+    pic.draw(&root)?;
+    root.present().io()
+}
+
+/// The picture as SVG text at `size` pixels.
+fn draw_svg(pic: &impl Picture, size: (u32, u32)) -> io::Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).io()?;
+        pic.draw(&root)?;
+        root.present().io()?;
+    }
+    Ok(svg)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,6 +7,13 @@
 //! from the picture's own SVG by `svg2pdf` (through `usvg`), with DejaVu Sans — the font of the
 //! PNG — given to it from the bytes the project bundles (no system font is looked up); the text
 //! stays text, and the glyphs used are embedded as a subset (a TrueType `/FontFile2`).
+//!
+//! Translucent marks (`opacity = a < 1`, e.g. the token dots) go into the PDF as their colour
+//! over white, c' = a c + (1 - a) 255 per channel ([`opaque_over_white`]): `svg2pdf` would make
+//! one transparency group per mark (megabytes for a few thousand tokens), listed in an order that
+//! changes from run to run, and the PDF must be the same bytes for the same run. The content
+//! streams are left uncompressed: `svg2pdf` deflates at a fixed level that took a third of a
+//! short run's time; the files are a few times larger (kilobytes to a few megabytes).
 
 use std::io;
 use std::sync::{Arc, OnceLock};
@@ -53,13 +60,86 @@ pub fn svg_to_pdf(svg: &str, size: (u32, u32), figure: Figure) -> io::Result<Vec
         fontdb: fonts(),
         ..usvg::Options::default()
     };
-    let tree = usvg::Tree::from_str(svg, &options)
+    let tree = usvg::Tree::from_str(&opaque_over_white(svg), &options)
         .map_err(|e| io::Error::other(format!("PDF: the SVG does not parse: {e}")))?;
     let page = svg2pdf::PageOptions {
         dpi: dpi(size.0, figure) as f32,
     };
-    svg2pdf::to_pdf(&tree, svg2pdf::ConversionOptions::default(), page)
+    let conversion = svg2pdf::ConversionOptions {
+        compress: false,
+        ..svg2pdf::ConversionOptions::default()
+    };
+    svg2pdf::to_pdf(&tree, conversion, page)
         .map_err(|e| io::Error::other(format!("PDF conversion failed: {e}")))
+}
+
+/// The SVG with every `opacity="a"` (a < 1) of an element folded into its `fill` and `stroke`
+/// colours (`#RRGGBB`) over a white ground, and the opacity set to 1.
+pub fn opaque_over_white(svg: &str) -> String {
+    let mut out = String::with_capacity(svg.len());
+    let mut rest = svg;
+    while let Some(start) = rest.find('<') {
+        out.push_str(&rest[..start]);
+        let end = rest[start..]
+            .find('>')
+            .map_or(rest.len(), |e| start + e + 1);
+        out.push_str(&opaque_element(&rest[start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// One element's tag with its opacity folded into its colours (unchanged when opaque).
+fn opaque_element(tag: &str) -> String {
+    let Some(alpha) = attribute(tag, " opacity=\"").and_then(|v| v.parse::<f64>().ok()) else {
+        return tag.to_string();
+    };
+    if !(0.0..1.0).contains(&alpha) {
+        return tag.to_string();
+    }
+    let mut tag = tag.replacen(
+        &format!(
+            " opacity=\"{}\"",
+            attribute(tag, " opacity=\"").unwrap_or_default()
+        ),
+        " opacity=\"1\"",
+        1,
+    );
+    for key in [" fill=\"#", " stroke=\"#"] {
+        let Some(hex) = attribute(&tag, key) else {
+            continue;
+        };
+        let Some(blended) = blend_over_white(hex, alpha) else {
+            continue;
+        };
+        tag = tag.replacen(&format!("{key}{hex}\""), &format!("{key}{blended}\""), 1);
+    }
+    tag
+}
+
+/// The value of the attribute that starts with `key` (which ends with the opening quote or
+/// `#`), up to the closing quote.
+fn attribute<'a>(tag: &'a str, key: &str) -> Option<&'a str> {
+    let from = tag.find(key)? + key.len();
+    let len = tag[from..].find('"')?;
+    Some(&tag[from..from + len])
+}
+
+/// `RRGGBB` at opacity `alpha` over white, as `RRGGBB`.
+fn blend_over_white(hex: &str, alpha: f64) -> Option<String> {
+    if hex.len() != 6 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = String::with_capacity(6);
+    for i in 0..3 {
+        let c = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()? as f64;
+        let v = (alpha * c + (1.0 - alpha) * 255.0)
+            .round()
+            .clamp(0.0, 255.0) as u8;
+        out.push_str(&format!("{v:02X}"));
+    }
+    Some(out)
 }
 
 /// The SVG with its `width` and `height` in inches (the physical size of `figure`) instead of
@@ -87,6 +167,20 @@ fn round4(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn translucent_marks_become_their_colour_over_white() {
+        let svg = "<svg><circle cx=\"1\" opacity=\"0.5\" fill=\"#000000\" stroke=\"#FF0000\"/><text opacity=\"1\" fill=\"#123456\">a > b</text></svg>";
+        let flat = opaque_over_white(svg);
+        assert!(
+            flat.contains("<circle cx=\"1\" opacity=\"1\" fill=\"#808080\" stroke=\"#FF8080\"/>"),
+            "{flat}"
+        );
+        assert!(
+            flat.contains("<text opacity=\"1\" fill=\"#123456\">a > b</text>"),
+            "{flat}"
+        );
+    }
 
     #[test]
     fn physical_size_replaces_the_pixel_size_only() {

@@ -340,19 +340,39 @@ fn draw_measured<DB: DrawingBackend>(
     let mut entries = Vec::new();
     for (i, (s, pts)) in series.iter().zip(points).enumerate() {
         let color = SERIES_COLORS[i % SERIES_COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(3)))
-            .io()?;
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 6, color.filled())))
-            .io()?;
-        chart
-            .draw_series(
-                pts.iter()
-                    .map(|&p| Circle::new(p, 6, BLACK.mix(0.6).stroke_width(1))),
-            )
-            .io()?;
-        entries.push(Entry::new(Mark::Line(color.to_rgba(), 3, None), s.legend()));
+        // Past the palette, the colours come round again with dashed lines and square marks.
+        let again = i >= SERIES_COLORS.len();
+        if again {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    pts.iter().copied(),
+                    12,
+                    7,
+                    color.stroke_width(3),
+                ))
+                .io()?;
+        } else {
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(3)))
+                .io()?;
+        }
+        for style in [color.filled(), BLACK.mix(0.6).stroke_width(1)] {
+            if again {
+                chart
+                    .draw_series(
+                        pts.iter().map(|&p| {
+                            EmptyElement::at(p) + Rectangle::new([(-5, -5), (5, 5)], style)
+                        }),
+                    )
+                    .io()?;
+            } else {
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 6, style)))
+                    .io()?;
+            }
+        }
+        let dash = again.then_some((12, 7));
+        entries.push(Entry::new(Mark::Line(color.to_rgba(), 3, dash), s.legend()));
     }
     Ok(entries)
 }

@@ -91,15 +91,7 @@ const DD_RESCALE: f64 = 2.409_919_865_102_884_6e-181; // 2^-600
 /// Writes e^{-x} I_m(x) into `out[m]` for m = 0 .. out.len() - 1 to double-double accuracy
 /// (about 1e-31 relative to the largest value; same method as [`scaled_bessel_i`], started
 /// further out). For x not finite or negative every entry is NaN.
-///
-/// ```
-/// use tokdyn::model::bessel::scaled_bessel_i_dd;
-/// use tokdyn::model::ddouble::Dd;
-/// let mut out = [Dd::ZERO; 2];
-/// scaled_bessel_i_dd(1.0, &mut out);
-/// assert!((out[0].to_f64() - 0.465_759_607_593_640_4).abs() < 1e-16);
-/// ```
-pub fn scaled_bessel_i_dd(x: f64, out: &mut [Dd]) {
+pub(crate) fn scaled_bessel_i_dd(x: f64, out: &mut [Dd]) {
     if out.is_empty() {
         return;
     }
@@ -145,6 +137,14 @@ pub fn scaled_bessel_i_dd(x: f64, out: &mut [Dd]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn double_double_value_at_one() {
+        // e^{-1} I_0(1) = 0.4657596075936404...
+        let mut out = [Dd::ZERO; 2];
+        scaled_bessel_i_dd(1.0, &mut out);
+        assert!((out[0].to_f64() - 0.465_759_607_593_640_4).abs() < 1e-16);
+    }
 
     /// e^{-x} I_m(x) for the orders ORDERS, computed with mpmath 1.3.0 (`mp.dps = 40`,
     /// `mp.besseli(m, x) * mp.exp(-x)`), rounded to 17 significant digits (kept as printed).

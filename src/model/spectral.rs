@@ -42,7 +42,7 @@
 //! the relative error of a token's field when all its weights are the smallest possible (tokens
 //! clustered where the kernel is weakest); for spread tokens the error is far smaller. In doubles
 //! (eps = 2^-52, tau = eps / 4) the bound holds up to |a| + |b| = 3.05. Beyond, every step runs
-//! in double-double arithmetic ([`super::ddouble`], eps = 2^-104, tau from [`tail_dd`]): the
+//! in double-double arithmetic (the crate-private `ddouble` module, eps = 2^-104, tau from `tail_dd`): the
 //! Bessel values, the phases, the tokens normalised to 106 bits, the moments, the coefficients and
 //! the evaluation; the bound then holds up to 21.1. The kernel runs only where bound <=
 //! [`BOUND_LIMIT`] (`auto` also needs n >= [`AUTO_MIN_TOKENS`], [`AUTO_MIN_TOKENS_DD`] in

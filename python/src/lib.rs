@@ -211,7 +211,7 @@ fn predict(
     detached(py, move || {
         let mut p = prediction(&scenario)?;
         let sh = tokdyn::simulation::second_harmonic(&scenario, tokdyn::scenario::ModelKind::Oa)?;
-        p.limit_cycles = tokdyn::predict::limit_cycles(&sh, horizon(&scenario));
+        tokdyn::predict::limit_cycles(&sh, horizon(&scenario), &mut p.limit_cycles);
         let report = PredictReport {
             name: scenario.name.clone(),
             prediction: p,

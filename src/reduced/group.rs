@@ -515,6 +515,21 @@ mod plane {
         }
     }
 
+    /// Lane `i` of `sums[0..3]` += (a^2, ab, b^2) / |z|^2 (with `inv` = 1 / |z|^2).
+    #[inline(always)]
+    fn add_projector<const W: usize>(
+        sums: &mut [[f64; LANES]; W],
+        i: usize,
+        a: f64,
+        b: f64,
+        inv: f64,
+    ) {
+        let ai = a * inv;
+        sums[0][i] += ai * a;
+        sums[1][i] += ai * b;
+        sums[2][i] += b * b * inv;
+    }
+
     /// acc += (sum a^2/|z|^2, sum ab/|z|^2, sum b^2/|z|^2) over the tokens `rows`.
     #[inline(always)]
     fn moment_rows(p: &[f64; 4], rows: &[f64], acc: &mut [f64]) {
@@ -525,10 +540,7 @@ mod plane {
             |block| {
                 let (a, b, inv) = images(p, block);
                 for i in 0..LANES {
-                    let ai = a[i] * inv[i];
-                    sums[0][i] += ai * a[i];
-                    sums[1][i] += ai * b[i];
-                    sums[2][i] += b[i] * b[i] * inv[i];
+                    add_projector(&mut sums, i, a[i], b[i], inv[i]);
                 }
             },
         );
@@ -558,10 +570,7 @@ mod plane {
             |block| {
                 let (a, b, inv) = images(p, block);
                 for i in 0..LANES {
-                    let ai = a[i] * inv[i];
-                    sums[0][i] += ai * a[i];
-                    sums[1][i] += ai * b[i];
-                    sums[2][i] += b[i] * b[i] * inv[i];
+                    add_projector(&mut sums, i, a[i], b[i], inv[i]);
                     let r = inv[i].sqrt();
                     sums[3][i] += a[i] * r;
                     sums[4][i] += b[i] * r;

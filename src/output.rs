@@ -656,6 +656,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn atomic_write_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.csv");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "two");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
     fn staged_dir_replaces_only_on_commit() {
         let root = tempfile::tempdir().unwrap();
         let target = root.path().join("out").join("run");

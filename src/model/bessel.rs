@@ -33,15 +33,7 @@ fn start_order(last: usize, x: f64) -> usize {
 }
 
 /// Writes e^{-x} I_m(x) into `out[m]` for m = 0 .. out.len() - 1 (x finite and >= 0; for other x
-/// every entry is NaN).
-///
-/// ```
-/// use tokdyn::model::bessel::scaled_bessel_i;
-/// let mut out = [0.0; 3];
-/// scaled_bessel_i(1.0, &mut out);
-/// // I_0(1) = 1.2660658777520082..., so e^{-1} I_0(1) = 0.46575960759364...
-/// assert!((out[0] - 0.465_759_607_593_640_4).abs() < 1e-15);
-/// ```
+/// every entry is NaN). Example: e^{-1} I_0(1) = 0.46575960759364... (the test `value_at_one`).
 pub fn scaled_bessel_i(x: f64, out: &mut [f64]) {
     if out.is_empty() {
         return;
@@ -137,6 +129,14 @@ pub(crate) fn scaled_bessel_i_dd(x: f64, out: &mut [Dd]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn value_at_one() {
+        // I_0(1) = 1.2660658777520082..., so e^{-1} I_0(1) = 0.46575960759364...
+        let mut out = [0.0; 3];
+        scaled_bessel_i(1.0, &mut out);
+        assert!((out[0] - 0.465_759_607_593_640_4).abs() < 1e-15);
+    }
 
     #[test]
     fn double_double_value_at_one() {

@@ -9,20 +9,28 @@
 //! with h(y) = y (linear self-attention, [`Kernel::Lsa`]), h(y) = exp(y) (unnormalised softmax,
 //! [`Kernel::Usa`]), or the normalised softmax weights exp(beta <x_k, A x_j>) / sum_l exp(beta
 //! <x_k, A x_l>) without the 1/n ([`Kernel::Sa`]). [`attention`] holds the weights,
-//! [`field`] evaluates the vector field, [`pairwise`] and [`exp`] are its inner loops for the
-//! exponential kernels, and [`spectral`] (with [`bessel`]) evaluates `usa` and `sa` in d = 2
+//! [`field`] evaluates the vector field, `pairwise` and `exp` are its inner loops for the
+//! exponential kernels, and [`spectral`] (with `bessel`) evaluates `usa` and `sa` in d = 2
 //! in O(n M) work.
 
 pub mod attention;
-pub mod bessel;
+pub(crate) mod bessel;
 pub(crate) mod ddouble;
-pub mod exp;
+pub(crate) mod exp;
 pub mod field;
+// Public (hidden) only while their doc examples use these paths; then `pub(crate)`.
+#[doc(hidden)]
 pub mod gemm;
+#[doc(hidden)]
 pub mod pairwise;
 pub mod spectral;
-pub mod symmetric;
+pub(crate) mod symmetric;
+// The tiled kernels are public only to the `gemm` benchmark (cargo feature `bench-internals`).
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub mod tiles;
+#[cfg(not(feature = "bench-internals"))]
+pub(crate) mod tiles;
 
 pub use attention::{Attention, Head};
 pub use exp::exp_in_place;

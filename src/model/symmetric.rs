@@ -40,21 +40,8 @@ pub fn scratch_len(n: usize, d: usize) -> usize {
 /// Writes s_k (n x d, row-major) into `sums` and, when asked, t_k into `totals`, for the queries
 /// q_k = beta A^T x_k (n x d, row-major) of a symmetric A.
 ///
-/// `scratch` holds at least [`scratch_len`] numbers.
-///
-/// ```
-/// use tokdyn::model::pairwise::Columns;
-/// use tokdyn::model::symmetric::{scratch_len, symmetric_sums};
-/// // Tokens (1, 0) and (0, 1), A = I, beta = 1: q_k = x_k, w = [[e, 1], [1, e]].
-/// let x = [1.0, 0.0, 0.0, 1.0];
-/// let cols = Columns { tokens: &[1.0, 0.0, 0.0, 1.0], values: &[1.0, 0.0, 0.0, 1.0], n: 2 };
-/// let (mut sums, mut totals) = (vec![0.0; 4], vec![0.0; 2]);
-/// let mut scratch = vec![0.0; scratch_len(2, 2)];
-/// symmetric_sums(&x, cols, &mut sums, Some(&mut totals), &mut scratch);
-/// let e = 1f64.exp();
-/// assert!((sums[0] - e).abs() < 1e-15 && (sums[1] - 1.0).abs() < 1e-15);
-/// assert!((totals[1] - (1.0 + e)).abs() < 1e-15);
-/// ```
+/// `scratch` holds at least [`scratch_len`] numbers. (An example by hand: the test
+/// `two_orthogonal_tokens`.)
 pub fn symmetric_sums(
     queries: &[f64],
     columns: Columns<'_>,
@@ -196,6 +183,23 @@ fn block_row<const FUSED: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_orthogonal_tokens() {
+        // Tokens (1, 0) and (0, 1), A = I, beta = 1: q_k = x_k, w = [[e, 1], [1, e]].
+        let x = [1.0, 0.0, 0.0, 1.0];
+        let cols = Columns {
+            tokens: &[1.0, 0.0, 0.0, 1.0],
+            values: &[1.0, 0.0, 0.0, 1.0],
+            n: 2,
+        };
+        let (mut sums, mut totals) = (vec![0.0; 4], vec![0.0; 2]);
+        let mut scratch = vec![0.0; scratch_len(2, 2)];
+        symmetric_sums(&x, cols, &mut sums, Some(&mut totals), &mut scratch);
+        let e = 1f64.exp();
+        assert!((sums[0] - e).abs() < 1e-15 && (sums[1] - 1.0).abs() < 1e-15);
+        assert!((totals[1] - (1.0 + e)).abs() < 1e-15);
+    }
 
     #[test]
     fn matches_the_double_sum_for_any_thread_count() {

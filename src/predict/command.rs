@@ -8,6 +8,7 @@ use num_complex::Complex64;
 use serde::Serialize;
 
 use super::{predict, CycleKind, LimitCycle, Prediction};
+use crate::classify::Label;
 use crate::error::Error;
 use crate::observe::order_parameter_r2;
 use crate::run::RunOptions;
@@ -51,7 +52,7 @@ pub struct PredictReport {
     #[serde(flatten)]
     pub prediction: Prediction,
     /// The label of the simulation in the run folder, if there is one.
-    pub simulated_label: Option<String>,
+    pub simulated_label: Option<Label>,
     /// Whether the simulated label agrees with the prediction.
     pub agrees: Option<bool>,
     /// The printed table.
@@ -69,8 +70,8 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
     let sh = simulation::second_harmonic(scenario, ModelKind::Oa)?;
     super::limit_cycles(&sh, horizon(scenario), &mut p.limit_cycles);
     let dir = options.folder(scenario);
-    let simulated_label = crate::run::read_label(&dir).map(|l| l.as_str().to_string());
-    let agrees = simulated_label.as_ref().map(|l| l == p.label.as_str());
+    let simulated_label = crate::run::read_label(&dir);
+    let agrees = simulated_label.map(|l| l == p.label);
     let mut table = String::new();
     fixed_point_table(&mut table, &p);
     boundary_table(&mut table, &p);
@@ -80,7 +81,7 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
         "from R2(0) = {:.4}{:+.4}i (horizon t = {}): predicted {} ({})",
         p.start.re, p.start.im, p.horizon, p.label, p.reason
     );
-    comparison_table(&mut table, &dir, simulated_label.as_deref(), agrees);
+    comparison_table(&mut table, &dir, simulated_label, agrees);
     let mut report = PredictReport {
         name: scenario.name.clone(),
         prediction: p,
@@ -210,7 +211,12 @@ fn cycle_table(table: &mut String, p: &Prediction) {
     }
 }
 
-fn comparison_table(table: &mut String, dir: &Path, simulated: Option<&str>, agrees: Option<bool>) {
+fn comparison_table(
+    table: &mut String,
+    dir: &Path,
+    simulated: Option<Label>,
+    agrees: Option<bool>,
+) {
     match (simulated, agrees) {
         (Some(l), Some(true)) => {
             let _ = writeln!(table, "simulation ({}): {l}, agrees", dir.display());
@@ -220,7 +226,7 @@ fn comparison_table(table: &mut String, dir: &Path, simulated: Option<&str>, agr
                 table,
                 "simulation ({}): {l}, DISAGREES with the prediction{}",
                 dir.display(),
-                if l == "undetermined" {
+                if l == Label::Undetermined {
                     " (the simulation could not decide; run it longer)"
                 } else {
                     ""

@@ -34,6 +34,8 @@ pub use kinds::{
     InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind, UnknownWord, LABELS,
 };
 pub use overrides::{apply_set, parse_set_value, set_value};
+pub(crate) use schema::deserialize_at;
+pub(crate) use validate::check_name;
 pub use validate::{check_description, MAX_D, MAX_SAMPLES, MIN_T_END};
 
 /// A checked scenario.

@@ -229,8 +229,26 @@ pub struct RawOutput {
 
 /// Deserialize a scenario table into the raw structs; errors name the key.
 pub fn parse_raw(table: toml::Table, file: &Path) -> Result<RawScenario, ScenarioError> {
-    serde_path_to_error::deserialize(Value::Table(table)).map_err(|e| {
-        let path = e.path().to_string();
+    deserialize_at(Value::Table(table), file, "")
+}
+
+/// Deserialize `value`, found at the dotted key `prefix` of `file` (empty: the whole file),
+/// into `T`; an error is one [`ScenarioError`] naming the full key, in our words. The sweep
+/// file is read through this too.
+pub fn deserialize_at<T: serde::de::DeserializeOwned>(
+    value: Value,
+    file: &Path,
+    prefix: &str,
+) -> Result<T, ScenarioError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let path = if prefix.is_empty() {
+            inner
+        } else if inner == "." {
+            prefix.to_string()
+        } else {
+            format!("{prefix}.{inner}")
+        };
         let message = e.inner().message().to_string();
         let (key, message) = rephrase(&path, &message);
         ScenarioError::at(file, key, message)
@@ -269,6 +287,11 @@ fn rephrase(path: &str, message: &str) -> (String, String) {
         .replace("expected a boolean", "expected true or false")
         .replace("expected a map", "expected a table")
         .replace("expected a sequence", "expected an array");
+    // "expected struct RawTime" names our type, not the file's.
+    let message = match message.split_once("expected struct ") {
+        Some((head, _)) => format!("{head}expected a table"),
+        None => message,
+    };
     (
         if parent.is_empty() {
             "(top level)".to_string()

@@ -60,8 +60,8 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     })
 }
 
-/// `name`: `[a-z0-9_-]+`.
-fn check_name(name: &str, file: &Path) -> Result<(), ScenarioError> {
+/// `name`: `[a-z0-9_-]+` (the rule of scenario and sweep names).
+pub(crate) fn check_name(name: &str, file: &Path) -> Result<(), ScenarioError> {
     let name_ok = !name.is_empty()
         && name
             .chars()

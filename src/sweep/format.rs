@@ -1,11 +1,8 @@
-//! CSV cells and atomic file writes for sweeps.
+//! CSV cells for sweeps (files are written with [`crate::output::write_atomic`]).
 //!
 //! Every cell of a sweep file is a string formatted once, the same way the `csv` crate formats
 //! numbers (`ryu`, the shortest decimal that reads back to the same f64), so rows computed now,
 //! read back from a progress file or from a shard file give the same bytes.
-
-use std::io;
-use std::path::Path;
 
 /// The shortest decimal that reads back to `x`, as the `csv` crate writes it (`1.0`, `0.25`,
 /// `1e-7`, `NaN`, `inf`).
@@ -46,15 +43,6 @@ pub fn csv_text<S: AsRef<[u8]>>(
     text
 }
 
-pub use crate::output::write_atomic;
-
-/// Writes pretty JSON atomically.
-pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let mut text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
-    text.push('\n');
-    write_atomic(path, text.as_bytes())
-}
-
 /// Parses the records of CSV text (no header handling); records of any length.
 pub fn parse_records(text: &str) -> Result<Vec<Vec<String>>, csv::Error> {
     let mut r = csv::ReaderBuilder::new()
@@ -69,7 +57,6 @@ pub fn parse_records(text: &str) -> Result<Vec<Vec<String>>, csv::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
 
     #[test]
     fn numbers_are_shortest_round_trip() {
@@ -101,15 +88,5 @@ mod tests {
                 vec!["1".into()]
             ]
         );
-    }
-
-    #[test]
-    fn atomic_write_replaces() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.csv");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(fs::read_to_string(&p).unwrap(), "two");
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

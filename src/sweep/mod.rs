@@ -28,7 +28,6 @@
 
 pub(crate) mod continuation;
 pub(crate) mod format;
-pub(crate) mod monitor;
 pub(crate) mod pictures;
 pub(crate) mod point;
 pub(crate) mod refine;
@@ -49,8 +48,9 @@ use serde::Serialize;
 use crate::error::Error;
 use crate::scenario::LABELS;
 
-use format::{csv_text, write_atomic, write_json_atomic};
-use monitor::Monitor;
+use crate::observe::progress::Counter;
+use crate::output::{write_atomic, write_json_atomic};
+use format::csv_text;
 use point::{run_point, Outcome};
 use spec::Plan;
 use store::{Manifest, ProgressWriter, MANIFEST};
@@ -287,7 +287,7 @@ pub fn sweep_with_env(
     let out = options
         .out
         .clone()
-        .unwrap_or_else(|| Path::new("output").join(&plan.name));
+        .unwrap_or_else(|| crate::output::default_folder(&plan.name));
     let dir = crate::output::resolve_out(&out)?;
     let _locks = store::FolderLocks::acquire(&dir, shard.map(|s| (s.k, s.n)))?;
     crate::output::check_replaceable(&dir, crate::output::ResultKind::Sweep)?;
@@ -445,7 +445,7 @@ fn reuse_shard_points(
 /// The progress file's writer and the progress monitor, shared by the parallel points.
 struct Book {
     writer: ProgressWriter,
-    monitor: Monitor,
+    monitor: Counter,
 }
 
 impl Book {
@@ -458,7 +458,7 @@ impl Book {
     ) -> Self {
         Book {
             writer,
-            monitor: Monitor::new(title, unit, total as u64, progress),
+            monitor: Counter::new(title, unit, total as u64, progress),
         }
     }
 }

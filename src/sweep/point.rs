@@ -154,16 +154,19 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Err(e) => return Outcome::failure(&e.to_string()),
     };
     let mut watch = CertaintyWatch::default();
-    let solution = match sim.solve(&mut [&mut watch]) {
-        Ok(solution) => solution,
-        Err(e) => return Outcome::failure(&format!("the {} run failed: {e}", plan.model)),
+    let failed = |why: &dyn std::fmt::Display| {
+        Outcome::failure(&format!("the {} run failed: {why}", plan.model))
     };
-    if !solution.status.is_success() {
-        return Outcome::failure(&format!(
-            "the {} run failed: {}",
-            plan.model, solution.status
-        ));
-    }
+    let solved = match sim.solve(&mut [&mut watch]) {
+        Ok(solution) => solution.succeeded(&scenario.name, plan.model),
+        Err(e) => return failed(&e),
+    };
+    let solution = match solved {
+        Ok(solution) => solution,
+        // The point's reason does not name the scenario: the row says where.
+        Err(crate::error::Error::RunFailed { status, .. }) => return failed(&status),
+        Err(e) => return failed(&e),
+    };
     let series = watch.series;
     if series.len() < 2 {
         return Outcome::failure("the run produced fewer than two samples");

@@ -27,37 +27,20 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use toml::Value;
 
 use crate::error::Error;
 use crate::run::check_memory;
-use crate::scenario::{parse_toml, set_value, ModelKind, Scenario, ScenarioError};
+use crate::scenario::{
+    check_name, deserialize_at, parse_toml, set_value, ModelKind, Scenario, ScenarioError,
+};
 use crate::simulation;
 
 use super::format::fmt_f64;
 
 /// The most grid points a sweep may have.
 pub const MAX_POINTS: usize = 100_000_000;
-
-/// Keys of the sweep file.
-const TOP_KEYS: [&str; 9] = [
-    "name",
-    "description",
-    "scenario",
-    "model",
-    "label",
-    "axes",
-    "refine",
-    "continuation",
-    "theory",
-];
-/// Keys of one axis.
-const AXIS_KEYS: [&str; 3] = ["from", "to", "steps"];
-/// Keys of `[refine]`.
-const REFINE_KEYS: [&str; 3] = ["tolerance", "relative_tolerance", "axes"];
-/// Keys of `[continuation]`.
-const CONTINUATION_KEYS: [&str; 5] = ["parameter", "from", "to", "step", "max_points"];
 
 /// Scenario keys that hold integers: axis values are rounded to the nearest integer there.
 const INTEGER_KEYS: [&str; 4] = ["model.d", "tokens.n", "tokens.seed", "time.samples"];
@@ -284,107 +267,84 @@ impl Plan {
     }
 }
 
+/// The raw shape of a sweep file: structure and types only, unknown keys refused; read with
+/// the scenario's error mapping, so every message names the file and the full key.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSweep {
+    name: String,
+    description: Option<String>,
+    scenario: String,
+    model: Option<ModelKind>,
+    label: Option<String>,
+    /// Kept as a table: the axes' order is the file's, and dotted names nest.
+    axes: toml::Table,
+    refine: Option<RawRefine>,
+    continuation: Option<RawContinuation>,
+    theory: Option<RawTheory>,
+}
+
+/// One axis, `{ from = ..., to = ..., steps = ... }`; `steps` read as `i64` so that 0 gets a
+/// message of ours.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAxis {
+    from: f64,
+    to: f64,
+    steps: i64,
+}
+
+/// `[refine]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRefine {
+    tolerance: Option<f64>,
+    relative_tolerance: Option<f64>,
+    axes: Option<Vec<String>>,
+}
+
+/// `[continuation]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContinuation {
+    parameter: String,
+    from: f64,
+    to: f64,
+    step: Option<f64>,
+    max_points: Option<i64>,
+}
+
+/// `[theory]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTheory {
+    boundary: Option<String>,
+}
+
 /// Shorthand for an error at a key of the sweep file.
 fn at(file: &Path, key: &str, message: impl Into<String>) -> Error {
     Error::Scenario(ScenarioError::at(file, key, message))
 }
 
-/// A short description of a TOML value's type for messages.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::String(_) => "a string",
-        Value::Integer(_) => "an integer",
-        Value::Float(_) => "a number",
-        Value::Boolean(_) => "a boolean",
-        Value::Datetime(_) => "a date",
-        Value::Array(_) => "an array",
-        Value::Table(_) => "a table",
+/// `x`, or an error at `key` if it is not finite.
+fn finite(file: &Path, key: &str, x: f64) -> Result<f64, Error> {
+    if x.is_finite() {
+        Ok(x)
+    } else {
+        Err(at(file, key, format!("{x} is not a finite number")))
     }
 }
 
-fn string<'a>(file: &Path, key: &str, value: &'a Value) -> Result<&'a str, Error> {
-    value.as_str().ok_or_else(|| {
-        at(
-            file,
-            key,
-            format!("expected a string, found {}", kind(value)),
-        )
-    })
-}
-
-fn number(file: &Path, key: &str, value: &Value) -> Result<f64, Error> {
-    let x = match value {
-        Value::Integer(i) => *i as f64,
-        Value::Float(f) => *f,
-        other => {
-            return Err(at(
-                file,
-                key,
-                format!("expected a number, found {}", kind(other)),
-            ))
-        }
-    };
-    if !x.is_finite() {
-        return Err(at(file, key, format!("{x} is not a finite number")));
-    }
-    Ok(x)
-}
-
-fn count(file: &Path, key: &str, value: &Value, min: i64) -> Result<usize, Error> {
-    match value {
-        Value::Integer(i) if *i >= min => {
-            usize::try_from(*i).map_err(|_| at(file, key, format!("{i} is too large")))
-        }
-        Value::Integer(i) => Err(at(
+/// `i` as a count, or an error at `key` if it is below `min`.
+fn count(file: &Path, key: &str, i: i64, min: i64) -> Result<usize, Error> {
+    if i < min {
+        return Err(at(
             file,
             key,
             format!("must be an integer >= {min}, found {i}"),
-        )),
-        Value::Float(f) => Err(at(
-            file,
-            key,
-            format!("must be an integer >= {min}, found {f}"),
-        )),
-        other => Err(at(
-            file,
-            key,
-            format!("expected an integer >= {min}, found {}", kind(other)),
-        )),
+        ));
     }
-}
-
-fn check_keys(file: &Path, prefix: &str, table: &toml::Table, keys: &[&str]) -> Result<(), Error> {
-    for key in table.keys() {
-        if !keys.contains(&key.as_str()) {
-            let full = if prefix.is_empty() {
-                key.clone()
-            } else {
-                format!("{prefix}.{key}")
-            };
-            return Err(at(
-                file,
-                &full,
-                format!("unknown key (keys are: {})", keys.join(", ")),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn required<'a>(
-    file: &Path,
-    prefix: &str,
-    table: &'a toml::Table,
-    key: &str,
-) -> Result<&'a Value, Error> {
-    let full = if prefix.is_empty() {
-        key.to_string()
-    } else {
-        format!("{prefix}.{key}")
-    };
-    table
-        .get(key)
-        .ok_or_else(|| at(file, &full, "missing (required key)"))
+    usize::try_from(i).map_err(|_| at(file, key, format!("{i} is too large")))
 }
 
 /// Whether a dotted scenario key holds an integer.
@@ -416,8 +376,8 @@ fn collect_axes(
                     file,
                     &format!("axes.{name}"),
                     format!(
-                        "expected a table {{ from = ..., to = ..., steps = ... }}, found {}",
-                        kind(other)
+                        "expected a table {{ from = ..., to = ..., steps = ... }}, found a TOML {}",
+                        other.type_str()
                     ),
                 ))
             }
@@ -492,56 +452,37 @@ pub fn from_table_with_sets(
     file: &Path,
     sets: &[String],
 ) -> Result<Plan, Error> {
-    check_keys(file, "", table, &TOP_KEYS)?;
-    let name = read_name(file, table)?;
-    let description = match table.get("description") {
-        Some(v) => {
-            let text = string(file, "description", v)?;
-            crate::scenario::check_description(text).map_err(|m| at(file, "description", m))?;
-            Some(text.to_string())
-        }
-        None => None,
-    };
-    let (scenario_file, scenario_dir, mut template) = read_base(file, table, sets)?;
-    let model_override = match table.get("model") {
-        Some(v) => {
-            let word = string(file, "model", v)?;
-            let model: ModelKind = word
-                .parse()
-                .map_err(|e| at(file, "model", format!("{e}")))?;
-            set_value(&mut template, "run.model", Value::String(model.to_string()))
-                .map_err(|m| at(file, "model", m))?;
-            Some(model)
-        }
-        None => None,
-    };
+    let raw: RawSweep = deserialize_at(Value::Table(table.clone()), file, "")?;
+    check_name(&raw.name, file)?;
+    if let Some(text) = &raw.description {
+        crate::scenario::check_description(text).map_err(|m| at(file, "description", m))?;
+    }
+    let (scenario_file, scenario_dir, mut template) = read_base(file, &raw.scenario, sets)?;
+    if let Some(model) = raw.model {
+        set_value(&mut template, "run.model", Value::String(model.to_string()))
+            .map_err(|m| at(file, "model", m))?;
+    }
     let base = Scenario::from_table(template.clone(), &scenario_file, &scenario_dir)?;
     let model = base.run.model;
-    let label_source = label_source(file, table.get("label"), &base, model)?;
-    let axes = read_axes(file, table, &template, &scenario_file)?;
-    let refine = match optional_table(file, table, "refine")? {
-        Some(t) => Some(refine_spec(file, t, &axes)?),
-        None => None,
-    };
-    let continuation = match optional_table(file, table, "continuation")? {
-        Some(t) => Some(continuation_spec(
-            file,
-            t,
-            &template,
-            &scenario_file,
-            &base,
-        )?),
-        None => None,
-    };
-    let theory = theory_spec(file, table.get("theory"), &axes, &base)?;
+    let label_source = label_source(file, raw.label.as_deref(), &base, model)?;
+    let axes = read_axes(file, &raw.axes, &template, &scenario_file)?;
+    let refine = raw
+        .refine
+        .map(|r| refine_spec(file, r, &axes))
+        .transpose()?;
+    let continuation = raw
+        .continuation
+        .map(|c| continuation_spec(file, c, &template, &scenario_file, &base))
+        .transpose()?;
+    let theory = theory_spec(file, raw.theory, &axes, &base)?;
 
     let plan = Plan {
         file: file.to_path_buf(),
-        name,
-        description,
+        name: raw.name,
+        description: raw.description,
         scenario_file,
         scenario_dir,
-        model_override,
+        model_override: raw.model,
         model,
         label_source,
         axes,
@@ -555,34 +496,13 @@ pub fn from_table_with_sets(
     Ok(plan)
 }
 
-/// `name`: lowercase letters, digits, `_` and `-`.
-fn read_name(file: &Path, table: &toml::Table) -> Result<String, Error> {
-    let name = string(file, "name", required(file, "", table, "name")?)?.to_string();
-    let name_ok = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !name_ok {
-        return Err(at(
-            file,
-            "name",
-            format!(
-                "\"{}\" is not a valid name (use lowercase letters, digits, _ and -)",
-                name.escape_debug()
-            ),
-        ));
-    }
-    Ok(name)
-}
-
 /// The base scenario (`scenario`, relative to the sweep file) as a raw table with the `--set`
 /// overrides applied: (its file, its folder, the table).
 fn read_base(
     file: &Path,
-    table: &toml::Table,
+    scenario_rel: &str,
     sets: &[String],
 ) -> Result<(PathBuf, PathBuf, toml::Table), Error> {
-    let scenario_rel = string(file, "scenario", required(file, "", table, "scenario")?)?;
     if scenario_rel.is_empty() {
         return Err(at(
             file,
@@ -617,49 +537,22 @@ fn read_base(
     Ok((scenario_file, scenario_dir, template))
 }
 
-/// A table-valued key that may be absent (`[refine]`, `[continuation]`).
-fn optional_table<'a>(
-    file: &Path,
-    table: &'a toml::Table,
-    key: &str,
-) -> Result<Option<&'a toml::Table>, Error> {
-    match table.get(key) {
-        None => Ok(None),
-        Some(Value::Table(t)) => Ok(Some(t)),
-        Some(other) => Err(at(
-            file,
-            key,
-            format!("expected a table, found {}", kind(other)),
-        )),
-    }
-}
-
 /// `[axes]`: each axis's key resolved in the base scenario, its range checked.
 fn read_axes(
     file: &Path,
-    table: &toml::Table,
+    axes_table: &toml::Table,
     template: &toml::Table,
     scenario_file: &Path,
 ) -> Result<Vec<Axis>, Error> {
-    let axes_table = match required(file, "", table, "axes")? {
-        Value::Table(t) => t,
-        other => {
-            return Err(at(
-                file,
-                "axes",
-                format!("expected a table, found {}", kind(other)),
-            ))
-        }
-    };
     if axes_table.is_empty() {
         return Err(at(file, "axes", "needs at least one axis"));
     }
     let mut raw_axes = Vec::new();
     collect_axes(file, "", axes_table, &mut raw_axes)?;
     let mut axes: Vec<Axis> = Vec::with_capacity(raw_axes.len());
-    for (name, spec) in &raw_axes {
+    for (name, spec) in raw_axes {
         let prefix = format!("axes.{name}");
-        let key = resolve_key(file, &prefix, name, template, scenario_file)?;
+        let key = resolve_key(file, &prefix, &name, template, scenario_file)?;
         if let Some(other) = axes.iter().find(|a| a.key == key) {
             return Err(at(
                 file,
@@ -667,23 +560,10 @@ fn read_axes(
                 format!("sets {key}, which axis `{}` sets already", other.name),
             ));
         }
-        check_keys(file, &prefix, spec, &AXIS_KEYS)?;
-        let from = number(
-            file,
-            &format!("{prefix}.from"),
-            required(file, &prefix, spec, "from")?,
-        )?;
-        let to = number(
-            file,
-            &format!("{prefix}.to"),
-            required(file, &prefix, spec, "to")?,
-        )?;
-        let steps = count(
-            file,
-            &format!("{prefix}.steps"),
-            required(file, &prefix, spec, "steps")?,
-            1,
-        )?;
+        let raw: RawAxis = deserialize_at(Value::Table(spec), file, &prefix)?;
+        let from = finite(file, &format!("{prefix}.from"), raw.from)?;
+        let to = finite(file, &format!("{prefix}.to"), raw.to)?;
+        let steps = count(file, &format!("{prefix}.steps"), raw.steps, 1)?;
         let integer = is_integer_key(&key);
         if integer && (from.abs() > 9.0e15 || to.abs() > 9.0e15) {
             return Err(at(
@@ -693,7 +573,7 @@ fn read_axes(
             ));
         }
         axes.push(Axis {
-            name: name.clone(),
+            name,
             key,
             from,
             to,
@@ -738,17 +618,14 @@ impl LabelSource {
 /// kernel = "lsa", one layer.
 fn label_source(
     file: &Path,
-    value: Option<&Value>,
+    word: Option<&str>,
     base: &Scenario,
     model: ModelKind,
 ) -> Result<LabelSource, Error> {
-    let Some(value) = value else {
-        return Ok(LabelSource::Simulation);
-    };
-    let source = match string(file, "label", value)? {
-        "simulation" => LabelSource::Simulation,
-        "predict" => LabelSource::Predict,
-        other => {
+    let source = match word {
+        None | Some("simulation") => LabelSource::Simulation,
+        Some("predict") => LabelSource::Predict,
+        Some(other) => {
             return Err(at(
                 file,
                 "label",
@@ -799,48 +676,22 @@ pub fn theory_params(axes: &[Axis], base: &Scenario, coords: &[f64]) -> Vec<(Str
 /// `[theory]`: `boundary = "expression"`, checked by evaluating it at the first grid point.
 fn theory_spec(
     file: &Path,
-    value: Option<&Value>,
+    raw: Option<RawTheory>,
     axes: &[Axis],
     base: &Scenario,
 ) -> Result<Option<String>, Error> {
-    let Some(value) = value else {
+    let Some(text) = raw.and_then(|t| t.boundary) else {
         return Ok(None);
-    };
-    let Value::Table(t) = value else {
-        return Err(at(
-            file,
-            "theory",
-            format!("expected a table, found {}", kind(value)),
-        ));
-    };
-    check_keys(file, "theory", t, &["boundary"])?;
-    let Some(v) = t.get("boundary") else {
-        return Ok(None);
-    };
-    let Value::String(text) = v else {
-        return Err(at(
-            file,
-            "theory.boundary",
-            format!("expected an expression string, found {}", kind(v)),
-        ));
     };
     let first: Vec<f64> = axes.iter().map(|a| a.value(0)).collect();
-    crate::scenario::evaluate_expression(text, &theory_params(axes, base, &first))
+    crate::scenario::evaluate_expression(&text, &theory_params(axes, base, &first))
         .map_err(|m| at(file, "theory.boundary", m))?;
-    Ok(Some(text.clone()))
+    Ok(Some(text))
 }
 
-fn refine_spec(file: &Path, t: &toml::Table, axes: &[Axis]) -> Result<RefineSpec, Error> {
-    check_keys(file, "refine", t, &REFINE_KEYS)?;
-    let absolute = t
-        .get("tolerance")
-        .map(|v| number(file, "refine.tolerance", v))
-        .transpose()?;
-    let relative = t
-        .get("relative_tolerance")
-        .map(|v| number(file, "refine.relative_tolerance", v))
-        .transpose()?;
-    if absolute.is_some() && relative.is_some() {
+/// `[refine]`: one tolerance (absolute, or relative to each axis' range) per refined axis.
+fn refine_spec(file: &Path, raw: RawRefine, axes: &[Axis]) -> Result<RefineSpec, Error> {
+    if raw.tolerance.is_some() && raw.relative_tolerance.is_some() {
         return Err(at(
             file,
             "refine.relative_tolerance",
@@ -848,96 +699,76 @@ fn refine_spec(file: &Path, t: &toml::Table, axes: &[Axis]) -> Result<RefineSpec
         ));
     }
     for (key, v) in [
-        ("refine.tolerance", absolute),
-        ("refine.relative_tolerance", relative),
+        ("refine.tolerance", raw.tolerance),
+        ("refine.relative_tolerance", raw.relative_tolerance),
     ] {
         if let Some(v) = v {
-            if v <= 0.0 {
+            if finite(file, key, v)? <= 0.0 {
                 return Err(at(file, key, format!("must be > 0, found {v}")));
             }
         }
     }
-    let selected: Option<Vec<String>> = match t.get("axes") {
-        None => None,
-        Some(Value::Array(items)) => {
-            let mut names = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                let key = format!("refine.axes[{i}]");
-                let name = string(file, &key, item)?;
-                match axes.iter().find(|a| a.name == name) {
-                    None => {
-                        return Err(at(
-                            file,
-                            &key,
-                            format!(
-                                "`{name}` is not an axis (axes are: {})",
-                                axes.iter()
-                                    .map(|a| a.name.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        ))
-                    }
-                    Some(a) if a.steps < 2 => {
-                        return Err(at(
-                            file,
-                            &key,
-                            format!("axis `{name}` has steps = 1: nothing to refine"),
-                        ))
-                    }
-                    Some(_) => names.push(name.to_string()),
-                }
-            }
-            Some(names)
+    if let Some(names) = &raw.axes {
+        for (i, name) in names.iter().enumerate() {
+            check_refined_axis(file, &format!("refine.axes[{i}]"), name, axes)?;
         }
-        Some(other) => {
-            return Err(at(
-                file,
-                "refine.axes",
-                format!("expected an array of axis names, found {}", kind(other)),
-            ))
-        }
-    };
+    }
     let tolerance = axes
         .iter()
         .map(|a| {
-            let chosen = match &selected {
+            let chosen = match &raw.axes {
                 Some(names) => names.contains(&a.name),
                 None => a.steps >= 2,
             };
             if !chosen || a.range() == 0.0 {
                 return None;
             }
-            Some(
-                absolute
-                    .unwrap_or_else(|| relative.unwrap_or(DEFAULT_RELATIVE_TOLERANCE) * a.range()),
-            )
+            Some(raw.tolerance.unwrap_or_else(|| {
+                raw.relative_tolerance.unwrap_or(DEFAULT_RELATIVE_TOLERANCE) * a.range()
+            }))
         })
         .collect();
     Ok(RefineSpec { tolerance })
 }
 
+/// An entry of `refine.axes`: an axis with at least two steps.
+fn check_refined_axis(file: &Path, key: &str, name: &str, axes: &[Axis]) -> Result<(), Error> {
+    match axes.iter().find(|a| a.name == name) {
+        None => Err(at(
+            file,
+            key,
+            format!(
+                "`{name}` is not an axis (axes are: {})",
+                axes.iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+        Some(a) if a.steps < 2 => Err(at(
+            file,
+            key,
+            format!("axis `{name}` has steps = 1: nothing to refine"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
 /// Largest |from|, |to| of a continuation: beyond it differences of parameter values overflow.
 const MAX_CONTINUATION_VALUE: f64 = 1e100;
 
+/// `[continuation]`: a real parameter of an OA-analysable base, a finite range, a step.
 fn continuation_spec(
     file: &Path,
-    t: &toml::Table,
+    raw: RawContinuation,
     template: &toml::Table,
     scenario_file: &Path,
     base: &Scenario,
 ) -> Result<ContinuationSpec, Error> {
-    check_keys(file, "continuation", t, &CONTINUATION_KEYS)?;
-    let parameter = string(
-        file,
-        "continuation.parameter",
-        required(file, "continuation", t, "parameter")?,
-    )?
-    .to_string();
     let key = resolve_key(
         file,
         "continuation.parameter",
-        &parameter,
+        &raw.parameter,
         template,
         scenario_file,
     )?;
@@ -948,16 +779,8 @@ fn continuation_spec(
             format!("{key} holds an integer; continuation needs a real parameter"),
         ));
     }
-    let from = number(
-        file,
-        "continuation.from",
-        required(file, "continuation", t, "from")?,
-    )?;
-    let to = number(
-        file,
-        "continuation.to",
-        required(file, "continuation", t, "to")?,
-    )?;
+    let from = finite(file, "continuation.from", raw.from)?;
+    let to = finite(file, "continuation.to", raw.to)?;
     if from == to {
         return Err(at(file, "continuation.to", "must differ from `from`"));
     }
@@ -972,8 +795,8 @@ fn continuation_spec(
             ));
         }
     }
-    let step = match t.get("step") {
-        Some(v) => number(file, "continuation.step", v)?,
+    let step = match raw.step {
+        Some(v) => finite(file, "continuation.step", v)?,
         None => (to - from).abs() / 200.0,
     };
     if step <= 0.0 {
@@ -983,8 +806,8 @@ fn continuation_spec(
             format!("must be > 0, found {step}"),
         ));
     }
-    let max_points = match t.get("max_points") {
-        Some(v) => count(file, "continuation.max_points", v, 2)?,
+    let max_points = match raw.max_points {
+        Some(i) => count(file, "continuation.max_points", i, 2)?,
         None => 10_000,
     };
     simulation::second_harmonic(base, ModelKind::Oa).map_err(|e| {
@@ -998,7 +821,7 @@ fn continuation_spec(
         )
     })?;
     Ok(ContinuationSpec {
-        parameter,
+        parameter: raw.parameter,
         key,
         from,
         to,

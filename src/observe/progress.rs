@@ -3,11 +3,11 @@
 //! but its own messages). A line reads `LABEL: WHAT (P%), E s elapsed, about L s left` with
 //! the estimate L = E (1 - f) / f for the fraction done f.
 //!
-//! Two things report through it ([`Reporter`]): one run ([`Progress`], f = t / t_end, shown by
+//! Two things report through it (`Reporter`): one run ([`Progress`], f = t / t_end, shown by
 //! wall time: a ticker thread wakes every `TICK` and reads the time the integrator last
 //! reached, [`crate::interrupt::clock`], one relaxed store per step, so a stiff run with few
 //! samples reports from its first second; nothing for runs that end within `QUIET_START`),
-//! and the points of a sweep ([`Counter`], f = done / total, shown as each point finishes).
+//! and the points of a sweep (`Counter`, f = done / total, shown as each point finishes).
 
 use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1080,6 +1080,35 @@ samples = 51
         assert!(m.contains("axes.params.v11: sets params.v11"), "{m}");
         let m = message("name = \"s\"\nscenario = \"base.toml\"\nmodel = \"kuramoto\"\n[axes]\nv11 = { from = 0, to = 1, steps = 2 }\n");
         assert!(m.contains("s.toml: model: unknown model"), "{m}");
+        // Sections are read by serde: unknown keys and wrong types name the full key.
+        let axis = "[axes]\nv11 = { from = 0, to = 1, steps = 2 }\n";
+        let m = message(&format!("{HEAD}{axis}[refine]\ntol = 1\n"));
+        assert!(m.contains("s.toml: refine.tol: unknown key"), "{m}");
+        let m = message(&format!(
+            "{HEAD}{axis}[continuation]\nparameter = \"v11\"\nfrom = \"a\"\nto = 1\n"
+        ));
+        assert!(m.contains("s.toml: continuation.from: invalid type"), "{m}");
+        assert!(m.contains("expected a number"), "{m}");
+        let m = message(&format!(
+            "{HEAD}{axis}[continuation]\nparameter = \"v11\"\nfrom = 0\n"
+        ));
+        assert!(
+            m.contains("s.toml: continuation.to: missing (required key)"),
+            "{m}"
+        );
+        let m = message(&format!("{HEAD}{axis}[refine]\naxes = [\"v11\", 3]\n"));
+        assert!(m.contains("s.toml: refine.axes[1]: invalid type"), "{m}");
+        let m = message(&format!("{HEAD}theory = 3\n{axis}"));
+        assert!(
+            m.contains("s.toml: theory: invalid type: integer `3`, expected a table"),
+            "{m}"
+        );
+        // The name rule is the scenario's.
+        let m = message(&format!("name = \"S 1\"\nscenario = \"base.toml\"\n{axis}"));
+        assert!(
+            m.contains("s.toml: name: \"S 1\" is not a valid name"),
+            "{m}"
+        );
     }
 
     #[test]

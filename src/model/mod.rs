@@ -16,15 +16,15 @@
 pub mod attention;
 pub(crate) mod bessel;
 pub(crate) mod ddouble;
-pub(crate) mod exp;
 // Its docs link the crate-private `tiles` (for `--document-private-items`).
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod field;
 // Public (hidden) only while their doc examples use these paths; then `pub(crate)`.
 #[doc(hidden)]
+pub mod exp;
+#[doc(hidden)]
 pub mod gemm;
 #[doc(hidden)]
-#[allow(rustdoc::private_intra_doc_links)]
 pub mod pairwise;
 pub mod spectral;
 pub(crate) mod symmetric;

@@ -647,9 +647,15 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
         for _ in 0..200_000 {
             let r = 10f64.powf(rng.random_range(-12.0..12.0));
-            let (x, y) = (r * rng.random_range(-1.0..1.0), r * rng.random_range(-1.0..1.0));
+            let (x, y) = (
+                r * rng.random_range(-1.0..1.0),
+                r * rng.random_range(-1.0..1.0),
+            );
             for (factor, bins) in [(2.0, BINS), (1.0, BINS), (1.0, 90)] {
-                let (cheap, exact) = (angle_bin_of(y, x, factor, bins), exact_bin(y, x, factor, bins));
+                let (cheap, exact) = (
+                    angle_bin_of(y, x, factor, bins),
+                    exact_bin(y, x, factor, bins),
+                );
                 assert_eq!(cheap, exact, "x {x:e} y {y:e} factor {factor} bins {bins}");
             }
         }
@@ -674,7 +680,10 @@ mod tests {
                 straddled += usize::from(seen.len() > 1);
             }
         }
-        assert!(straddled > 100, "the points straddle few edges: {straddled}");
+        assert!(
+            straddled > 100,
+            "the points straddle few edges: {straddled}"
+        );
     }
 
     #[test]

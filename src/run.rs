@@ -310,51 +310,85 @@ pub fn draw_run_pictures(
         period: c.features.period,
         figure,
     };
-    plot::order_plot(series, &view, &title, dir).map_err(io)?;
-    if !snapshots.history().is_empty() {
-        plot::kymograph_plot(
-            snapshots.history(),
-            scenario.output.window,
-            &title,
-            figure,
-            dir,
-        )
-        .map_err(io)?;
+    // The four pictures are independent: drawn concurrently, each with its own bytes; the
+    // first error in this order is the one reported.
+    let ((order, kymograph), (tokens, portrait)) = rayon::join(
+        || {
+            rayon::join(
+                || plot::order_plot(series, &view, &title, dir),
+                || draw_kymograph(scenario, snapshots, &title, dir),
+            )
+        },
+        || {
+            rayon::join(
+                || draw_tokens(scenario, series, snapshots, c, &title, dir),
+                || draw_portrait(scenario, series, dir),
+            )
+        },
+    );
+    order.and(kymograph).and(tokens).and(portrait).map_err(io)
+}
+
+/// `kymograph.*` of a run (nothing when no token was sampled).
+fn draw_kymograph(
+    scenario: &Scenario,
+    snapshots: &TokenSnapshots,
+    title: &str,
+    dir: &Path,
+) -> std::io::Result<()> {
+    if snapshots.history().is_empty() {
+        return Ok(());
     }
-    if !snapshots.candidates().is_empty() {
-        let times = plot::snapshot_times(
-            &series.t,
-            &series.nematic,
-            c.features.period,
-            plot::MAX_PANELS,
-        );
-        plot::tokens_plot(snapshots, &times, &title, figure, dir).map_err(io)?;
-        if scenario.output.animation {
-            plot::tokens_gif(snapshots, &title, dir).map_err(io)?;
-        }
+    let (window, figure) = (scenario.output.window, scenario.output.figure);
+    plot::kymograph_plot(snapshots.history(), window, title, figure, dir)
+}
+
+/// `tokens.*` of a run and `tokens.gif` when asked for (nothing when no token was sampled).
+fn draw_tokens(
+    scenario: &Scenario,
+    series: &OrderSeries,
+    snapshots: &TokenSnapshots,
+    c: &Classification,
+    title: &str,
+    dir: &Path,
+) -> std::io::Result<()> {
+    if snapshots.candidates().is_empty() {
+        return Ok(());
     }
-    // The portrait is one layer's flow: not drawn for a stack of layers.
-    let single = scenario.model.layers.is_empty();
-    if let Some(sh) = simulation::second_harmonic(scenario, ModelKind::Oa)
-        .ok()
-        .filter(|_| single)
-    {
-        let fixed = plot::portrait::fixed_kinds(&crate::predict::fixed_points(&sh));
-        let cycles = crate::portrait::cycles(scenario, &sh);
-        let title = crate::portrait::portrait_title(&scenario.name, true);
-        plot::portrait_plot(
-            &sh,
-            &fixed,
-            &cycles,
-            &series.r2,
-            PORTRAIT_GUIDE_TIME,
-            &title,
-            figure,
-            dir,
-        )
-        .map_err(io)?;
+    let times = plot::snapshot_times(
+        &series.t,
+        &series.nematic,
+        c.features.period,
+        plot::MAX_PANELS,
+    );
+    plot::tokens_plot(snapshots, &times, title, scenario.output.figure, dir)?;
+    if scenario.output.animation {
+        plot::tokens_gif(snapshots, title, dir)?;
     }
     Ok(())
+}
+
+/// `portrait.*` of a d = 2 LSA run of one layer (the portrait is one layer's flow).
+fn draw_portrait(scenario: &Scenario, series: &OrderSeries, dir: &Path) -> std::io::Result<()> {
+    if !scenario.model.layers.is_empty() {
+        return Ok(());
+    }
+    let Ok(sh) = simulation::second_harmonic(scenario, ModelKind::Oa) else {
+        return Ok(());
+    };
+    let fixed = plot::portrait::fixed_kinds(&crate::predict::fixed_points(&sh));
+    let cycles = crate::portrait::cycles(scenario, &sh);
+    let title = crate::portrait::portrait_title(&scenario.name, true);
+    plot::portrait_plot(
+        &sh,
+        &fixed,
+        &cycles,
+        &series.r2,
+        PORTRAIT_GUIDE_TIME,
+        &title,
+        scenario.output.figure,
+        dir,
+    )
 }
 
 /// The label of a run; for a stack of layers also writes `layers.csv` into `dir` and reads

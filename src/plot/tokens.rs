@@ -221,9 +221,8 @@ pub(crate) fn pca_axis_label(k: usize, share: f64) -> String {
 fn density_ring(tokens: &[f64], d: usize) -> Vec<Vec<(f64, f64)>> {
     let mut counts = [0usize; RING_BINS];
     for x in tokens.chunks_exact(d.max(2)) {
-        let a = x[1].atan2(x[0]);
-        if a.is_finite() {
-            counts[super::kymograph::angle_bin(a, RING_BINS)] += 1;
+        if let Some(j) = super::kymograph::angle_bin_of(x[1], x[0], 1.0, RING_BINS) {
+            counts[j] += 1;
         }
     }
     let max = counts.iter().copied().max().unwrap_or(0).max(1) as f64;

@@ -189,7 +189,9 @@ mod tests {
         // Random arguments over the whole finite range (a fixed linear congruential sequence).
         let mut state: u64 = 0x2545_F491_4F6C_DD1D;
         xs.extend((0..200_000).map(|_| {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
             (state >> 11) as f64 / (1u64 << 53) as f64 * 1460.0 - 750.0
         }));
         for fused in [false, true] {

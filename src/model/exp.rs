@@ -13,7 +13,7 @@
 //! 2^k is applied in two halves, k = k1 + k2: k1 is added to the exponent bits of exp(r)
 //! (an integer addition, exact because the result stays normal) and 2^k2 multiplies, so
 //! results down in the subnormal range and up to overflow come out right. Inputs are clamped
-//! to [-750, 710], outside of which exp is 0 or +inf anyway; NaN stays NaN (x - x is added).
+//! to [-750, 710], outside of which exp is 0 or +inf anyway; NaN stays NaN (x 0 is added).
 //!
 //! Every lane is computed by the same arithmetic without branches, so the compiler turns the
 //! loops into vector code. On x86-64 machines with AVX2 and FMA (checked at run time) the same
@@ -69,8 +69,8 @@ pub(crate) fn exp_lane<const FUSED: bool>(x: f64) -> f64 {
     let k2 = k_bits.wrapping_sub(k1);
     let half = f64::from_bits(p.to_bits().wrapping_add(k1 << 52));
     let scale2 = f64::from_bits(k2.wrapping_add(1023) << 52);
-    // x - x is 0, or NaN for NaN (whose k bits are meaningless).
-    half * scale2 + (x - x)
+    // x 0 is 0, or NaN for NaN (whose k bits are meaningless; x is finite or NaN here).
+    half * scale2 + x * 0.0
 }
 
 /// sum c_i r^i in Estrin's scheme.

@@ -222,6 +222,10 @@ fn tile_sizes() {
         (128, 120),
         (256, 120),
         (64, 60),
+        (96, 60),
+        (192, 60),
+        (128, 48),
+        (128, 90),
     ] {
         for softmax in [false, true] {
             let pairs = Pairs {

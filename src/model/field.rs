@@ -27,7 +27,9 @@ use std::sync::Mutex;
 use nalgebra::DMatrix;
 use rayon::prelude::*;
 
-use super::gemm::{gemm, pack_panels, panel_product, panels_len, MatMut, MatRef, Panels};
+use super::gemm::{
+    gemm, pack_panels, panel_product, panels_len, MatMut, MatRef, Panels, MICRO_COLUMNS,
+};
 use super::pairwise::{pairwise_sum, Columns};
 use super::spectral::{choose, KernelChoice, KernelMethod, SpectralField};
 use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
@@ -49,6 +51,10 @@ const SYMMETRIC_TILES_MAX_NUMBERS: usize = 1 << 24;
 
 /// Largest |q_k| for which `sa` uses the unshifted exponentials of the symmetric kernel.
 const SYMMETRIC_SOFTMAX_MAX_SCORE: f64 = 300.0;
+
+/// Tokens per block of the products Q = beta A^T X and U = V X (a multiple of the micro-kernel's
+/// 6 columns; fixed, so the bytes do not depend on the threads).
+const PRODUCT_TOKENS: usize = 40 * MICRO_COLUMNS;
 
 /// Below this many pair terms (n^2 d) the pairwise kernels run on the calling thread.
 const PAIRWISE_SEQUENTIAL_WORK: usize = 1 << 17;
@@ -393,129 +399,148 @@ impl SphereField {
 
     /// f_k = sum_heads (1/n) sum_j exp(<q_k, x_j>) u_j (`usa`) or the softmax-weighted mean (`sa`).
     fn pairwise_field(&self, s: &mut Scratch, dx: &mut [f64]) {
-        let d = self.d;
-        let beta = self.attention.beta;
         let several_heads = self.attention.heads.len() > 1;
         if several_heads {
             dx.fill(0.0);
         }
-        for (h, (head, vt)) in self
-            .attention
-            .heads
-            .iter()
-            .zip(&self.values_transposed)
-            .enumerate()
-        {
-            if d >= GEMM_MIN_D {
-                // Q = beta A^T X and U = V X, chunk by chunk, with beta A^T and V packed once.
-                let [at, v] = &self.packed_heads[h];
-                let (at, v) = (Panels::new(at, d, d), Panels::new(v, d, d));
-                for_each_chunk(&mut s.query, d, &s.unit, d, |q, x| {
-                    let m = x.len() / d;
-                    let (x, q) = (MatRef::columns(x, d, m), MatMut::columns(q, d, m));
-                    panel_product(at, x, false, q);
-                });
-                for_each_chunk(&mut s.value, d, &s.unit, d, |u, x| {
-                    let m = x.len() / d;
-                    let (x, u) = (MatRef::columns(x, d, m), MatMut::columns(u, d, m));
-                    panel_product(v, x, false, u);
-                });
+        for h in 0..self.attention.heads.len() {
+            self.queries_and_values(h, s);
+            // Taken out of the scratch for the head's sums (no allocation), then put back.
+            let mut head_field = std::mem::take(&mut s.head_field);
+            let target: &mut [f64] = if several_heads {
+                &mut head_field
             } else {
-                let a = head.a.as_slice();
-                let vt = vt.as_slice();
-                // (A^T x)_c = column c of A (column-major) . x; (V x)_c = column c of V^T . x
-                for_each_chunk(&mut s.query, d, &s.unit, d, |q, x| {
-                    for (q, x) in q.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-                        for (c, qc) in q.iter_mut().enumerate() {
-                            *qc = beta * dot(&a[c * d..(c + 1) * d], x);
-                        }
-                    }
-                });
-                for_each_chunk(&mut s.value, d, &s.unit, d, |u, x| {
-                    for (u, x) in u.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-                        for (c, uc) in u.iter_mut().enumerate() {
-                            *uc = dot(&vt[c * d..(c + 1) * d], x);
-                        }
-                    }
-                });
-            }
-            let target: &mut [f64] = if several_heads { &mut s.head_field } else { dx };
-            let softmax = self.attention.kernel == Kernel::Sa;
-            if d >= GEMM_MIN_D {
-                let pairs = Pairs {
-                    unit: &s.unit,
-                    query: &s.query,
-                    value: &s.value,
-                    d,
-                };
-                // A symmetric form: half the score tiles (for softmax only while the unshifted
-                // exponentials stay far from overflow: |z| <= |q_k|).
-                let symmetric_form = self.symmetric_heads[h]
-                    && symmetric_tiles_fit(self.n, d)
-                    && (!softmax || max_row_norm(&s.query, d) <= SYMMETRIC_SOFTMAX_MAX_SCORE);
-                if symmetric_form {
-                    symmetric_tiles(pairs, target, softmax, s.symmetric_tile, &mut s.weights);
-                } else {
-                    general_tiles(pairs, target, softmax, s.tiles, &mut s.weights);
-                }
+                &mut *dx
+            };
+            if self.d >= GEMM_MIN_D {
+                self.tiled_sums(h, s, target);
             } else {
-                let n = self.n;
-                for (j, (x, u)) in s
-                    .unit
-                    .chunks_exact(d)
-                    .zip(s.value.chunks_exact(d))
-                    .enumerate()
-                {
-                    for c in 0..d {
-                        s.unit_columns[c * n + j] = x[c];
-                        s.value_columns[c * n + j] = u[c];
-                    }
-                }
-                let columns = Columns {
-                    tokens: &s.unit_columns,
-                    values: &s.value_columns,
-                    n,
-                };
-                let inv_n = 1.0 / n as f64;
-                // A symmetric form gives w_kj = w_jk: one exponential per pair (for softmax
-                // only while the unshifted exponentials stay far from overflow: |z| <= |q_k|).
-                let symmetric_form = self.symmetric_heads[h]
-                    && (!softmax || max_row_norm(&s.query, d) <= SYMMETRIC_SOFTMAX_MAX_SCORE)
-                    && n * n * d >= PAIRWISE_SEQUENTIAL_WORK;
-                if symmetric_form {
-                    let totals = softmax.then_some(&mut s.totals[..]);
-                    symmetric_sums(&s.query, columns, target, totals, &mut s.symmetric);
-                    for (k, f) in target.chunks_exact_mut(d).enumerate() {
-                        let scale = if softmax { 1.0 / s.totals[k] } else { inv_n };
-                        f.iter_mut().for_each(|v| *v *= scale);
-                    }
-                    if several_heads {
-                        dx.iter_mut().zip(&s.head_field).for_each(|(o, h)| *o += h);
-                    }
-                    continue;
-                }
-                let one_token = |(f, q): (&mut [f64], &[f64])| {
-                    pairwise_sum(q, columns, softmax, f);
-                    if !softmax {
-                        f.iter_mut().for_each(|v| *v *= inv_n);
-                    }
-                };
-                if n * n * d < PAIRWISE_SEQUENTIAL_WORK {
-                    target
-                        .chunks_mut(d)
-                        .zip(s.query.chunks(d))
-                        .for_each(one_token);
-                } else {
-                    target
-                        .par_chunks_mut(d)
-                        .zip(s.query.par_chunks(d))
-                        .with_min_len(16)
-                        .for_each(one_token);
-                }
+                self.token_sums(h, s, target);
             }
             if several_heads {
-                dx.iter_mut().zip(&s.head_field).for_each(|(o, h)| *o += h);
+                dx.iter_mut().zip(&head_field).for_each(|(o, h)| *o += h);
             }
+            s.head_field = head_field;
+        }
+    }
+
+    /// q_k = beta A^T x_k and u_j = V x_j of head `h` for every token.
+    fn queries_and_values(&self, h: usize, s: &mut Scratch) {
+        let d = self.d;
+        if d >= GEMM_MIN_D {
+            // Q = beta A^T X and U = V X in fixed blocks of PRODUCT_TOKENS tokens (a multiple
+            // of the micro-kernel's width, so every column is summed as in one product), with
+            // beta A^T and V packed once.
+            let [at, v] = &self.packed_heads[h];
+            let (at, v) = (Panels::new(at, d, d), Panels::new(v, d, d));
+            let block = PRODUCT_TOKENS * d;
+            s.query
+                .par_chunks_mut(block)
+                .zip(s.value.par_chunks_mut(block))
+                .zip(s.unit.par_chunks(block))
+                .for_each(|((q, u), x)| {
+                    let m = x.len() / d;
+                    let x = MatRef::columns(x, d, m);
+                    panel_product(at, x, false, MatMut::columns(q, d, m));
+                    panel_product(v, x, false, MatMut::columns(u, d, m));
+                });
+            return;
+        }
+        let beta = self.attention.beta;
+        let a = self.attention.heads[h].a.as_slice();
+        let vt = self.values_transposed[h].as_slice();
+        // (A^T x)_c = column c of A (column-major) . x; (V x)_c = column c of V^T . x
+        for_each_chunk(&mut s.query, d, &s.unit, d, |q, x| {
+            for (q, x) in q.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                for (c, qc) in q.iter_mut().enumerate() {
+                    *qc = beta * dot(&a[c * d..(c + 1) * d], x);
+                }
+            }
+        });
+        for_each_chunk(&mut s.value, d, &s.unit, d, |u, x| {
+            for (u, x) in u.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                for (c, uc) in u.iter_mut().enumerate() {
+                    *uc = dot(&vt[c * d..(c + 1) * d], x);
+                }
+            }
+        });
+    }
+
+    /// Head `h`'s f_k into `target` for d >= GEMM_MIN_D, tile by tile (see `tiles`).
+    fn tiled_sums(&self, h: usize, s: &mut Scratch, target: &mut [f64]) {
+        let d = self.d;
+        let softmax = self.attention.kernel == Kernel::Sa;
+        let pairs = Pairs {
+            unit: &s.unit,
+            query: &s.query,
+            value: &s.value,
+            d,
+        };
+        // A symmetric form: half the score tiles (for softmax only while the unshifted
+        // exponentials stay far from overflow: |z| <= |q_k|).
+        let symmetric_form = self.symmetric_heads[h]
+            && symmetric_tiles_fit(self.n, d)
+            && (!softmax || max_row_norm(&s.query, d) <= SYMMETRIC_SOFTMAX_MAX_SCORE);
+        if symmetric_form {
+            symmetric_tiles(pairs, target, softmax, s.symmetric_tile, &mut s.weights);
+        } else {
+            general_tiles(pairs, target, softmax, s.tiles, &mut s.weights);
+        }
+    }
+
+    /// Head `h`'s f_k into `target` for d < GEMM_MIN_D, token by token from the coordinate
+    /// columns (or pair by pair once for a symmetric A, see `symmetric`).
+    fn token_sums(&self, h: usize, s: &mut Scratch, target: &mut [f64]) {
+        let (n, d) = (self.n, self.d);
+        let softmax = self.attention.kernel == Kernel::Sa;
+        for (j, (x, u)) in s
+            .unit
+            .chunks_exact(d)
+            .zip(s.value.chunks_exact(d))
+            .enumerate()
+        {
+            for c in 0..d {
+                s.unit_columns[c * n + j] = x[c];
+                s.value_columns[c * n + j] = u[c];
+            }
+        }
+        let columns = Columns {
+            tokens: &s.unit_columns,
+            values: &s.value_columns,
+            n,
+        };
+        let inv_n = 1.0 / n as f64;
+        // A symmetric form gives w_kj = w_jk: one exponential per pair (for softmax only while
+        // the unshifted exponentials stay far from overflow: |z| <= |q_k|).
+        let symmetric_form = self.symmetric_heads[h]
+            && (!softmax || max_row_norm(&s.query, d) <= SYMMETRIC_SOFTMAX_MAX_SCORE)
+            && n * n * d >= PAIRWISE_SEQUENTIAL_WORK;
+        if symmetric_form {
+            let totals = softmax.then_some(&mut s.totals[..]);
+            symmetric_sums(&s.query, columns, target, totals, &mut s.symmetric);
+            for (k, f) in target.chunks_exact_mut(d).enumerate() {
+                let scale = if softmax { 1.0 / s.totals[k] } else { inv_n };
+                f.iter_mut().for_each(|v| *v *= scale);
+            }
+            return;
+        }
+        let one_token = |(f, q): (&mut [f64], &[f64])| {
+            pairwise_sum(q, columns, softmax, f);
+            if !softmax {
+                f.iter_mut().for_each(|v| *v *= inv_n);
+            }
+        };
+        if n * n * d < PAIRWISE_SEQUENTIAL_WORK {
+            target
+                .chunks_mut(d)
+                .zip(s.query.chunks(d))
+                .for_each(one_token);
+        } else {
+            target
+                .par_chunks_mut(d)
+                .zip(s.query.par_chunks(d))
+                .with_min_len(16)
+                .for_each(one_token);
         }
     }
 }

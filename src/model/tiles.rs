@@ -36,9 +36,11 @@ use crate::simd::{add_in_lanes, LANES};
 /// so results never depend on the threads).
 pub const GROUPS: usize = 4;
 
-/// Groups of query tiles of the general kernel run in parallel (each query tile's sums are
-/// its own, so the grouping changes no result; 8 groups share 2-4 threads evenly).
-pub const QUERY_GROUPS: usize = 8;
+/// At most this many groups of query tiles of the general kernel run in parallel (each query
+/// tile's sums are its own, so the grouping changes no result). Many small groups let 2-4
+/// threads finish together: n = 2000 makes 34 groups of one tile (8 groups of 5 tiles left one
+/// thread idle for most of a group at the end).
+pub const QUERY_GROUPS: usize = 64;
 
 /// Tile sizes: key tokens (rows of a weight tile, a multiple of 8) and query tokens (columns).
 #[derive(Clone, Copy, Debug)]
@@ -61,7 +63,12 @@ pub const SYMMETRIC_TILE: usize = 120;
 
 /// Numbers of scratch [`general_tiles`] needs for n tokens in d dimensions.
 pub fn general_scratch_len(n: usize, d: usize, tiles: Tiles) -> usize {
-    packed_len(n, d) + QUERY_GROUPS * group_len(tiles)
+    packed_len(n, d) + n.div_ceil(tiles_per_group(n, tiles) * tiles.queries) * group_len(tiles)
+}
+
+/// Query tiles per group of the general kernel (at most [`QUERY_GROUPS`] groups).
+fn tiles_per_group(n: usize, tiles: Tiles) -> usize {
+    n.div_ceil(tiles.queries).div_ceil(QUERY_GROUPS).max(1)
 }
 
 /// Numbers of scratch [`symmetric_tiles`] needs for n tokens in d dimensions.
@@ -141,7 +148,7 @@ pub fn general_tiles(
     assert!(tiles.keys.is_multiple_of(PANEL) && tiles.keys > 0 && tiles.queries > 0);
     let (n, d) = (pairs.n(), pairs.d);
     let (packed, scratch) = pack(pairs, scratch);
-    let per_group = n.div_ceil(tiles.queries).div_ceil(QUERY_GROUPS).max(1) * tiles.queries;
+    let per_group = tiles_per_group(n, tiles) * tiles.queries;
     let group = |(g, (fg, s)): (usize, (&mut [f64], &mut [f64]))| {
         for (i, fb) in fg.chunks_mut(tiles.queries * d).enumerate() {
             let from = g * per_group + i * tiles.queries;

@@ -1077,7 +1077,8 @@ fn portrait_draws_a_centre_where_it_is() {
     let w = c.width as usize;
     let (mut sx, mut sy, mut n) = (0.0, 0.0, 0usize);
     for i in 0..c.pixels.len() {
-        if c.pixels[i] == black && b.pixels[i] != black && (i % w) < 1000 {
+        // The disk only (the legend is below it on paper).
+        if c.pixels[i] == black && b.pixels[i] != black && (i / w) < c.height as usize * 7 / 10 {
             sx += (i % w) as f64;
             sy += (i / w) as f64;
             n += 1;
@@ -1247,7 +1248,7 @@ fn kymograph_and_compare_honour_the_window() {
     assert!(whole.iter().any(|v| outside(&v)), "{whole:?}");
     // Time ticks of the window only (the colour bar's ticks are small numbers: 0, 1, 3, ...).
     let times: Vec<&f64> = ticks.iter().filter(|v| **v > 3.0).collect();
-    assert!(times.len() >= 3, "{ticks:?}");
+    assert!(times.len() >= 2, "{ticks:?}");
     assert!(!times.iter().any(outside), "{ticks:?} outside [{w0}, {w1}]");
     check_png(&dir, "kymograph", 1100);
 
@@ -1311,13 +1312,13 @@ fn portrait_draws_limit_cycles_by_kind() {
         neutral.count(purple),
     );
     assert!(s > u && u > n && n > 100, "{s} {u} {n}");
-    // The curve lies on the circle of radius 0.5: the purple pixels of the disk chart (left of
+    // The curve lies on the circle of radius 0.5: the purple pixels of the disk chart (above
     // the legend) sit at half the distance of the unit circle from the centre.
     let w = stable.width as usize;
     let pts: Vec<(f64, f64)> = (0..stable.pixels.len())
         .filter(|&i| {
             let p = stable.pixels[i];
-            (p[0], p[1], p[2]) == purple && i % w < 900
+            (p[0], p[1], p[2]) == purple && i / w < stable.height as usize * 7 / 10
         })
         .map(|i| ((i % w) as f64, (i / w) as f64))
         .collect();
@@ -1327,9 +1328,11 @@ fn portrait_draws_limit_cycles_by_kind() {
     );
     let radii: Vec<f64> = pts.iter().map(|p| (p.0 - cx).hypot(p.1 - cy)).collect();
     let mean = radii.iter().sum::<f64>() / radii.len() as f64;
-    assert!(radii.iter().all(|r| (r - mean).abs() < 4.0), "a circle");
-    // The chart spans [-1.08, 1.08] over its square plotting area (about 800 px for 1000 px
-    // height): radius 0.5 is about 0.5 / 2.16 of the side.
+    // Within the line width (7 px on paper: its joins stick out a little).
+    let spread = radii.iter().map(|r| (r - mean).abs()).fold(0.0, f64::max);
+    assert!(spread < 7.0, "a circle: {spread}");
+    // The chart spans [-1.08, 1.08] over its square plotting area (about 900 px on paper):
+    // radius 0.5 is about 0.5 / 2.16 of the side.
     assert!(mean > 150.0 && mean < 240.0, "{mean}");
 }
 

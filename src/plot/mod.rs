@@ -300,7 +300,7 @@ pub(crate) fn pxi(v: i32) -> i32 {
     (v as f64 * scale()).round() as i32
 }
 
-/// How many x and y tick labels a chart's plotting area has room for: about one per 65 and
+/// How many x and y tick labels a chart's plotting area has room for: about one per 55 and
 /// per 28 layout units (3 to 10; plotters picks round steps at most that many), so paper charts
 /// get fewer, readable ones.
 pub(crate) fn ticks<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
@@ -308,7 +308,7 @@ pub(crate) fn ticks<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
 ) -> (usize, usize) {
     let (w, h) = chart.plotting_area().dim_in_pixel();
     let fit = |len: u32, per: u32| (len / px(per).max(1)).clamp(3, 10) as usize;
-    (fit(w, 65), fit(h, 28))
+    (fit(w, 55), fit(h, 28))
 }
 
 /// A line width of `v` layout units in pixels (at least 1).

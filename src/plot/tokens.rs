@@ -663,9 +663,10 @@ fn footer_lines<DB: DrawingBackend>(
     super::wrap(area, caption, super::LEGEND_SIZE, room)
 }
 
-/// A principal axis named on a panel: in full, or short on paper (where panels are narrow).
+/// A principal axis named on a panel: in full, or short on paper (where panels are narrow)
+/// unless it has no spread.
 fn axis_name(k: usize, share: f64) -> String {
-    if super::is_paper() {
+    if super::is_paper() && share >= 1e-3 {
         format!("axis {k} ({:.0}%)", 100.0 * share)
     } else {
         pca_axis_label(k, share)

@@ -434,11 +434,11 @@ fn draw_panel_axes<DB: DrawingBackend>(
 ) -> io::Result<()> {
     match view {
         View::Pca { share, .. } => {
-            let (xt, yt) = super::ticks(&chart);
+            let (xt, yt) = super::ticks(chart);
             chart
                 .configure_mesh()
-                .x_labels(xt)
-                .y_labels(yt)
+                .x_labels(xt.min(5))
+                .y_labels(yt.min(5))
                 .axis_style(BLACK.stroke_width(super::lw(1)))
                 .set_all_tick_mark_size(super::px(5))
                 .bold_line_style(RGBColor(230, 230, 230).stroke_width(super::lw(1)))
@@ -446,8 +446,6 @@ fn draw_panel_axes<DB: DrawingBackend>(
                 .max_light_lines(4)
                 .label_style(text(TICK_SIZE * 0.85))
                 .axis_desc_style(text(desc_size() * 0.85))
-                .x_labels(5)
-                .y_labels(5)
                 .x_label_formatter(&tick)
                 .y_label_formatter(&tick)
                 .x_desc(axis_name(1, share.0))

@@ -1077,7 +1077,8 @@ fn portrait_draws_a_centre_where_it_is() {
     let w = c.width as usize;
     let (mut sx, mut sy, mut n) = (0.0, 0.0, 0usize);
     for i in 0..c.pixels.len() {
-        if c.pixels[i] == black && b.pixels[i] != black && (i % w) < 1000 {
+        // The disk only (the legend is below it on paper).
+        if c.pixels[i] == black && b.pixels[i] != black && (i / w) < c.height as usize * 7 / 10 {
             sx += (i % w) as f64;
             sy += (i / w) as f64;
             n += 1;
@@ -1247,7 +1248,7 @@ fn kymograph_and_compare_honour_the_window() {
     assert!(whole.iter().any(|v| outside(&v)), "{whole:?}");
     // Time ticks of the window only (the colour bar's ticks are small numbers: 0, 1, 3, ...).
     let times: Vec<&f64> = ticks.iter().filter(|v| **v > 3.0).collect();
-    assert!(times.len() >= 3, "{ticks:?}");
+    assert!(times.len() >= 2, "{ticks:?}");
     assert!(!times.iter().any(outside), "{ticks:?} outside [{w0}, {w1}]");
     check_png(&dir, "kymograph", 1100);
 
@@ -1311,13 +1312,13 @@ fn portrait_draws_limit_cycles_by_kind() {
         neutral.count(purple),
     );
     assert!(s > u && u > n && n > 100, "{s} {u} {n}");
-    // The curve lies on the circle of radius 0.5: the purple pixels of the disk chart (left of
+    // The curve lies on the circle of radius 0.5: the purple pixels of the disk chart (above
     // the legend) sit at half the distance of the unit circle from the centre.
     let w = stable.width as usize;
     let pts: Vec<(f64, f64)> = (0..stable.pixels.len())
         .filter(|&i| {
             let p = stable.pixels[i];
-            (p[0], p[1], p[2]) == purple && i % w < 900
+            (p[0], p[1], p[2]) == purple && i / w < stable.height as usize * 7 / 10
         })
         .map(|i| ((i % w) as f64, (i / w) as f64))
         .collect();
@@ -1327,8 +1328,210 @@ fn portrait_draws_limit_cycles_by_kind() {
     );
     let radii: Vec<f64> = pts.iter().map(|p| (p.0 - cx).hypot(p.1 - cy)).collect();
     let mean = radii.iter().sum::<f64>() / radii.len() as f64;
-    assert!(radii.iter().all(|r| (r - mean).abs() < 4.0), "a circle");
-    // The chart spans [-1.08, 1.08] over its square plotting area (about 800 px for 1000 px
-    // height): radius 0.5 is about 0.5 / 2.16 of the side.
-    assert!(mean > 150.0 && mean < 240.0, "{mean}");
+    // Within the line width (7 px on paper: its joins stick out a little).
+    let spread = radii.iter().map(|r| (r - mean).abs()).fold(0.0, f64::max);
+    assert!(spread < 7.0, "a circle: {spread}");
+    // The chart spans [-1.08, 1.08] over its square plotting area (about 1000 px on paper):
+    // radius 0.5 is about 0.5 / 2.16 of the side.
+    assert!(mean > 150.0 && mean < 280.0, "{mean}");
+}
+
+/// Every text of an SVG with its font size in points at the printed width, the printed width
+/// in inches, and every stroke width (of elements that have a stroke) in points.
+fn printed_sizes(dir: &Path, stem: &str) -> (Vec<(f64, String)>, f64, Vec<f64>) {
+    let svg = svg_text(dir, stem);
+    let attr = |tag: &str, name: &str| -> Option<String> {
+        let key = format!(" {name}=\"");
+        let at = tag.find(&key)? + key.len();
+        Some(tag[at..].split('"').next()?.to_string())
+    };
+    let head = &svg[..svg.find('>').unwrap()];
+    let inches: f64 = attr(head, "width")
+        .unwrap()
+        .trim_end_matches("in")
+        .parse()
+        .unwrap();
+    let view_w: f64 = attr(head, "viewBox")
+        .unwrap()
+        .split(' ')
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let pt = 72.0 * inches / view_w;
+    let mut texts = Vec::new();
+    let mut strokes = Vec::new();
+    for piece in svg.split('<').skip(1) {
+        let tag = piece.split('>').next().unwrap();
+        if tag.starts_with("text ") {
+            let size: f64 = attr(tag, "font-size").unwrap().parse().unwrap();
+            let content = piece.split('>').nth(1).unwrap_or("").trim().to_string();
+            texts.push((size * pt, content));
+        } else if attr(tag, "stroke").is_some_and(|s| s != "none") {
+            if let Some(w) = attr(tag, "stroke-width") {
+                strokes.push(w.parse::<f64>().unwrap() * pt);
+            }
+        }
+    }
+    (texts, inches, strokes)
+}
+
+/// A tick label: a number or a multiple of pi.
+fn is_tick(s: &str) -> bool {
+    s.parse::<f64>().is_ok() || s.contains('π')
+}
+
+/// Asserts the printed sizes of `stem.svg`: tick labels >= 6.5 pt, every other text >= 7 pt,
+/// the title (the largest text) between `title.0` and `title.1` pt, lines >= 0.3 pt and the
+/// widest (the data; the kymograph has none) >= 0.5 pt.
+fn check_printed(dir: &Path, stem: &str, inches: f64, title: (f64, f64)) {
+    let (texts, width, strokes) = printed_sizes(dir, stem);
+    assert_eq!(width, inches, "{stem}.svg printed width");
+    assert!(texts.len() > 3, "{stem}.svg has {} texts", texts.len());
+    for (size, s) in &texts {
+        let least = if is_tick(s) { 6.5 } else { 7.0 };
+        assert!(*size >= least - 1e-9, "{stem}.svg: '{s}' at {size:.2} pt");
+    }
+    let largest = texts.iter().map(|t| t.0).fold(0.0, f64::max);
+    assert!(
+        largest >= title.0 && largest <= title.1,
+        "{stem}.svg: title at {largest:.2} pt"
+    );
+    let thinnest = strokes.iter().copied().fold(f64::INFINITY, f64::min);
+    let widest = strokes.iter().copied().fold(0.0, f64::max);
+    assert!(thinnest >= 0.3, "{stem}.svg: a line of {thinnest:.2} pt");
+    assert!(
+        stem == "kymograph" || widest >= 0.5,
+        "{stem}.svg: the widest line is {widest:.2} pt"
+    );
+}
+
+/// Draws every picture at `figure` into `dir` with realistic (long) titles; returns the stems.
+fn every_picture(figure: Figure, dir: &Path) -> Vec<&'static str> {
+    let title = "case4-oscillation (full, lsa, n = 512, d = 2): oscillation\n\
+                 |R2| final 0.3658, arg R2 rate -1.5202, period 4.141";
+    let series = spiral(2001, 200.0);
+    let view = OrderView {
+        window: None,
+        period: Some(2.0 * PI),
+        figure,
+    };
+    order_plot(&series, &view, title, dir).unwrap();
+    let snaps = observed_circle_snapshots(64, 101, 6);
+    kymograph_plot(snaps.history(), None, title, figure, dir).unwrap();
+    tokens_plot(&snaps, &[], title, figure, dir).unwrap();
+    let sh = second_harmonic([[0.2, 1.0], [-1.0, -0.2]]);
+    let path = oa_path(&sh, Complex64::new(0.3, 0.0), 20.0, 400);
+    let portrait_title = "case4-oscillation: Ott–Antonsen phase portrait, R2 path of the run";
+    let centre = [(Complex64::new(0.0, -0.05), FixedKind::Centre)];
+    portrait_plot(&sh, &centre, &[], &path, 30.0, portrait_title, figure, dir).unwrap();
+    let t: Vec<f64> = (0..400).map(|i| i as f64 * 0.5).collect();
+    let models: Vec<Vec<Complex64>> = (0..5)
+        .map(|m| {
+            t.iter()
+                .map(|&s| {
+                    Complex64::from_polar(0.3 + 0.1 * (s * 1.5).sin(), -s) * (1.0 + 1e-8 * m as f64)
+                })
+                .collect()
+        })
+        .collect();
+    let names = ["full", "phase", "ws", "oa", "group"];
+    let series: Vec<(&str, &[Complex64])> = names
+        .iter()
+        .zip(&models)
+        .map(|(n, z)| (*n, &z[..]))
+        .collect();
+    compare_plot(
+        &t,
+        &series,
+        None,
+        "case4-oscillation: full model and its reductions",
+        figure,
+        dir,
+    )
+    .unwrap();
+    let xs: Vec<f64> = (0..41).map(|i| i as f64 / 40.0).collect();
+    let labels: Vec<Option<Label>> = xs
+        .iter()
+        .flat_map(|&x| {
+            xs.iter().map(move |&y| {
+                Some(if x < y {
+                    Label::Oscillation
+                } else {
+                    Label::ConvergedClusters
+                })
+            })
+        })
+        .collect();
+    let f: Vec<f64> = xs
+        .iter()
+        .flat_map(|x| xs.iter().map(move |y| x - y))
+        .collect();
+    let theory = Theory {
+        segments: zero_level(&f, &xs, &xs),
+        text: "theory: v11 - v12 = 0".into(),
+    };
+    let sweep_title = "case4-map (oa model)\nlsa, n = 512, d = 2; start: poisson, R(0) = 0.3 e^(i 0); t_end = 200";
+    regime_map(
+        "v11",
+        &xs,
+        "v12",
+        &xs,
+        &labels,
+        &[],
+        Some(&theory),
+        sweep_title,
+        figure,
+        dir,
+    )
+    .unwrap();
+    let points: Vec<(f64, f64, f64, Option<Label>)> = xs
+        .iter()
+        .map(|&p| {
+            if p < 0.5 {
+                (p, 0.5 - 0.4 * p, 0.5 + 0.4 * p, Some(Label::Oscillation))
+            } else {
+                (p, 1.0, 1.0, Some(Label::ConvergedClusters))
+            }
+        })
+        .collect();
+    let stable: Vec<(f64, f64)> = (20..=40).map(|i| (i as f64 / 40.0, 1.0)).collect();
+    let centre: Vec<(f64, f64)> = (0..=20)
+        .map(|i| (i as f64 / 40.0, i as f64 / 40.0))
+        .collect();
+    bifurcation_plot(
+        "v11",
+        &points,
+        &[(stable, FixedKind::Stable), (centre, FixedKind::Centre)],
+        &[(0.5, 1.0, "LP".to_string())],
+        "case4-bifurcation (oa model)\nfixed: v12 = 0.5; lsa, n = 512, d = 2; start: poisson, R(0) = 0.3 e^(i 0); t_end = 3000",
+        figure,
+        dir,
+    )
+    .unwrap();
+    vec![
+        "order",
+        "kymograph",
+        "tokens",
+        "portrait",
+        "compare",
+        "regime_map",
+        "bifurcation",
+    ]
+}
+
+#[test]
+fn paper_pictures_print_readable_text_and_lines_in_one_column() {
+    let (_keep, dir) = out_dir("printed_paper");
+    for stem in every_picture(Figure::Paper, &dir) {
+        check_printed(&dir, stem, 3.5, (8.0, 9.5));
+    }
+}
+
+#[test]
+fn slide_pictures_print_readable_text_and_lines_at_ten_inches() {
+    let (_keep, dir) = out_dir("printed_slide");
+    for stem in every_picture(Figure::Slide, &dir) {
+        check_printed(&dir, stem, 10.0, (8.0, 14.0));
+    }
 }

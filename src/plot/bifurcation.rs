@@ -17,13 +17,14 @@ use plotters::style::text_anchor::{HPos, VPos};
 pub use super::portrait::FixedKind;
 use super::portrait::CENTRE_COLOR;
 use super::{
-    diamond, draw_legend, draw_title, finite_range, label_color, label_name, padded, text, text_at,
-    tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
+    desc_size, diamond, draw_legend, draw_title, finite_range, label_color, label_name, padded,
+    text, text_at, tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, LABELS, TICK_SIZE,
 };
+use super::{is_paper, legend_below, lw, px, pxi};
 use crate::classify::Label;
 
 /// Width and height of `bifurcation.png`.
-pub const BIFURCATION_SIZE: (u32, u32) = (1400, 900);
+pub const BIFURCATION_SIZE: (u32, u32) = (1400, 1250);
 
 const BRANCH: RGBColor = RGBColor(30, 30, 30);
 
@@ -71,45 +72,68 @@ impl Picture for BifurcationPicture<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let area = draw_title(root, self.title)?;
         let (w, _) = area.dim_in_pixel();
-        let (left, right) = area.split_horizontally(w.saturating_sub(340));
+        let entries = self.legend(count_labels(self.points));
+        // Paper: the legend in rows below the chart; otherwise a column on the right.
+        let (left, right) = if is_paper() {
+            (legend_below(&area, &entries)?, None)
+        } else {
+            let (l, r) = area.split_horizontally(w.saturating_sub(px(340)));
+            (l, Some(r))
+        };
         let (xr, yr) = self.ranges();
-        let (margin, xl, yl) = (15u32, 65u32, 95u32);
+        let (margin, xl, yl) = (px(15), px(65), px(95));
         let mut chart = ChartBuilder::on(&left)
             .margin(margin)
-            .margin_right(25)
+            .margin_right(px(25))
             .x_label_area_size(xl)
             .y_label_area_size(yl)
             .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
             .io()?;
+        let (xt, yt) = super::ticks(&chart);
         chart
             .configure_mesh()
-            .bold_line_style(RGBColor(228, 228, 228))
-            .light_line_style(RGBColor(246, 246, 246))
+            .x_labels(xt)
+            .y_labels(yt)
+            .axis_style(BLACK.stroke_width(super::lw(1)))
+            .set_all_tick_mark_size(super::px(5))
+            .bold_line_style(RGBColor(228, 228, 228).stroke_width(super::lw(1)))
+            .light_line_style(RGBColor(246, 246, 246).stroke_width(super::lw(1)))
             .max_light_lines(4)
             .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(DESC_SIZE))
+            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc(self.p_name)
-            .y_desc("|R₂|  (tail min – max)")
+            .y_desc(if is_paper() {
+                "|R₂| (tail range)"
+            } else {
+                "|R₂|  (tail min – max)"
+            })
             .draw()
             .io()?;
         // Branches underneath, special points as outlines beneath the sweep points.
         draw_branches(&mut chart, self.branches)?;
         draw_special(&mut chart, self.special)?;
-        let counts = draw_points(&mut chart, self.points, yr.0 + 0.02 * (yr.1 - yr.0))?;
-        let entries = self.legend(counts);
-        draw_legend(&right, (10, 70), &entries)?;
+        draw_points(&mut chart, self.points, yr.0 + 0.02 * (yr.1 - yr.0))?;
+        let Some(right) = right else {
+            return Ok(());
+        };
+        let top = pxi(70);
+        draw_legend(&right, (pxi(10), top), &entries)?;
         let (_, lh) = super::legend_size(&right, &entries);
         let note = text_at(
-            super::LEGEND_SIZE * 0.85,
+            super::LEGEND_SIZE,
             RGBColor(90, 90, 90),
             HPos::Left,
             VPos::Top,
         );
         if !self.points.is_empty() {
             right
-                .draw_text("bars: tail min to max of |R₂|", &note, (12, 70 + lh + 14))
+                .draw_text(
+                    "bars: tail min to max of |R₂|",
+                    &note,
+                    (pxi(12), top + lh + pxi(14)),
+                )
                 .io()?;
         }
         Ok(())
@@ -194,18 +218,23 @@ fn draw_branches<DB: DrawingBackend>(
             .collect();
         match kind {
             FixedKind::Stable => chart
-                .draw_series(LineSeries::new(pts, BRANCH.stroke_width(3)))
+                .draw_series(LineSeries::new(pts, BRANCH.stroke_width(lw(3))))
                 .io()?,
             FixedKind::Centre => chart
                 .draw_series(DashedLineSeries::new(
                     pts,
-                    3,
-                    5,
-                    CENTRE_COLOR.stroke_width(4),
+                    pxi(3),
+                    pxi(5),
+                    CENTRE_COLOR.stroke_width(lw(4)),
                 ))
                 .io()?,
             FixedKind::Unstable => chart
-                .draw_series(DashedLineSeries::new(pts, 10, 7, BRANCH.stroke_width(2)))
+                .draw_series(DashedLineSeries::new(
+                    pts,
+                    pxi(10),
+                    pxi(7),
+                    BRANCH.stroke_width(lw(2)),
+                ))
                 .io()?,
         };
     }
@@ -217,48 +246,64 @@ fn draw_special<DB: DrawingBackend>(
     chart: &mut Chart2d<'_, DB>,
     special: &[(f64, f64, String)],
 ) -> io::Result<()> {
-    let label_style = text_at(DESC_SIZE, BLACK, HPos::Left, VPos::Bottom);
+    let label_style = text_at(desc_size(), BLACK, HPos::Left, VPos::Bottom);
     for (p, r, name) in special {
         if !(p.is_finite() && r.is_finite()) {
             continue;
         }
-        let mut outline = diamond((0, 0), 13);
+        let mut outline = diamond((0, 0), pxi(13));
         outline.push(outline[0]);
         chart
             .draw_series(std::iter::once(
                 EmptyElement::at((*p, *r))
-                    + PathElement::new(outline, BLACK.stroke_width(2))
-                    + Text::new(name.clone(), (12, -12), label_style.clone()),
+                    + PathElement::new(outline, BLACK.stroke_width(lw(2)))
+                    + Text::new(name.clone(), (pxi(12), -pxi(12)), label_style.clone()),
             ))
             .io()?;
     }
     Ok(())
 }
 
+/// How many points each label has (`LABELS` order); points with a non-finite parameter are
+/// not drawn and not counted.
+fn count_labels(points: &[(f64, f64, f64, Option<Label>)]) -> [usize; 7] {
+    let mut counts = [0usize; 7];
+    for &(p, _, _, label) in points {
+        if let Some(k) = LABELS
+            .iter()
+            .position(|l| *l == label)
+            .filter(|_| p.is_finite())
+        {
+            counts[k] += 1;
+        }
+    }
+    counts
+}
+
 /// The sweep points as bars from the tail's min to max of |R2| in their label's colour (a
-/// failed run a cross at `failed_y`); returns how many points each label has (`LABELS` order).
+/// failed run a cross at `failed_y`).
 fn draw_points<DB: DrawingBackend>(
     chart: &mut Chart2d<'_, DB>,
     points: &[(f64, f64, f64, Option<Label>)],
     failed_y: f64,
-) -> io::Result<[usize; 7]> {
-    let mut counts = [0usize; 7];
+) -> io::Result<()> {
     let (pw, _) = chart.plotting_area().dim_in_pixel();
-    let radius = if points.len() as u32 * 8 > pw { 3 } else { 5 };
+    let radius = px(if points.len() as u32 * px(8) > pw {
+        3
+    } else {
+        5
+    });
     for &(p, lo, hi, label) in points {
         if !p.is_finite() {
             continue;
-        }
-        if let Some(k) = LABELS.iter().position(|l| *l == label) {
-            counts[k] += 1;
         }
         let c = label_color(label);
         if label.is_none() || !lo.is_finite() || !hi.is_finite() {
             chart
                 .draw_series(std::iter::once(Cross::new(
                     (p, failed_y),
-                    6,
-                    c.stroke_width(2),
+                    px(6),
+                    c.stroke_width(lw(2)),
                 )))
                 .io()?;
             continue;
@@ -267,7 +312,7 @@ fn draw_points<DB: DrawingBackend>(
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(p, lo), (p, hi)],
-                c.stroke_width(2),
+                c.stroke_width(lw(2)),
             )))
             .io()?;
         for y in [lo, hi] {
@@ -276,5 +321,5 @@ fn draw_points<DB: DrawingBackend>(
                 .io()?;
         }
     }
-    Ok(counts)
+    Ok(())
 }

@@ -16,9 +16,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, text, tick, Entry,
-    Figure, Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
+    desc_size, draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, text,
+    tick, Entry, Figure, Mark, OrIo, Picture, TICK_SIZE,
 };
+use super::{lw, px, pxi};
 
 /// Width and height of `compare.png` (paper).
 pub const COMPARE_SIZE: (u32, u32) = (1100, 900);
@@ -142,14 +143,19 @@ fn draw_curve<DB: DrawingBackend, CT: plotters::coord::CoordTranslate<From = (f6
     pts: Vec<(f64, f64)>,
     style: CurveStyle,
 ) -> io::Result<()> {
-    let shape = style.color.stroke_width(style.width);
+    let shape = style.color.stroke_width(lw(style.width));
     match style.dash {
         None => chart
             .draw_series(LineSeries::new(pts, shape))
             .io()
             .map(|_| ()),
         Some((d, g)) => chart
-            .draw_series(DashedLineSeries::new(pts, d as i32, g as i32, shape))
+            .draw_series(DashedLineSeries::new(
+                pts,
+                pxi(d as i32),
+                pxi(g as i32),
+                shape,
+            ))
             .io()
             .map(|_| ()),
     }
@@ -170,19 +176,24 @@ impl ComparePicture<'_> {
         let t_range = padded(finite_range(self.t.iter().copied()), 0.0);
         let y_range = padded(finite_range(abs.iter().flatten().copied()), 0.06);
         let mut chart = ChartBuilder::on(area)
-            .margin(12)
-            .margin_right(30)
-            .x_label_area_size(50)
-            .y_label_area_size(95)
+            .margin(px(12))
+            .margin_right(px(30))
+            .x_label_area_size(px(50))
+            .y_label_area_size(px(95))
             .build_cartesian_2d(t_range.0..t_range.1, y_range.0..y_range.1)
             .io()?;
+        let (xt, yt) = super::ticks(&chart);
         chart
             .configure_mesh()
-            .bold_line_style(RGBColor(225, 225, 225))
-            .light_line_style(RGBColor(245, 245, 245))
+            .x_labels(xt)
+            .y_labels(yt)
+            .axis_style(BLACK.stroke_width(super::lw(1)))
+            .set_all_tick_mark_size(super::px(5))
+            .bold_line_style(RGBColor(225, 225, 225).stroke_width(super::lw(1)))
+            .light_line_style(RGBColor(245, 245, 245).stroke_width(super::lw(1)))
             .max_light_lines(4)
             .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(DESC_SIZE))
+            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc("t")
@@ -198,7 +209,7 @@ impl ComparePicture<'_> {
                 chart
                     .draw_series(std::iter::once(Circle::new(
                         pts[0],
-                        4,
+                        px(4),
                         style.color.filled(),
                     )))
                     .io()?;
@@ -225,19 +236,24 @@ impl ComparePicture<'_> {
             (hi * 5.0).clamp(ERROR_FLOOR * 100.0, 10.0),
         );
         let mut chart = ChartBuilder::on(area)
-            .margin(12)
-            .margin_right(30)
-            .x_label_area_size(50)
-            .y_label_area_size(95)
+            .margin(px(12))
+            .margin_right(px(30))
+            .x_label_area_size(px(50))
+            .y_label_area_size(px(95))
             .build_cartesian_2d(t_range.0..t_range.1, (y_range.0..y_range.1).log_scale())
             .io()?;
+        let (xt, yt) = super::ticks(&chart);
         chart
             .configure_mesh()
-            .bold_line_style(RGBColor(225, 225, 225))
-            .light_line_style(RGBColor(245, 245, 245))
+            .x_labels(xt)
+            .y_labels(yt)
+            .axis_style(BLACK.stroke_width(super::lw(1)))
+            .set_all_tick_mark_size(super::px(5))
+            .bold_line_style(RGBColor(225, 225, 225).stroke_width(super::lw(1)))
+            .light_line_style(RGBColor(245, 245, 245).stroke_width(super::lw(1)))
             .max_light_lines(0)
             .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(DESC_SIZE))
+            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&tick)
             .y_label_formatter(&|v| format!("{v:.0e}"))
             .x_desc("t")
@@ -291,7 +307,7 @@ impl Picture for ComparePicture<'_> {
             .collect();
         let used = draw_legend_row(&area, 0, &entries)?;
         let (w, h) = area.dim_in_pixel();
-        let used = (used + 6).max(0) as u32;
+        let used = (used + pxi(6)).max(0) as u32;
         let area = area.shrink((0, used), (w, h.saturating_sub(used)));
         let (top, bottom) = area.split_vertically(area.dim_in_pixel().1 * 52 / 100);
         self.levels(&top, &styles)?;

@@ -25,9 +25,10 @@ use rayon::prelude::*;
 
 use super::tokens::principal_axes;
 use super::{
-    draw_no_data, draw_title, finite_range, padded, short, text, text_at, tick, Figure, OrIo,
-    Picture, DESC_SIZE, TICK_SIZE,
+    desc_size, draw_no_data, draw_title, finite_range, padded, short, text, text_at, tick, Figure,
+    OrIo, Picture, TICK_SIZE,
 };
+use super::{lw, px, pxi};
 
 /// Angle bins of a column.
 pub const BINS: usize = 72;
@@ -458,7 +459,7 @@ impl Picture for KymographPicture<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let area = draw_title(root, self.title)?;
         let (w, h) = area.dim_in_pixel();
-        let bar_w = 150u32;
+        let bar_w = px(150);
         let (main, bar) = area.split_horizontally(w.saturating_sub(bar_w));
         let cols = self.drawn();
         let t_range = padded(finite_range(cols.iter().flat_map(|c| [c.0, c.1])), 0.0);
@@ -470,11 +471,11 @@ impl Picture for KymographPicture<'_> {
             None
         };
         let mut chart = ChartBuilder::on(&main)
-            .margin(12)
-            .margin_top(if desc.is_some() { 30 } else { 12 })
-            .margin_right(16)
-            .x_label_area_size(55)
-            .y_label_area_size(95)
+            .margin(px(12))
+            .margin_top(px(if desc.is_some() { 30 } else { 12 }))
+            .margin_right(px(16))
+            .x_label_area_size(px(55))
+            .y_label_area_size(px(95))
             .build_cartesian_2d(t_range.0..t_range.1, 0.0..2.0)
             .io()?;
         let pi_label = |v: &f64| -> String {
@@ -487,11 +488,16 @@ impl Picture for KymographPicture<'_> {
                 _ => format!("{}π", tick(v)),
             }
         };
+        let (xt, yt) = super::ticks(&chart);
         chart
             .configure_mesh()
+            .x_labels(xt)
+            .y_labels(yt)
+            .axis_style(BLACK.stroke_width(super::lw(1)))
+            .set_all_tick_mark_size(super::px(5))
             .disable_mesh()
             .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(DESC_SIZE))
+            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&tick)
             .y_labels(5)
             .y_label_formatter(&pi_label)
@@ -526,19 +532,33 @@ impl Picture for KymographPicture<'_> {
             }
         }
         if let Some(full) = desc {
-            let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Left, VPos::Top);
-            main.draw_text(&full, &style, (107, 4)).io()?;
+            let style = text_at(
+                super::LEGEND_SIZE,
+                RGBColor(60, 60, 60),
+                HPos::Left,
+                VPos::Top,
+            );
+            main.draw_text(&full, &style, (pxi(107), pxi(4))).io()?;
         }
         if self.history.tokens_used() < self.history.n() {
-            let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Right, VPos::Bottom);
+            let style = text_at(
+                super::LEGEND_SIZE,
+                RGBColor(60, 60, 60),
+                HPos::Right,
+                VPos::Bottom,
+            );
             let note = format!(
                 "{} of {} tokens",
                 self.history.tokens_used(),
                 self.history.n()
             );
             let (_, mh) = main.dim_in_pixel();
-            main.draw_text(&note, &style, (w as i32 - bar_w as i32 - 20, mh as i32 - 2))
-                .io()?;
+            main.draw_text(
+                &note,
+                &style,
+                (w as i32 - bar_w as i32 - pxi(20), mh as i32 - pxi(2)),
+            )
+            .io()?;
         }
         draw_colour_bar(&bar, max, h)
     }
@@ -550,8 +570,8 @@ fn draw_colour_bar<DB: DrawingBackend>(
     max: f64,
     h: u32,
 ) -> io::Result<()> {
-    let (top, bottom) = (30i32, h as i32 - 80);
-    let (x0, x1) = (14i32, 40i32);
+    let (top, bottom) = (pxi(30), h as i32 - pxi(80));
+    let (x0, x1) = (pxi(14), pxi(40));
     let span = (bottom - top).max(1);
     let steps = 120;
     for s in 0..steps {
@@ -567,7 +587,7 @@ fn draw_colour_bar<DB: DrawingBackend>(
     }
     bar.draw(&Rectangle::new(
         [(x0, top), (x1, bottom)],
-        RGBColor(80, 80, 80).stroke_width(1),
+        RGBColor(80, 80, 80).stroke_width(lw(1)),
     ))
     .io()?;
     let style = text_at(TICK_SIZE, BLACK, HPos::Left, VPos::Center);
@@ -586,18 +606,19 @@ fn draw_colour_bar<DB: DrawingBackend>(
         let c = (1.0 + x).ln() / (1.0 + max).ln();
         let y = bottom - (span as f64 * c).round() as i32;
         bar.draw(&PathElement::new(
-            vec![(x1, y), (x1 + 6, y)],
-            BLACK.stroke_width(1),
+            vec![(x1, y), (x1 + pxi(6), y)],
+            BLACK.stroke_width(lw(1)),
         ))
         .io()?;
-        bar.draw_text(&short(x), &style, (x1 + 10, y)).io()?;
+        bar.draw_text(&short(x), &style, (x1 + pxi(10), y)).io()?;
     }
-    let caption = text_at(TICK_SIZE, BLACK, HPos::Left, VPos::Top);
-    bar.draw_text("density", &caption, (4, bottom + 12)).io()?;
+    let caption = text_at(super::LEGEND_SIZE, BLACK, HPos::Left, VPos::Top);
+    bar.draw_text("density", &caption, (pxi(4), bottom + pxi(12)))
+        .io()?;
     bar.draw_text(
         "(1 = uniform)",
         &caption,
-        (4, bottom + 12 + TICK_SIZE as i32),
+        (pxi(4), bottom + pxi(12 + super::LEGEND_SIZE as i32)),
     )
     .io()
 }

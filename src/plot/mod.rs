@@ -193,6 +193,7 @@ pub(crate) fn render(
     figure: Figure,
 ) -> io::Result<Vec<PathBuf>> {
     register_fonts();
+    let _scale = Scale::set(size, figure);
     let png = dir.join(format!("{stem}.png"));
     let svg_path = dir.join(format!("{stem}.svg"));
     let pdf_path = dir.join(format!("{stem}.pdf"));
@@ -226,26 +227,136 @@ fn draw_svg(pic: &impl Picture, size: (u32, u32)) -> io::Result<String> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Scale
+
+/// Plotters draws a font of size `f` with an em of `f / 1.24` pixels (the SVG `font-size`).
+const EM_PER_SIZE: f64 = 1.0 / 1.24;
+
+/// Pixels per printed inch of the layout at scale 1: a font of [`TICK_SIZE`] layout units is
+/// then 6.8 pt (`LEGEND_SIZE` 7.2 pt). `slide` (160 pixels per inch) is drawn at scale 1.
+const LAYOUT_DPI: f64 = TICK_SIZE * EM_PER_SIZE * 72.0 / 6.8;
+
+/// The layout scale of the picture being drawn: pixels per layout unit, and whether the
+/// picture is for a paper column (`compact` layouts: fewer ticks, panels and words).
+///
+/// A picture printed `W` inches wide from `w` pixels has `dpi = w / W`; on paper every length
+/// of the layout (fonts, margins, label areas, line widths, marks) is multiplied by
+/// `k = dpi / LAYOUT_DPI`, so a font of `f` layout units prints at `72 f / LAYOUT_DPI` pt
+/// whatever the pixel size. It is set by [`render`] for the drawing of one picture on the
+/// drawing thread and restored when the guard drops; elsewhere (the GIF) it is 1.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scale {
+    k: f64,
+    paper: bool,
+}
+
+thread_local! {
+    static SCALE: std::cell::Cell<Scale> = const { std::cell::Cell::new(Scale { k: 1.0, paper: false }) };
+}
+
+/// Restores the previous scale when dropped.
+pub(crate) struct ScaleGuard(Scale);
+
+impl Scale {
+    /// Sets the scale of a picture of `size` pixels in `figure` until the guard drops.
+    pub(crate) fn set(size: (u32, u32), figure: Figure) -> ScaleGuard {
+        let new = match figure {
+            Figure::Paper => Scale {
+                k: (vector::dpi(size.0, figure) / LAYOUT_DPI).max(1.0),
+                paper: true,
+            },
+            Figure::Slide => Scale {
+                k: 1.0,
+                paper: false,
+            },
+        };
+        ScaleGuard(SCALE.with(|c| c.replace(new)))
+    }
+}
+
+impl Drop for ScaleGuard {
+    fn drop(&mut self) {
+        SCALE.with(|c| c.set(self.0));
+    }
+}
+
+/// Pixels per layout unit of the picture being drawn.
+pub(crate) fn scale() -> f64 {
+    SCALE.with(|c| c.get().k)
+}
+
+/// Whether the picture being drawn is for a paper column.
+pub(crate) fn is_paper() -> bool {
+    SCALE.with(|c| c.get().paper)
+}
+
+/// `v` layout units in pixels.
+pub(crate) fn px(v: u32) -> u32 {
+    (v as f64 * scale()).round() as u32
+}
+
+/// `v` layout units in (signed) pixels.
+pub(crate) fn pxi(v: i32) -> i32 {
+    (v as f64 * scale()).round() as i32
+}
+
+/// How many x and y tick labels a chart's plotting area has room for: about one per 55 and
+/// per 28 layout units (3 to 10; plotters picks round steps at most that many), so paper charts
+/// get fewer, readable ones.
+pub(crate) fn ticks<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
+    chart: &ChartContext<'_, DB, CT>,
+) -> (usize, usize) {
+    let (w, h) = chart.plotting_area().dim_in_pixel();
+    let fit = |len: u32, per: u32| (len / px(per).max(1)).clamp(3, 10) as usize;
+    (fit(w, 55), fit(h, 28))
+}
+
+/// A line width of `v` layout units in pixels (at least 1).
+pub(crate) fn lw(v: u32) -> u32 {
+    px(v).max(1)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Text
 
-/// Font sizes (plotters' size: about 1.24 x the em in pixels).
-pub(crate) const TITLE_SIZE: f64 = 30.0;
-pub(crate) const DESC_SIZE: f64 = 24.0;
+/// Font sizes in layout units (the SVG `font-size` in pixels at scale 1, see [`Scale`]).
+/// `paper` has its own title and axis-label sizes: 8.8 pt and 7.7 pt printed, ticks 6.8 pt.
+pub(crate) fn title_size() -> f64 {
+    if is_paper() {
+        24.5
+    } else {
+        30.0
+    }
+}
+pub(crate) fn desc_size() -> f64 {
+    if is_paper() {
+        21.5
+    } else {
+        24.0
+    }
+}
 pub(crate) const TICK_SIZE: f64 = 19.0;
 pub(crate) const LEGEND_SIZE: f64 = 20.0;
+/// The smallest font size any text is drawn at (layout units): 6.8 pt on paper.
+pub(crate) const MIN_SIZE: f64 = 19.0;
 
-/// A text style of the picture font.
+/// A text style of the picture font (`size` in layout units).
 pub(crate) fn text(size: f64) -> TextStyle<'static> {
-    TextStyle::from((FONT, size).into_font())
+    TextStyle::from((FONT, font_px(size)).into_font())
 }
 
 /// A text style with colour and anchor.
 pub(crate) fn text_at(size: f64, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
     TextStyle {
-        font: (FONT, size).into_font(),
+        font: (FONT, font_px(size)).into_font(),
         color: color.to_backend_color(),
         pos: Pos::new(h, v),
     }
+}
+
+/// The pixel font size of `size` layout units (never below [`MIN_SIZE`]), rounded to tenths.
+fn font_px(size: f64) -> f64 {
+    (size.max(MIN_SIZE) * scale() * 10.0).round() / 10.0
 }
 
 /// Width of `s` in pixels (an estimate when the font is unavailable).
@@ -260,7 +371,8 @@ pub(crate) fn text_width<DB: DrawingBackend>(
 }
 
 /// Draws a (possibly multi-line, `\n`) title centred at the top of `area`, shrinking the font
-/// until every line fits the width; returns the area below it.
+/// (down to [`MIN_SIZE`]) until every line fits the width and wrapping at spaces the lines that
+/// still do not; returns the area below it.
 pub(crate) fn draw_title<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
@@ -270,30 +382,88 @@ pub(crate) fn draw_title<DB: DrawingBackend>(
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    if lines.is_empty() {
-        let (w, h) = area.dim_in_pixel();
-        return Ok(area.clone().shrink((0, 10), (w, h.saturating_sub(10))));
-    }
     let (w, h) = area.dim_in_pixel();
-    let mut size = TITLE_SIZE;
-    while size > 12.0 && lines.iter().any(|l| text_width(area, l, size) + 30 > w) {
-        size -= 1.0;
+    if lines.is_empty() {
+        let gap = px(10);
+        return Ok(area.clone().shrink((0, gap), (w, h.saturating_sub(gap))));
     }
-    let line_h = (size * 1.05).ceil() as i32;
-    let mut y = 10;
+    let room = w.saturating_sub(px(30));
+    let sub = |size: f64| (size * 0.85).max(LEGEND_SIZE);
+    let mut size = title_size();
+    let too_wide = |size: f64| {
+        lines.iter().enumerate().any(|(i, l)| {
+            let s = if i == 0 { size } else { sub(size) };
+            text_width(area, l, s) > room
+        })
+    };
+    while size > MIN_SIZE + 3.5 && too_wide(size) {
+        size -= 0.5;
+    }
+    let mut y = pxi(10);
     for (i, line) in lines.iter().enumerate() {
-        // First line bold-ish (larger), the rest in the normal weight.
-        let s = if i == 0 { size } else { size * 0.8 };
+        // First line larger, the rest smaller.
+        let s = if i == 0 { size } else { sub(size) };
         let style = text_at(s, BLACK, HPos::Center, VPos::Top);
-        area.draw_text(line, &style, (w as i32 / 2, y)).io()?;
-        y += if i == 0 {
-            line_h
-        } else {
-            (s * 1.1).ceil() as i32
-        };
+        for part in wrap(area, line, s, room) {
+            area.draw_text(&part, &style, (w as i32 / 2, y)).io()?;
+            y += (font_px(s) * if i == 0 { 1.1 } else { 1.15 }).ceil() as i32;
+        }
     }
-    let used = (y + 6).max(0) as u32;
+    let used = (y + pxi(6)).max(0) as u32;
     Ok(area.clone().shrink((0, used), (w, h.saturating_sub(used))))
+}
+
+/// `line` cut into pieces at most `room` pixels wide at font `size`: at `"; "` where that is
+/// enough, else also at spaces (a single word wider than `room` stays whole).
+pub(crate) fn wrap<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    line: &str,
+    size: f64,
+    room: u32,
+) -> Vec<String> {
+    let fits = |s: &str| text_width(area, s, size) <= room;
+    let clauses: Vec<String> = line
+        .split("; ")
+        .enumerate()
+        .map(|(i, c)| {
+            if i == 0 {
+                c.to_string()
+            } else {
+                format!("; {c}")
+            }
+        })
+        .collect();
+    let mut units: Vec<(String, bool)> = Vec::new();
+    for clause in &clauses {
+        if fits(clause.trim_start_matches("; ")) {
+            units.push((clause.clone(), true));
+        } else {
+            let words = clause.split(' ').filter(|w| !w.is_empty());
+            units.extend(words.map(|w| (w.to_string(), false)));
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for (unit, clause) in units {
+        let joined = if current.is_empty() {
+            unit.trim_start_matches("; ").to_string()
+        } else if clause {
+            format!("{current}{unit}")
+        } else {
+            format!("{current} {unit}")
+        };
+        if !current.is_empty() && !fits(&joined) {
+            let unit = unit.trim_start_matches("; ").to_string();
+            let done = std::mem::replace(&mut current, unit);
+            out.push(if clause { format!("{done};") } else { done });
+        } else {
+            current = joined;
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
 }
 
 /// Draws "no data" in the middle of an area.
@@ -303,7 +473,7 @@ pub(crate) fn draw_no_data<DB: DrawingBackend>(
 ) -> io::Result<()> {
     let (w, h) = area.dim_in_pixel();
     let style = text_at(
-        DESC_SIZE,
+        desc_size(),
         RGBColor(120, 120, 120),
         HPos::Center,
         VPos::Center,
@@ -351,63 +521,76 @@ impl Entry {
 
 const MARK_W: i32 = 40;
 
+/// The width of a legend mark in pixels.
+fn mark_w() -> i32 {
+    pxi(MARK_W)
+}
+
 fn draw_mark<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     mark: Mark,
     (x, y): (i32, i32),
 ) -> io::Result<()> {
+    let r = pxi;
     match mark {
         Mark::Line(c, w, dash) => {
-            let pts = vec![(x, y), (x + MARK_W, y)];
+            let pts = vec![(x, y), (x + mark_w(), y)];
             match dash {
-                None => area.draw(&PathElement::new(pts, c.stroke_width(w))).io(),
+                None => area
+                    .draw(&PathElement::new(pts, c.stroke_width(lw(w))))
+                    .io(),
                 Some((d, g)) => area
                     .draw(&DashedPathElement::new(
                         pts,
-                        d as i32,
-                        g as i32,
-                        c.stroke_width(w),
+                        pxi(d as i32),
+                        pxi(g as i32),
+                        c.stroke_width(lw(w)),
                     ))
                     .io(),
             }
         }
         Mark::Dot(c, filled) => {
-            let cx = x + MARK_W / 2;
+            let cx = x + mark_w() / 2;
             if filled {
-                area.draw(&Circle::new((cx, y), 7, c.filled())).io()?;
-                area.draw(&Circle::new((cx, y), 7, BLACK.stroke_width(1)))
+                area.draw(&Circle::new((cx, y), r(7), c.filled())).io()?;
+                area.draw(&Circle::new((cx, y), r(7), BLACK.stroke_width(lw(1))))
                     .io()
             } else {
-                area.draw(&Circle::new((cx, y), 7, WHITE.filled())).io()?;
-                area.draw(&Circle::new((cx, y), 7, c.stroke_width(2))).io()
+                area.draw(&Circle::new((cx, y), r(7), WHITE.filled()))
+                    .io()?;
+                area.draw(&Circle::new((cx, y), r(7), c.stroke_width(lw(2))))
+                    .io()
             }
         }
         Mark::Square(c) => {
-            let cx = x + MARK_W / 2;
+            let cx = x + mark_w() / 2;
             area.draw(&Rectangle::new(
-                [(cx - 10, y - 10), (cx + 10, y + 10)],
+                [(cx - r(10), y - r(10)), (cx + r(10), y + r(10))],
                 c.filled(),
             ))
             .io()?;
             area.draw(&Rectangle::new(
-                [(cx - 10, y - 10), (cx + 10, y + 10)],
-                RGBColor(80, 80, 80).stroke_width(1),
+                [(cx - r(10), y - r(10)), (cx + r(10), y + r(10))],
+                RGBColor(80, 80, 80).stroke_width(lw(1)),
             ))
             .io()
         }
         Mark::DiamondOutline(c) => {
-            let cx = x + MARK_W / 2;
-            let mut pts = diamond((cx, y), 10);
+            let cx = x + mark_w() / 2;
+            let mut pts = diamond((cx, y), r(10));
             pts.push(pts[0]);
-            area.draw(&PathElement::new(pts, c.stroke_width(2))).io()
+            area.draw(&PathElement::new(pts, c.stroke_width(lw(2))))
+                .io()
         }
         Mark::Cross(c) => {
-            let cx = x + MARK_W / 2;
-            area.draw(&Cross::new((cx, y), 6, c.stroke_width(2))).io()
+            let cx = x + mark_w() / 2;
+            area.draw(&Cross::new((cx, y), r(6), c.stroke_width(lw(2))))
+                .io()
         }
         Mark::Triangle(c) => {
-            let cx = x + MARK_W / 2;
-            area.draw(&TriangleMarker::new((cx, y), 9, c.filled())).io()
+            let cx = x + mark_w() / 2;
+            area.draw(&TriangleMarker::new((cx, y), r(9), c.filled()))
+                .io()
         }
     }
 }
@@ -422,13 +605,16 @@ pub(crate) fn legend_size<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     entries: &[Entry],
 ) -> (i32, i32) {
-    let row = (LEGEND_SIZE * 1.45) as i32;
+    let row = (font_px(LEGEND_SIZE) * 1.45) as i32;
     let text_w = entries
         .iter()
         .map(|e| text_width(area, &e.text, LEGEND_SIZE) as i32)
         .max()
         .unwrap_or(0);
-    (MARK_W + text_w + 36, row * entries.len() as i32 + 16)
+    (
+        mark_w() + text_w + pxi(36),
+        row * entries.len() as i32 + pxi(16),
+    )
 }
 
 /// Draws a vertical legend box with its top-left corner at `origin` (pixels of `area`).
@@ -440,7 +626,7 @@ pub(crate) fn draw_legend<DB: DrawingBackend>(
     if entries.is_empty() {
         return Ok(());
     }
-    let row = (LEGEND_SIZE * 1.45) as i32;
+    let row = (font_px(LEGEND_SIZE) * 1.45) as i32;
     let (w, h) = legend_size(area, entries);
     let (x0, y0) = origin;
     area.draw(&Rectangle::new(
@@ -450,37 +636,34 @@ pub(crate) fn draw_legend<DB: DrawingBackend>(
     .io()?;
     area.draw(&Rectangle::new(
         [(x0, y0), (x0 + w, y0 + h)],
-        RGBColor(150, 150, 150).stroke_width(1),
+        RGBColor(150, 150, 150).stroke_width(lw(1)),
     ))
     .io()?;
     let style = text_at(LEGEND_SIZE, BLACK, HPos::Left, VPos::Center);
     for (i, e) in entries.iter().enumerate() {
-        let y = y0 + 8 + row * i as i32 + row / 2;
-        draw_mark(area, e.mark, (x0 + 12, y))?;
-        area.draw_text(&e.text, &style, (x0 + 12 + MARK_W + 12, y))
+        let y = y0 + pxi(8) + row * i as i32 + row / 2;
+        draw_mark(area, e.mark, (x0 + pxi(12), y))?;
+        area.draw_text(&e.text, &style, (x0 + pxi(24) + mark_w(), y))
             .io()?;
     }
     Ok(())
 }
 
-/// Draws a one-row legend centred horizontally in `area` at height `y`; entries that do not fit
-/// continue on a second row.
-pub(crate) fn draw_legend_row<DB: DrawingBackend>(
+/// The rows of a horizontal legend in `area` (entry indices, greedy) and each entry's width.
+fn legend_rows<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
-    y: i32,
     entries: &[Entry],
-) -> io::Result<i32> {
+) -> (Vec<Vec<usize>>, Vec<i32>) {
     let (w, _) = area.dim_in_pixel();
     let widths: Vec<i32> = entries
         .iter()
-        .map(|e| MARK_W + 10 + text_width(area, &e.text, LEGEND_SIZE) as i32 + 30)
+        .map(|e| mark_w() + pxi(40) + text_width(area, &e.text, LEGEND_SIZE) as i32)
         .collect();
-    // Greedy rows.
     let mut rows: Vec<Vec<usize>> = vec![Vec::new()];
     let mut used = 0;
     for (i, wi) in widths.iter().enumerate() {
         let last = rows.len() - 1;
-        if used + wi > w as i32 - 20 && !rows[last].is_empty() {
+        if used + wi > w as i32 - pxi(20) && !rows[last].is_empty() {
             rows.push(Vec::new());
             used = 0;
         }
@@ -488,20 +671,57 @@ pub(crate) fn draw_legend_row<DB: DrawingBackend>(
         rows[last].push(i);
         used += wi;
     }
-    let row_h = (LEGEND_SIZE * 1.5) as i32;
+    (rows, widths)
+}
+
+/// The height of one row of a horizontal legend, in pixels.
+fn legend_row_h() -> i32 {
+    (font_px(LEGEND_SIZE) * 1.5) as i32
+}
+
+/// The height in pixels that [`draw_legend_row`] takes for `entries` in `area`.
+pub(crate) fn legend_row_height<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[Entry],
+) -> i32 {
+    legend_rows(area, entries).0.len() as i32 * legend_row_h()
+}
+
+/// Draws a one-row legend centred horizontally in `area` at height `y`; entries that do not fit
+/// continue on further rows. Returns the height used.
+pub(crate) fn draw_legend_row<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    y: i32,
+    entries: &[Entry],
+) -> io::Result<i32> {
+    let (w, _) = area.dim_in_pixel();
+    let (rows, widths) = legend_rows(area, entries);
+    let row_h = legend_row_h();
     let style = text_at(LEGEND_SIZE, BLACK, HPos::Left, VPos::Center);
     for (r, row) in rows.iter().enumerate() {
-        let total: i32 = row.iter().map(|&i| widths[i]).sum::<i32>() - 30;
+        let total: i32 = row.iter().map(|&i| widths[i]).sum::<i32>() - pxi(30);
         let mut x = (w as i32 - total) / 2;
         let yy = y + r as i32 * row_h + row_h / 2;
         for &i in row {
             draw_mark(area, entries[i].mark, (x, yy))?;
-            area.draw_text(&entries[i].text, &style, (x + MARK_W + 10, yy))
+            area.draw_text(&entries[i].text, &style, (x + mark_w() + pxi(10), yy))
                 .io()?;
             x += widths[i];
         }
     }
     Ok(rows.len() as i32 * row_h)
+}
+
+/// Draws `entries` as a horizontal legend at the bottom of `area`; returns the area above it.
+pub(crate) fn legend_below<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[Entry],
+) -> io::Result<DrawingArea<DB, Shift>> {
+    let (_, h) = area.dim_in_pixel();
+    let lh = (legend_row_height(area, entries) + pxi(6)).max(0) as u32;
+    let (above, below) = area.split_vertically(h.saturating_sub(lh));
+    draw_legend_row(&below, 0, entries)?;
+    Ok(above)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -632,13 +852,18 @@ pub(crate) fn disk_chart<'a, DB: DrawingBackend>(
         .y_label_area_size(y_label)
         .build_cartesian_2d(-lim..lim, -lim..lim)
         .io()?;
+    let (xt, yt) = ticks(&chart);
     chart
         .configure_mesh()
-        .bold_line_style(RGBColor(232, 232, 232))
-        .light_line_style(WHITE)
+        .x_labels(xt)
+        .y_labels(yt)
+        .axis_style(BLACK.stroke_width(lw(1)))
+        .set_all_tick_mark_size(px(5))
+        .bold_line_style(RGBColor(232, 232, 232).stroke_width(lw(1)))
+        .light_line_style(WHITE.stroke_width(lw(1)))
         .max_light_lines(4)
         .label_style(text(TICK_SIZE))
-        .axis_desc_style(text(DESC_SIZE))
+        .axis_desc_style(text(desc_size()))
         .x_label_formatter(&tick)
         .y_label_formatter(&tick)
         .x_desc("Re R₂")

@@ -17,9 +17,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, text, thin, tick,
-    window_range, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
+    desc_size, draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, text,
+    thin, tick, window_range, Entry, Figure, Mark, OrIo, Picture, TICK_SIZE,
 };
+use super::{is_paper, lw, px, pxi};
 use crate::observe::{principal_arg, OrderSeries};
 
 /// Width and height of `order.png` (paper).
@@ -117,6 +118,16 @@ pub(crate) fn wrapped_pieces(t: &[f64], arg: &[f64]) -> Vec<Vec<(f64, f64)>> {
     pieces
 }
 
+/// The radius of a sample dot of `r` layout units (two thirds of it on paper, where dots of
+/// neighbouring samples would merge).
+fn dot(r: u32) -> u32 {
+    if is_paper() {
+        px(r * 2).div_ceil(3)
+    } else {
+        px(r)
+    }
+}
+
 /// Whether s and |R2| differ anywhere (d > 2); else one curve stands for both.
 fn distinct(r2_abs: &[f64], nematic: &[f64]) -> bool {
     r2_abs
@@ -154,23 +165,30 @@ fn levels_chart<DB: DrawingBackend>(
         ),
         0.06,
     );
+    // Paper: the t axis is named once, under the arg panel.
+    let paper = is_paper();
     let mut chart = ChartBuilder::on(area)
-        .margin(12)
-        .margin_right(30)
-        .x_label_area_size(50)
-        .y_label_area_size(90)
+        .margin(px(12))
+        .margin_right(px(30))
+        .x_label_area_size(px(if paper { 32 } else { 50 }))
+        .y_label_area_size(px(if paper { 75 } else { 90 }))
         .build_cartesian_2d(t0..t1, y_range.0..y_range.1)
         .io()?;
+    let (xt, yt) = super::ticks(&chart);
     chart
         .configure_mesh()
-        .bold_line_style(RGBColor(225, 225, 225))
-        .light_line_style(RGBColor(245, 245, 245))
+        .x_labels(xt)
+        .y_labels(yt)
+        .axis_style(BLACK.stroke_width(super::lw(1)))
+        .set_all_tick_mark_size(super::px(5))
+        .bold_line_style(RGBColor(225, 225, 225).stroke_width(super::lw(1)))
+        .light_line_style(RGBColor(245, 245, 245).stroke_width(super::lw(1)))
         .max_light_lines(4)
         .label_style(text(TICK_SIZE))
-        .axis_desc_style(text(DESC_SIZE))
+        .axis_desc_style(text(desc_size()))
         .x_label_formatter(&tick)
         .y_label_formatter(&tick)
-        .x_desc("t")
+        .x_desc(if paper { "" } else { "t" })
         .y_desc(y_desc)
         .draw()
         .io()?;
@@ -182,13 +200,17 @@ fn levels_chart<DB: DrawingBackend>(
     chart
         .draw_series(LineSeries::new(
             r2_pts.iter().copied(),
-            R2_COLOR.stroke_width(2),
+            R2_COLOR.stroke_width(lw(2)),
         ))
         .io()?;
     let dots = i1 - i0 <= 300;
     if dots {
         chart
-            .draw_series(r2_pts.iter().map(|&p| Circle::new(p, 3, R2_COLOR.filled())))
+            .draw_series(
+                r2_pts
+                    .iter()
+                    .map(|&p| Circle::new(p, dot(3), R2_COLOR.filled())),
+            )
             .io()?;
     }
     if two {
@@ -196,12 +218,16 @@ fn levels_chart<DB: DrawingBackend>(
         chart
             .draw_series(LineSeries::new(
                 s_pts.iter().copied(),
-                S_COLOR.stroke_width(2),
+                S_COLOR.stroke_width(lw(2)),
             ))
             .io()?;
         if dots {
             chart
-                .draw_series(s_pts.iter().map(|&p| Circle::new(p, 2, S_COLOR.filled())))
+                .draw_series(
+                    s_pts
+                        .iter()
+                        .map(|&p| Circle::new(p, dot(2), S_COLOR.filled())),
+                )
                 .io()?;
         }
     }
@@ -221,10 +247,10 @@ fn arg_chart<DB: DrawingBackend>(
     let aa: Vec<f64> = idx.iter().map(|&i| arg[i]).collect();
     // Plotted in units of pi, so the ticks fall on -pi, -pi/2, 0, pi/2, pi.
     let mut chart = ChartBuilder::on(area)
-        .margin(12)
-        .margin_right(30)
-        .x_label_area_size(55)
-        .y_label_area_size(90)
+        .margin(px(12))
+        .margin_right(px(30))
+        .x_label_area_size(px(55))
+        .y_label_area_size(px(if is_paper() { 75 } else { 90 }))
         .build_cartesian_2d(t0..t1, -1.06..1.06)
         .io()?;
     let pi_label = |v: &f64| -> String {
@@ -241,13 +267,18 @@ fn arg_chart<DB: DrawingBackend>(
             _ => format!("{}π", tick(v)),
         }
     };
+    let (xt, yt) = super::ticks(&chart);
     chart
         .configure_mesh()
-        .bold_line_style(RGBColor(225, 225, 225))
-        .light_line_style(RGBColor(245, 245, 245))
+        .x_labels(xt)
+        .y_labels(yt)
+        .axis_style(BLACK.stroke_width(super::lw(1)))
+        .set_all_tick_mark_size(super::px(5))
+        .bold_line_style(RGBColor(225, 225, 225).stroke_width(super::lw(1)))
+        .light_line_style(RGBColor(245, 245, 245).stroke_width(super::lw(1)))
         .max_light_lines(4)
         .label_style(text(TICK_SIZE))
-        .axis_desc_style(text(DESC_SIZE))
+        .axis_desc_style(text(desc_size()))
         .x_label_formatter(&tick)
         .y_labels(5)
         .y_label_formatter(&pi_label)
@@ -259,11 +290,15 @@ fn arg_chart<DB: DrawingBackend>(
         let piece: Vec<(f64, f64)> = piece.into_iter().map(|(t, a)| (t, a / PI)).collect();
         if piece.len() == 1 || tt.len() <= 300 {
             chart
-                .draw_series(piece.iter().map(|&p| Circle::new(p, 3, ARG_COLOR.filled())))
+                .draw_series(
+                    piece
+                        .iter()
+                        .map(|&p| Circle::new(p, dot(3), ARG_COLOR.filled())),
+                )
                 .io()?;
         }
         chart
-            .draw_series(LineSeries::new(piece, ARG_COLOR.stroke_width(2)))
+            .draw_series(LineSeries::new(piece, ARG_COLOR.stroke_width(lw(2))))
             .io()?;
     }
     Ok(())
@@ -301,7 +336,7 @@ impl Picture for OrderPicture<'_> {
         ));
         let used = draw_legend_row(&area, 0, &entries)?;
         let (w, h) = area.dim_in_pixel();
-        let used = (used + 4).max(0) as u32;
+        let used = (used + pxi(4)).max(0) as u32;
         let area = area.shrink((0, used), (w, h.saturating_sub(used)));
         let (main, zoom) = windows(t, self.view);
         let (left, right) = match zoom {
@@ -316,7 +351,7 @@ impl Picture for OrderPicture<'_> {
         arg_chart(&bottom, t, &arg, main, arg_desc)?;
         if let (Some(right), Some(z)) = (right, zoom) {
             let cap = super::text_at(
-                DESC_SIZE * 0.85,
+                super::LEGEND_SIZE,
                 RGBColor(60, 60, 60),
                 plotters::style::text_anchor::HPos::Center,
                 plotters::style::text_anchor::VPos::Top,
@@ -329,7 +364,8 @@ impl Picture for OrderPicture<'_> {
                     (rw as i32 / 2, 0),
                 )
                 .io()?;
-            let right = right.shrink((0, 28), (rw, rh.saturating_sub(28)));
+            let cap_h = px(28);
+            let right = right.shrink((0, cap_h), (rw, rh.saturating_sub(cap_h)));
             let (top, bottom) = right.split_vertically(right.dim_in_pixel().1 * 56 / 100);
             levels_chart(&top, t, &r2_abs, nematic, z, y_desc)?;
             arg_chart(&bottom, t, &arg, z, arg_desc)?;

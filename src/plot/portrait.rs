@@ -23,10 +23,11 @@ use super::{
     disk_chart, draw_legend, draw_title, square_chart_width, thin, Chart2d, Entry, Mark, OrIo,
     Picture,
 };
+use super::{is_paper, legend_below, lw, px, pxi};
 use crate::reduced::SecondHarmonic;
 
-/// Width and height of `portrait.png`.
-pub const PORTRAIT_SIZE: (u32, u32) = (1400, 1000);
+/// Width and height of `portrait.png` (paper): taller than wide, the legend goes below the disk.
+pub const PORTRAIT_SIZE: (u32, u32) = (1400, 1650);
 
 const RE_NULL: RGBColor = RGBColor(0, 150, 136);
 const IM_NULL: RGBColor = RGBColor(230, 120, 0);
@@ -311,14 +312,7 @@ impl Picture for PortraitPicture<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let sh = self.sh;
         let area = draw_title(root, self.title)?;
-        let (w, h) = area.dim_in_pixel();
-        let (margin, xl, yl) = (15u32, 60u32, 85u32);
-        let cw = square_chart_width(h, margin, xl, yl).min(w.saturating_sub(300));
-        let (left, right) = area.split_horizontally(cw);
-        let mut chart = disk_chart(&left, margin, xl, yl)?;
-
         let field = FieldGrid::of(sh);
-        draw_arrows(&mut chart, sh, field.max_speed)?;
         let dt = guide_step(field.max_speed);
         // A long (or infinite) guide time is cut to the step budget; NaN or <= 0 means none.
         let guide_time = if self.guide_time > 0.0 {
@@ -326,15 +320,33 @@ impl Picture for PortraitPicture<'_> {
         } else {
             0.0
         };
+        let path = drawn_path(self.path_r2);
+        let entries = self.legend(guide_time, !path.is_empty());
+        let (margin, xl, yl) = (px(15), px(60), px(85));
+        // Paper: the legend in rows below a centred square disk; otherwise a column beside it.
+        let (left, right) = if is_paper() {
+            let above = legend_below(&area, &entries)?;
+            let (w, h) = above.dim_in_pixel();
+            let cw = square_chart_width(h, margin, xl, yl).min(w);
+            let x0 = (w - cw) / 2;
+            (above.shrink((x0, 0), (cw, h)), None)
+        } else {
+            let (w, h) = area.dim_in_pixel();
+            let cw = square_chart_width(h, margin, xl, yl).min(w.saturating_sub(px(300)));
+            let (l, r) = area.split_horizontally(cw);
+            (l, Some(r))
+        };
+        let mut chart = disk_chart(&left, margin, xl, yl)?;
+        draw_arrows(&mut chart, sh, field.max_speed)?;
         draw_guides(&mut chart, sh, guide_time, dt)?;
         draw_nullclines(&mut chart, &field)?;
         draw_cycles(&mut chart, self.cycles)?;
         draw_unit_circle(&mut chart)?;
-        let path = drawn_path(self.path_r2);
         draw_path(&mut chart, &path)?;
         draw_fixed_points(&mut chart, self.fixed)?;
-        let entries = self.legend(guide_time, !path.is_empty());
-        draw_legend(&right, (10, 70), &entries)?;
+        if let Some(right) = right {
+            draw_legend(&right, (pxi(10), pxi(70)), &entries)?;
+        }
         Ok(())
     }
 }
@@ -459,7 +471,11 @@ fn draw_arrows<DB: DrawingBackend>(
         let c = RGBColor(g, g, g);
         if s.is_nan() || s <= 1e-14 * max_speed.max(1e-300) {
             chart
-                .draw_series(std::iter::once(Circle::new((r.re, r.im), 2, c.filled())))
+                .draw_series(std::iter::once(Circle::new(
+                    (r.re, r.im),
+                    px(2),
+                    c.filled(),
+                )))
                 .io()?;
             continue;
         }
@@ -470,7 +486,7 @@ fn draw_arrows<DB: DrawingBackend>(
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![tail, tip],
-                c.stroke_width(2),
+                c.stroke_width(lw(2)),
             )))
             .io()?;
         chart
@@ -504,11 +520,15 @@ fn draw_guides<DB: DrawingBackend>(
         chart
             .draw_series(LineSeries::new(
                 curve.iter().copied(),
-                GUIDE.stroke_width(2),
+                GUIDE.stroke_width(lw(2)),
             ))
             .io()?;
         chart
-            .draw_series(std::iter::once(Circle::new(curve[0], 3, GUIDE.filled())))
+            .draw_series(std::iter::once(Circle::new(
+                curve[0],
+                px(3),
+                GUIDE.filled(),
+            )))
             .io()?;
         if let Some((at, dir)) = midway(&curve) {
             let tip = (at.0 + 0.02 * dir.0, at.1 + 0.02 * dir.1);
@@ -533,7 +553,7 @@ fn draw_nullclines<DB: DrawingBackend>(
         chart
             .draw_series(
                 segs.iter()
-                    .map(|s| PathElement::new(vec![s[0], s[1]], color.stroke_width(3))),
+                    .map(|s| PathElement::new(vec![s[0], s[1]], color.stroke_width(lw(3)))),
             )
             .io()?;
     }
@@ -558,14 +578,17 @@ fn draw_cycles<DB: DrawingBackend>(
         points.push(points[0]);
         let points = thin(&points, MAX_PATH);
         let (width, dash) = cycle.kind.stroke();
-        let style = CYCLE.stroke_width(width);
+        let style = CYCLE.stroke_width(lw(width));
         match dash {
             None => chart
                 .draw_series(std::iter::once(PathElement::new(points, style)))
                 .io()?,
             Some((d, g)) => chart
                 .draw_series(std::iter::once(DashedPathElement::new(
-                    points, d as i32, g as i32, style,
+                    points,
+                    pxi(d as i32),
+                    pxi(g as i32),
+                    style,
                 )))
                 .io()?,
         };
@@ -582,7 +605,7 @@ fn draw_unit_circle<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>) -> io::Resu
         })
         .collect();
     chart
-        .draw_series(LineSeries::new(circle, BLACK.stroke_width(2)))
+        .draw_series(LineSeries::new(circle, BLACK.stroke_width(lw(2))))
         .io()?;
     Ok(())
 }
@@ -606,15 +629,22 @@ fn draw_path<DB: DrawingBackend>(
         return Ok(());
     };
     chart
-        .draw_series(LineSeries::new(path.iter().copied(), PATH.stroke_width(3)))
+        .draw_series(LineSeries::new(
+            path.iter().copied(),
+            PATH.stroke_width(lw(3)),
+        ))
         .io()?;
     chart
-        .draw_series(std::iter::once(Circle::new(first, 8, PATH.stroke_width(3))))
+        .draw_series(std::iter::once(Circle::new(
+            first,
+            px(8),
+            PATH.stroke_width(lw(3)),
+        )))
         .io()?;
     chart
         .draw_series(std::iter::once(TriangleMarker::new(
             last,
-            10,
+            px(10),
             PATH.filled(),
         )))
         .io()?;
@@ -635,19 +665,29 @@ fn draw_fixed_points<DB: DrawingBackend>(
             FixedKind::Centre => chart
                 .draw_series(std::iter::once(
                     EmptyElement::at(p)
-                        + Rectangle::new([(-9, -9), (9, 9)], CENTRE_COLOR.filled())
-                        + Rectangle::new([(-9, -9), (9, 9)], BLACK.stroke_width(2)),
+                        + Rectangle::new(
+                            [(-pxi(9), -pxi(9)), (pxi(9), pxi(9))],
+                            CENTRE_COLOR.filled(),
+                        )
+                        + Rectangle::new(
+                            [(-pxi(9), -pxi(9)), (pxi(9), pxi(9))],
+                            BLACK.stroke_width(lw(2)),
+                        ),
                 ))
                 .io()?,
             FixedKind::Stable => chart
-                .draw_series(std::iter::once(Circle::new(p, 9, BLACK.filled())))
+                .draw_series(std::iter::once(Circle::new(p, px(9), BLACK.filled())))
                 .io()?,
             FixedKind::Unstable => {
                 chart
-                    .draw_series(std::iter::once(Circle::new(p, 9, WHITE.filled())))
+                    .draw_series(std::iter::once(Circle::new(p, px(9), WHITE.filled())))
                     .io()?;
                 chart
-                    .draw_series(std::iter::once(Circle::new(p, 9, BLACK.stroke_width(3))))
+                    .draw_series(std::iter::once(Circle::new(
+                        p,
+                        px(9),
+                        BLACK.stroke_width(lw(3)),
+                    )))
                     .io()?
             }
         };

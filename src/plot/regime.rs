@@ -14,13 +14,14 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    draw_legend, draw_no_data, draw_title, finite_range, label_color, label_name, padded, text,
-    tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, DESC_SIZE, LABELS, TICK_SIZE,
+    desc_size, draw_legend, draw_no_data, draw_title, finite_range, label_color, label_name,
+    padded, text, tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, LABELS, TICK_SIZE,
 };
+use super::{is_paper, legend_below, lw, px, pxi};
 use crate::classify::Label;
 
 /// Width and height of `regime_map.png`.
-pub const REGIME_SIZE: (u32, u32) = (1400, 1000);
+pub const REGIME_SIZE: (u32, u32) = (1400, 1500);
 
 /// A theory curve: its segments and its legend text (e.g. `"theory: v11 - v12 = 0"`).
 #[derive(Debug, Clone, Default)]
@@ -141,7 +142,6 @@ impl Picture for RegimePicture<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let area = draw_title(root, self.title)?;
         let (w, _) = area.dim_in_pixel();
-        let (left, right) = area.split_horizontally(w.saturating_sub(340));
         let (nx, ny) = (self.xs.len(), self.ys.len());
         let xe = if nx > 0 {
             cell_edges(self.xs)
@@ -152,6 +152,21 @@ impl Picture for RegimePicture<'_> {
             cell_edges(self.ys)
         } else {
             Vec::new()
+        };
+        let cells = Cells::of(self.labels, &xe, &ye);
+        let pts: Vec<(f64, f64)> = self
+            .boundary
+            .iter()
+            .copied()
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .collect();
+        let entries = self.legend(cells.counts, !pts.is_empty());
+        // Paper: the legend in rows below the map; otherwise a column on the right.
+        let (left, right) = if is_paper() {
+            (legend_below(&area, &entries)?, None)
+        } else {
+            let (l, r) = area.split_horizontally(w.saturating_sub(px(340)));
+            (l, Some(r))
         };
         let xr = padded(
             finite_range(
@@ -169,18 +184,23 @@ impl Picture for RegimePicture<'_> {
             ),
             0.0,
         );
-        let (margin, xl, yl) = (15u32, 65u32, 95u32);
+        let (margin, xl, yl) = (px(15), px(65), px(95));
         let mut chart = ChartBuilder::on(&left)
             .margin(margin)
             .x_label_area_size(xl)
             .y_label_area_size(yl)
             .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
             .io()?;
+        let (xt, yt) = super::ticks(&chart);
         chart
             .configure_mesh()
+            .x_labels(xt)
+            .y_labels(yt)
+            .axis_style(BLACK.stroke_width(super::lw(1)))
+            .set_all_tick_mark_size(super::px(5))
             .disable_mesh()
             .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(DESC_SIZE))
+            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc(self.x_name)
@@ -192,25 +212,20 @@ impl Picture for RegimePicture<'_> {
         }
         // Thin white borders between cells when cells are large enough to show them.
         let (pw, ph) = chart.plotting_area().dim_in_pixel();
-        let borders = nx > 0 && ny > 0 && pw / nx as u32 >= 14 && ph / ny as u32 >= 14;
-        let counts = draw_cells(&mut chart, self.labels, &xe, &ye, borders)?;
+        let borders = nx > 0 && ny > 0 && pw / nx as u32 >= px(14) && ph / ny as u32 >= px(14);
+        cells.draw(&mut chart, borders)?;
         if let Some(theory) = self.theory {
             draw_theory(&mut chart, theory)?;
         }
-        let pts: Vec<(f64, f64)> = self
-            .boundary
-            .iter()
-            .copied()
-            .filter(|p| p.0.is_finite() && p.1.is_finite())
-            .collect();
         chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 6, WHITE.filled())))
+            .draw_series(pts.iter().map(|&p| Circle::new(p, px(6), WHITE.filled())))
             .io()?;
         chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, BLACK.filled())))
+            .draw_series(pts.iter().map(|&p| Circle::new(p, px(4), BLACK.filled())))
             .io()?;
-        let entries = self.legend(counts, !pts.is_empty());
-        draw_legend(&right, (10, 70), &entries)?;
+        if let Some(right) = right {
+            draw_legend(&right, (pxi(10), pxi(70)), &entries)?;
+        }
         Ok(())
     }
 }
@@ -242,62 +257,81 @@ impl RegimePicture<'_> {
     }
 }
 
-/// Fills the cells (x major: `labels[i * ny + j]`) in their label's colour, runs of equal
-/// labels along y as one rectangle (a small SVG for big grids), with thin white borders when
-/// `borders`; returns how many cells each label has (`LABELS` order).
-fn draw_cells<DB: DrawingBackend>(
-    chart: &mut Chart2d<'_, DB>,
-    labels: &[Option<Label>],
-    xe: &[(f64, f64)],
-    ye: &[(f64, f64)],
-    borders: bool,
-) -> io::Result<[usize; 7]> {
-    let ny = ye.len();
-    let mut counts = [0usize; 7];
-    let mut cells: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
-    let mut runs: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
-    for (i, xe) in xe.iter().enumerate() {
-        let mut previous: Option<(usize, Option<Label>)> = None;
-        for (j, ye) in ye.iter().enumerate() {
-            let Some(&label) = labels.get(i * ny + j) else {
-                continue;
-            };
-            if !(xe.0.is_finite() && xe.1.is_finite() && ye.0.is_finite() && ye.1.is_finite()) {
-                continue;
-            }
-            if let Some(k) = LABELS.iter().position(|l| *l == label) {
-                counts[k] += 1;
-            }
-            let rect = [(xe.0, ye.0), (xe.1, ye.1)];
-            cells.push((rect, label_color(label)));
-            match (previous, runs.last_mut()) {
-                (Some((pj, pl)), Some(run)) if pj + 1 == j && pl == label => {
-                    run.0[0].1 = run.0[0].1.min(ye.0);
-                    run.0[1].1 = run.0[1].1.max(ye.1);
+/// The cells of the map (x major: `labels[i * ny + j]`) in their label's colour, runs of equal
+/// labels along y as one rectangle (a small SVG for big grids), and how many cells each label
+/// has (`LABELS` order).
+struct Cells {
+    cells: Vec<([(f64, f64); 2], RGBColor)>,
+    runs: Vec<([(f64, f64); 2], RGBColor)>,
+    counts: [usize; 7],
+}
+
+impl Cells {
+    fn of(labels: &[Option<Label>], xe: &[(f64, f64)], ye: &[(f64, f64)]) -> Self {
+        let ny = ye.len();
+        let mut counts = [0usize; 7];
+        let mut cells: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
+        let mut runs: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
+        for (i, xe) in xe.iter().enumerate() {
+            let mut previous: Option<(usize, Option<Label>)> = None;
+            for (j, ye) in ye.iter().enumerate() {
+                let Some(&label) = labels.get(i * ny + j) else {
+                    continue;
+                };
+                if !(xe.0.is_finite() && xe.1.is_finite() && ye.0.is_finite() && ye.1.is_finite()) {
+                    continue;
                 }
-                _ => runs.push((rect, label_color(label))),
+                if let Some(k) = LABELS.iter().position(|l| *l == label) {
+                    counts[k] += 1;
+                }
+                let rect = [(xe.0, ye.0), (xe.1, ye.1)];
+                cells.push((rect, label_color(label)));
+                match (previous, runs.last_mut()) {
+                    (Some((pj, pl)), Some(run)) if pj + 1 == j && pl == label => {
+                        run.0[0].1 = run.0[0].1.min(ye.0);
+                        run.0[1].1 = run.0[1].1.max(ye.1);
+                    }
+                    _ => runs.push((rect, label_color(label))),
+                }
+                previous = Some((j, label));
             }
-            previous = Some((j, label));
+        }
+        Cells {
+            cells,
+            runs,
+            counts,
         }
     }
-    chart
-        .draw_series(runs.iter().map(|(r, c)| Rectangle::new(*r, c.filled())))
-        .io()?;
-    if borders {
+
+    /// Fills the runs, with thin white borders around each cell when `borders`.
+    fn draw<DB: DrawingBackend>(
+        &self,
+        chart: &mut Chart2d<'_, DB>,
+        borders: bool,
+    ) -> io::Result<()> {
         chart
             .draw_series(
-                cells
+                self.runs
                     .iter()
-                    .map(|(r, _)| Rectangle::new(*r, WHITE.stroke_width(1))),
+                    .map(|(r, c)| Rectangle::new(*r, c.filled())),
             )
             .io()?;
+        if borders {
+            chart
+                .draw_series(
+                    self.cells
+                        .iter()
+                        .map(|(r, _)| Rectangle::new(*r, WHITE.stroke_width(lw(1)))),
+                )
+                .io()?;
+        }
+        Ok(())
     }
-    Ok(counts)
 }
 
 /// The theory curve: a white halo, then the line.
 fn draw_theory<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, theory: &Theory) -> io::Result<()> {
-    for (color, width) in [(WHITE, 7), (THEORY_COLOR, 3)] {
+    for (color, width) in [(WHITE, lw(7)), (THEORY_COLOR, lw(3))] {
         for seg in &theory.segments {
             chart
                 .draw_series(std::iter::once(PathElement::new(

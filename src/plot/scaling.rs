@@ -18,9 +18,10 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::{
-    draw_legend, draw_no_data, draw_title, finite_range, legend_size, short, text, Chart2d, Entry,
-    Mark, OrIo, Picture, DESC_SIZE, TICK_SIZE,
+    desc_size, draw_legend, draw_no_data, draw_title, finite_range, legend_size, short, text,
+    Chart2d, Entry, Mark, OrIo, Picture, TICK_SIZE,
 };
+use super::{lw, px, pxi};
 
 /// Width and height of `scaling.png`.
 pub const SCALING_SIZE: (u32, u32) = (1200, 900);
@@ -198,21 +199,26 @@ impl Picture for ScalingPicture<'_> {
         let decades = |r: (f64, f64)| (r.1.floor() - r.0.ceil()).max(0.0) as usize + 1;
 
         let mut chart = ChartBuilder::on(&area)
-            .margin(15)
-            .margin_right(35)
-            .x_label_area_size(70)
-            .y_label_area_size(110)
+            .margin(px(15))
+            .margin_right(px(35))
+            .x_label_area_size(px(70))
+            .y_label_area_size(px(110))
             .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
             .io()?;
+        let (xt, yt) = super::ticks(&chart);
         chart
             .configure_mesh()
-            .bold_line_style(RGBColor(215, 215, 215))
-            .light_line_style(WHITE)
+            .x_labels(xt)
+            .y_labels(yt)
+            .axis_style(BLACK.stroke_width(super::lw(1)))
+            .set_all_tick_mark_size(super::px(5))
+            .bold_line_style(RGBColor(215, 215, 215).stroke_width(super::lw(1)))
+            .light_line_style(WHITE.stroke_width(super::lw(1)))
             .max_light_lines(0)
             .x_labels(decades(xr) + 1)
             .y_labels(decades(yr) + 1)
             .label_style(text(TICK_SIZE * 1.1))
-            .axis_desc_style(text(DESC_SIZE))
+            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&decade_label)
             .y_label_formatter(&decade_label)
             .x_desc("tokens n")
@@ -232,9 +238,9 @@ impl Picture for ScalingPicture<'_> {
                     chart
                         .draw_series(std::iter::once(DashedPathElement::new(
                             segment,
-                            10,
-                            7,
-                            color.stroke_width(2),
+                            pxi(10),
+                            pxi(7),
+                            color.stroke_width(lw(2)),
                         )))
                         .io()?;
                 }
@@ -316,7 +322,7 @@ fn draw_minor_grid<DB: DrawingBackend>(
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(x, yr.0), (x, yr.1)],
-                minor.stroke_width(1),
+                minor.stroke_width(lw(1)),
             )))
             .io()?;
     }
@@ -324,7 +330,7 @@ fn draw_minor_grid<DB: DrawingBackend>(
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(xr.0, y), (xr.1, y)],
-                minor.stroke_width(1),
+                minor.stroke_width(lw(1)),
             )))
             .io()?;
     }
@@ -346,28 +352,30 @@ fn draw_measured<DB: DrawingBackend>(
             chart
                 .draw_series(DashedLineSeries::new(
                     pts.iter().copied(),
-                    12,
-                    7,
-                    color.stroke_width(3),
+                    pxi(12),
+                    pxi(7),
+                    color.stroke_width(lw(3)),
                 ))
                 .io()?;
         } else {
             chart
-                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(3)))
+                .draw_series(LineSeries::new(
+                    pts.iter().copied(),
+                    color.stroke_width(lw(3)),
+                ))
                 .io()?;
         }
-        for style in [color.filled(), BLACK.mix(0.6).stroke_width(1)] {
+        for style in [color.filled(), BLACK.mix(0.6).stroke_width(lw(1))] {
             if again {
                 chart
-                    .draw_series(
-                        pts.iter().map(|&p| {
-                            EmptyElement::at(p) + Rectangle::new([(-5, -5), (5, 5)], style)
-                        }),
-                    )
+                    .draw_series(pts.iter().map(|&p| {
+                        EmptyElement::at(p)
+                            + Rectangle::new([(-pxi(5), -pxi(5)), (pxi(5), pxi(5))], style)
+                    }))
                     .io()?;
             } else {
                 chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 6, style)))
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, px(6), style)))
                     .io()?;
             }
         }
@@ -404,10 +412,10 @@ fn legend_corner<'p, DB: DrawingBackend>(
     }
     let (w, h) = (w as i32, h as i32);
     let corners = [
-        (14, 14),
-        (w - lw - 14, h - lh - 14),
-        (w - lw - 14, 14),
-        (14, h - lh - 14),
+        (pxi(14), pxi(14)),
+        (w - lw - pxi(14), h - lh - pxi(14)),
+        (w - lw - pxi(14), pxi(14)),
+        (pxi(14), h - lh - pxi(14)),
     ];
     let hits = |&(x0, y0): &(i32, i32)| {
         covered

@@ -24,9 +24,10 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::snapshots::TokenSnapshots;
 use super::{
-    draw_no_data, draw_title, register_fonts, short, text, text_at, tick, Chart2d, Figure, OrIo,
-    Picture, DESC_SIZE, TICK_SIZE,
+    desc_size, draw_no_data, draw_title, register_fonts, short, text, text_at, tick, Chart2d,
+    Figure, OrIo, Picture, TICK_SIZE,
 };
+use super::{lw, px, pxi};
 
 /// Most panels in `tokens.png`.
 pub const MAX_PANELS: usize = 6;
@@ -373,8 +374,8 @@ fn draw_panel<DB: DrawingBackend>(
     caption_color: RGBColor,
 ) -> io::Result<()> {
     let pca = matches!(view, View::Pca { .. });
-    let (xl, yl) = if pca { (50u32, 70u32) } else { (0, 0) };
-    let margin = 8u32;
+    let (xl, yl) = if pca { (px(50), px(70)) } else { (0, 0) };
+    let margin = px(8);
     let cell = panel_cell(area, caption, caption_color, margin, (xl, yl))?;
     let lim = if matches!(view, View::Circle) {
         1.04 + RING_LENGTH + 0.04
@@ -408,12 +409,12 @@ fn panel_cell<DB: DrawingBackend>(
     (xl, yl): (u32, u32),
 ) -> io::Result<DrawingArea<DB, Shift>> {
     let (w, h) = area.dim_in_pixel();
-    let cap = text_at(DESC_SIZE, caption_color, HPos::Center, VPos::Top);
-    area.draw_text(caption, &cap, (w as i32 / 2, 4)).io()?;
-    let top = (DESC_SIZE * 1.3) as u32;
+    let cap = text_at(desc_size(), caption_color, HPos::Center, VPos::Top);
+    area.draw_text(caption, &cap, (w as i32 / 2, pxi(4))).io()?;
+    let top = px((desc_size() * 1.3) as u32);
     let inner = area
         .clone()
-        .shrink((0, top), (w, h.saturating_sub(top + 16)));
+        .shrink((0, top), (w, h.saturating_sub(top + px(16))));
     let (iw, ih) = inner.dim_in_pixel();
     // A square plotting area, centred.
     let side = (iw.saturating_sub(2 * margin + yl)).min(ih.saturating_sub(2 * margin + xl));
@@ -432,19 +433,22 @@ fn draw_panel_axes<DB: DrawingBackend>(
 ) -> io::Result<()> {
     match view {
         View::Pca { share, .. } => {
+            let (xt, yt) = super::ticks(chart);
             chart
                 .configure_mesh()
-                .bold_line_style(RGBColor(230, 230, 230))
-                .light_line_style(WHITE)
+                .x_labels(xt.min(5))
+                .y_labels(yt.min(5))
+                .axis_style(BLACK.stroke_width(super::lw(1)))
+                .set_all_tick_mark_size(super::px(5))
+                .bold_line_style(RGBColor(230, 230, 230).stroke_width(super::lw(1)))
+                .light_line_style(WHITE.stroke_width(super::lw(1)))
                 .max_light_lines(4)
                 .label_style(text(TICK_SIZE * 0.85))
-                .axis_desc_style(text(DESC_SIZE * 0.85))
-                .x_labels(5)
-                .y_labels(5)
+                .axis_desc_style(text(desc_size() * 0.85))
                 .x_label_formatter(&tick)
                 .y_label_formatter(&tick)
-                .x_desc(pca_axis_label(1, share.0))
-                .y_desc(pca_axis_label(2, share.1))
+                .x_desc(axis_name(1, share.0))
+                .y_desc(axis_name(2, share.1))
                 .draw()
                 .io()?;
         }
@@ -454,7 +458,7 @@ fn draw_panel_axes<DB: DrawingBackend>(
                 chart
                     .draw_series(std::iter::once(PathElement::new(
                         vec![a, b],
-                        RGBColor(225, 225, 225).stroke_width(1),
+                        RGBColor(225, 225, 225).stroke_width(lw(1)),
                     )))
                     .io()?;
             }
@@ -475,16 +479,21 @@ fn draw_reference<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, view: &View) 
         .collect();
     match view {
         View::Pca { .. } => chart
-            .draw_series(DashedLineSeries::new(circle, 6, 5, grey.stroke_width(1)))
+            .draw_series(DashedLineSeries::new(
+                circle,
+                pxi(6),
+                pxi(5),
+                grey.stroke_width(lw(1)),
+            ))
             .io()?,
         View::Line => chart
             .draw_series(LineSeries::new(
                 vec![(-1.0, 0.0), (1.0, 0.0)],
-                grey.stroke_width(2),
+                grey.stroke_width(lw(2)),
             ))
             .io()?,
         _ => chart
-            .draw_series(LineSeries::new(circle, grey.stroke_width(2)))
+            .draw_series(LineSeries::new(circle, grey.stroke_width(lw(2))))
             .io()?,
     };
     Ok(())
@@ -497,7 +506,7 @@ fn draw_density_ring<DB: DrawingBackend>(
     d: usize,
 ) -> io::Result<()> {
     let label = text_at(
-        TICK_SIZE,
+        super::LEGEND_SIZE,
         RGBColor(110, 110, 110),
         HPos::Center,
         VPos::Center,
@@ -532,7 +541,7 @@ fn draw_sphere_frame<DB: DrawingBackend>(
                     piece,
                     4,
                     4,
-                    RGBColor(205, 205, 205).stroke_width(1),
+                    RGBColor(205, 205, 205).stroke_width(lw(1)),
                 ))
                 .io()?;
         }
@@ -540,7 +549,7 @@ fn draw_sphere_frame<DB: DrawingBackend>(
             chart
                 .draw_series(LineSeries::new(
                     piece,
-                    RGBColor(175, 175, 175).stroke_width(1),
+                    RGBColor(175, 175, 175).stroke_width(lw(1)),
                 ))
                 .io()?;
         }
@@ -555,7 +564,7 @@ fn draw_sphere_frame<DB: DrawingBackend>(
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(0.0, 0.0), (u, v)],
-                c.stroke_width(1),
+                c.stroke_width(lw(1)),
             )))
             .io()?;
         let name = ["x₁", "x₂", "x₃"][i];
@@ -563,7 +572,7 @@ fn draw_sphere_frame<DB: DrawingBackend>(
             .draw_series(std::iter::once(Text::new(
                 name,
                 (u * 1.1 + 0.02, v * 1.1 + 0.02),
-                text_at(TICK_SIZE, c, HPos::Center, VPos::Center),
+                text_at(super::LEGEND_SIZE, c, HPos::Center, VPos::Center),
             )))
             .io()?;
     }
@@ -579,13 +588,13 @@ fn draw_tokens<DB: DrawingBackend>(
     colors: &[RGBColor],
 ) -> io::Result<()> {
     let count = tokens.len() / d.max(1);
-    let radius = if count <= 200 {
+    let radius = px(if count <= 200 {
         5
     } else if count <= 1000 {
         4
     } else {
         3
-    };
+    });
     let mut pts: Vec<(f64, f64, f64, RGBColor)> = tokens
         .chunks_exact(d.max(1))
         .enumerate()
@@ -601,7 +610,7 @@ fn draw_tokens<DB: DrawingBackend>(
             if depth >= 0.0 {
                 Circle::new((u, v), radius, c.mix(0.85).filled())
             } else {
-                Circle::new((u, v), radius - 1, lighten(c, 0.6).filled())
+                Circle::new((u, v), radius - px(1), lighten(c, 0.6).filled())
             }
         }))
         .io()?;
@@ -614,7 +623,7 @@ fn draw_hue_legend<DB: DrawingBackend>(
     (x, y): (i32, i32),
     caption: &str,
 ) -> io::Result<i32> {
-    let r = 14;
+    let r = pxi(14);
     for k in 0..48 {
         let a = 2.0 * PI * k as f64 / 48.0;
         let c = hue_color((a + PI) / (2.0 * PI));
@@ -622,11 +631,43 @@ fn draw_hue_legend<DB: DrawingBackend>(
             x + r + (r as f64 * a.cos()).round() as i32,
             y - (r as f64 * a.sin()).round() as i32,
         );
-        area.draw(&Circle::new(p, 3, c.filled())).io()?;
+        area.draw(&Circle::new(p, px(3), c.filled())).io()?;
     }
-    let style = text_at(TICK_SIZE, RGBColor(60, 60, 60), HPos::Left, VPos::Center);
-    area.draw_text(caption, &style, (x + 2 * r + 14, y)).io()?;
-    Ok(2 * r + 14 + super::text_width(area, caption, TICK_SIZE) as i32)
+    let style = text_at(
+        super::LEGEND_SIZE,
+        RGBColor(60, 60, 60),
+        HPos::Left,
+        VPos::Center,
+    );
+    let lines = footer_lines(area, caption, x);
+    let line_h = pxi(24);
+    let y0 = y - line_h * (lines.len() as i32 - 1) / 2;
+    for (i, line) in lines.iter().enumerate() {
+        area.draw_text(line, &style, (x + 2 * r + pxi(14), y0 + line_h * i as i32))
+            .io()?;
+    }
+    Ok(2 * r + pxi(14) + super::text_width(area, caption, super::LEGEND_SIZE) as i32)
+}
+
+/// The footer caption cut into lines that fit beside the hue wheel drawn at `x`.
+fn footer_lines<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    caption: &str,
+    x: i32,
+) -> Vec<String> {
+    let (w, _) = area.dim_in_pixel();
+    let room = (w as i32 - x - pxi(2 * 14 + 14 + 30)).max(1) as u32;
+    super::wrap(area, caption, super::LEGEND_SIZE, room)
+}
+
+/// A principal axis named on a panel: in full, or short on paper (where panels are narrow)
+/// unless it has no spread.
+fn axis_name(k: usize, share: f64) -> String {
+    if super::is_paper() && share >= 1e-3 {
+        format!("axis {k} ({:.0}%)", 100.0 * share)
+    } else {
+        pca_axis_label(k, share)
+    }
 }
 
 struct TokensPicture<'a> {
@@ -649,13 +690,12 @@ impl Picture for TokensPicture<'_> {
         let d = snaps.d();
         let view = View::of(snaps);
         let colors = token_colors(&view, self.panels[0].1, d);
-        let footer = 44u32;
+        let footer = self.footer(&area, snaps, &view);
         let grid = area.clone().shrink((0, 0), (w, h.saturating_sub(footer)));
         let rows = self.panels.len().div_ceil(self.cols);
         let (gw, gh) = grid.dim_in_pixel();
         let pw = gw / self.cols as u32;
         let ph = gh / rows as u32;
-        let first_t = self.panels[0].0;
         for (k, &(t, tokens)) in self.panels.iter().enumerate() {
             let (r, c) = (k / self.cols, k % self.cols);
             let cell = grid
@@ -675,6 +715,22 @@ impl Picture for TokensPicture<'_> {
         let foot = area
             .clone()
             .shrink((0, h.saturating_sub(footer)), (w, footer));
+        draw_hue_legend(
+            &foot,
+            (FOOT_X, footer as i32 / 2),
+            &self.caption(snaps, &view),
+        )?;
+        Ok(())
+    }
+}
+
+/// Where the hue wheel of the footer starts (pixels).
+const FOOT_X: i32 = 20;
+
+impl TokensPicture<'_> {
+    /// The footer caption: what the colours, the grey bars and the view mean.
+    fn caption(&self, snaps: &TokenSnapshots, view: &View) -> String {
+        let d = snaps.d();
         let kept = self.panels[0].1.len() / d.max(1);
         let shown = if snaps.stride() > 1 {
             format!("; {kept} of {} tokens shown", snaps.n())
@@ -686,14 +742,22 @@ impl Picture for TokensPicture<'_> {
         } else {
             ""
         };
-        let caption = format!(
+        format!(
             "colour: tokens ordered by angle at t = {}.   {}{ring}{shown}",
-            short(first_t),
+            short(self.panels[0].0),
             view.note()
-        );
-        let x = 20;
-        draw_hue_legend(&foot, (x, footer as i32 / 2), &caption)?;
-        Ok(())
+        )
+    }
+
+    /// The footer height in pixels: one or more caption lines.
+    fn footer<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        snaps: &TokenSnapshots,
+        view: &View,
+    ) -> u32 {
+        let lines = footer_lines(area, &self.caption(snaps, view), FOOT_X).len() as u32;
+        px(44).max(px(24) * lines + px(14))
     }
 }
 

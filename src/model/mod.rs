@@ -17,15 +17,11 @@ pub mod attention;
 pub(crate) mod bessel;
 pub(crate) mod ddouble;
 // Its docs link the crate-private `tiles` (for `--document-private-items`).
+pub(crate) mod exp;
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod field;
-// Public (hidden) only while their doc examples use these paths; then `pub(crate)`.
-#[doc(hidden)]
-pub mod exp;
-#[doc(hidden)]
-pub mod gemm;
-#[doc(hidden)]
-pub mod pairwise;
+pub(crate) mod gemm;
+pub(crate) mod pairwise;
 pub mod spectral;
 pub(crate) mod symmetric;
 // The tiled kernels are public only to the `gemm` benchmark (cargo feature `bench-internals`).
@@ -36,7 +32,6 @@ pub mod tiles;
 pub(crate) mod tiles;
 
 pub use attention::{Attention, Head};
-pub use exp::exp_in_place;
 pub use field::SphereField;
 pub use spectral::{KernelChoice, KernelMethod};
 

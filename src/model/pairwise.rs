@@ -33,15 +33,6 @@ pub struct Columns<'a> {
 }
 
 /// Writes into `f` the `usa` sum (`softmax` false) or the `sa` weighted mean for query `q`.
-///
-/// ```
-/// use tokdyn::model::pairwise::{pairwise_sum, Columns};
-/// // Two tokens (1, 0) and (0, 1), values equal to the tokens, query (0.5, 0).
-/// let cols = Columns { tokens: &[1.0, 0.0, 0.0, 1.0], values: &[1.0, 0.0, 0.0, 1.0], n: 2 };
-/// let mut f = [0.0; 2];
-/// pairwise_sum(&[0.5, 0.0], cols, false, &mut f);
-/// assert!((f[0] - 0.5f64.exp()).abs() < 1e-15 && (f[1] - 1.0).abs() < 1e-15);
-/// ```
 pub fn pairwise_sum(q: &[f64], columns: Columns<'_>, softmax: bool, f: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if crate::simd::has_avx2_fma() {
@@ -154,6 +145,19 @@ fn pairwise_sum_lanes<const FUSED: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_orthogonal_tokens() {
+        // Tokens (1, 0) and (0, 1), values equal to the tokens, query (0.5, 0).
+        let cols = Columns {
+            tokens: &[1.0, 0.0, 0.0, 1.0],
+            values: &[1.0, 0.0, 0.0, 1.0],
+            n: 2,
+        };
+        let mut f = [0.0; 2];
+        pairwise_sum(&[0.5, 0.0], cols, false, &mut f);
+        assert!((f[0] - 0.5f64.exp()).abs() < 1e-15 && (f[1] - 1.0).abs() < 1e-15);
+    }
 
     #[test]
     fn matches_the_sums_written_out() {

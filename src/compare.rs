@@ -270,6 +270,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         &full_series.t,
         &lines,
         scenario.output.window,
+        classification.features.period,
         &format!("{}: full model and its reductions", scenario.name),
         scenario.output.figure,
         staged.path(),

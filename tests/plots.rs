@@ -327,6 +327,7 @@ fn compare_plot_draws_four_models() {
             ("oa (max |ΔR₂| 9e-3)", &oa[..]),
         ],
         None,
+        None,
         "compare",
         Figure::Paper,
         &dir,
@@ -463,11 +464,12 @@ fn degenerate_inputs_draw_without_panicking() {
     )
     .unwrap();
     // Compare with nothing, with one sample, with short series.
-    compare_plot(&[], &[], None, "", Figure::Paper, p).unwrap();
+    compare_plot(&[], &[], None, None, "", Figure::Paper, p).unwrap();
     let one = [Complex64::new(0.5, 0.5)];
     compare_plot(
         &[0.0],
         &[("full", &one[..]), ("oa", &[][..])],
+        None,
         None,
         "",
         Figure::Paper,
@@ -788,6 +790,7 @@ fn compare_plot_has_group_and_every_max_error_in_its_legend() {
             ("oa", &oa[..]),
             ("group", &group[..]),
         ],
+        None,
         None,
         "compare",
         Figure::Paper,
@@ -1213,6 +1216,7 @@ fn every_picture_has_a_pdf_with_the_font_embedded_at_its_physical_size() {
         &t,
         &[("full", &z[..])],
         None,
+        None,
         "Compare",
         Figure::Paper,
         &dir,
@@ -1260,6 +1264,7 @@ fn kymograph_and_compare_honour_the_window() {
         &t,
         &series,
         Some((50.0, 90.0)),
+        None,
         "window",
         Figure::Paper,
         &dir,
@@ -1272,6 +1277,38 @@ fn kymograph_and_compare_honour_the_window() {
         "{ticks:?}"
     );
     check_png(&dir, "compare", 1100);
+}
+
+#[test]
+fn compare_shows_the_last_periods_of_a_long_periodic_run() {
+    let (_keep, dir) = out_dir("compare_zoom");
+    // |R2| oscillates with period 4 over 50 periods; oa is off by 1%.
+    let period = 4.0;
+    let t: Vec<f64> = (0..=4000).map(|i| i as f64 * 0.05).collect();
+    let full: Vec<Complex64> = t
+        .iter()
+        .map(|&s| Complex64::from_polar(0.3 + 0.05 * (2.0 * PI * s / period).cos(), s))
+        .collect();
+    let oa: Vec<Complex64> = full.iter().map(|z| z * 1.01).collect();
+    let series = [("full", &full[..]), ("oa", &oa[..])];
+    let draw = |period: Option<f64>| {
+        compare_plot(&t, &series, None, period, "zoom", Figure::Paper, &dir).unwrap();
+        (numeric_ticks(&dir, "compare"), svg_texts(&dir, "compare"))
+    };
+    let (ticks, texts) = draw(Some(period));
+    let last = 200.0 - 3.0 * period;
+    // Top panel: time ticks inside the last three periods only; bottom: the whole run.
+    assert!(ticks.iter().any(|v| *v > last && *v < 200.0), "{ticks:?}");
+    assert!(ticks.contains(&50.0) && ticks.contains(&100.0), "{ticks:?}");
+    assert!(!ticks.iter().any(|v| *v > 100.0 && *v < last - 1e-9 && *v != 150.0), "{ticks:?}");
+    assert!(texts.iter().any(|s| s.contains("last 3 periods")), "{texts:?}");
+    check_png(&dir, "compare", 1100);
+    // Without a period (or with few periods) the top panel covers the whole run.
+    let (ticks, texts) = draw(None);
+    assert!(!ticks.iter().any(|v| *v > last && *v < 200.0), "{ticks:?}");
+    assert!(!texts.iter().any(|s| s.contains("periods")), "{texts:?}");
+    let (_, texts) = draw(Some(50.0));
+    assert!(!texts.iter().any(|s| s.contains("periods")), "{texts:?}");
 }
 
 #[test]
@@ -1444,6 +1481,7 @@ fn every_picture(figure: Figure, dir: &Path) -> Vec<&'static str> {
     compare_plot(
         &t,
         &series,
+        None,
         None,
         "case4-oscillation: full model and its reductions",
         figure,

@@ -1,7 +1,8 @@
 //! `compare.png` / `compare.svg`: the full model and its reductions (and the group model when
 //! present) in one picture.
 //!
-//! Top: |R2(t)| of every model in one panel. The models agree to round-off when the reductions
+//! Top: |R2(t)| of every model in one panel (over the last periods when a periodic run holds
+//! many: a whole long run would be a barcode). The models agree to round-off when the reductions
 //! are exact, so the styles stay visible on top of each other: `full` wide and light underneath,
 //! `phase` solid, `ws` dashed, `oa` dotted, `group` long-dashed red, all thinner. Bottom: the
 //! error e_m(t) = |R2_m(t) - R2_full(t)| of each other model on a log scale, solid lines in the
@@ -15,6 +16,7 @@ use num_complex::Complex64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::order::{ZOOM_AFTER, ZOOM_PERIODS};
 use super::{
     desc_size, draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, text,
     tick, Entry, Figure, Mark, OrIo, Picture, TICK_SIZE,
@@ -91,16 +93,24 @@ pub(crate) fn model_style(name: &str, k: usize) -> CurveStyle {
 /// first word of the name picks the style (`full`, `phase`, `ws`, `oa`, `group`), the name is
 /// the legend text. Series shorter than `t` are drawn as far as they go. Only the samples in
 /// `window` (`[output] window`, clipped to the run; `None`: the whole run) are drawn, and the
-/// maximum errors in the legend are over them.
+/// maximum errors in the legend are over them. When the run is periodic (`period`, the full
+/// model's) and the window holds more than [`ZOOM_AFTER`] periods, the top panel shows the last
+/// [`ZOOM_PERIODS`] periods (so the curves can be told apart) and says so; the error panel
+/// always covers the whole window.
 pub fn compare_plot(
     t: &[f64],
     series: &[(&str, &[Complex64])],
     window: Option<(f64, f64)>,
+    period: Option<f64>,
     title: &str,
     figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
-    let (i0, i1) = super::window_range(t, super::clip_window(t, window));
+    let (t0, t1) = super::clip_window(t, window);
+    let (i0, i1) = super::window_range(t, (t0, t1));
+    let levels_from = period
+        .filter(|p| p.is_finite() && *p > 0.0 && (t1 - t0) / p > ZOOM_AFTER)
+        .map(|p| t1 - ZOOM_PERIODS * p);
     let cut = |r2: &'_ [Complex64]| -> (usize, usize) { (i0.min(r2.len()), i1.min(r2.len())) };
     let windowed: Vec<(&str, &[Complex64])> = series
         .iter()
@@ -112,6 +122,7 @@ pub fn compare_plot(
     let pic = ComparePicture {
         t: &t[i0..i1],
         series: &windowed,
+        levels_from,
         title,
     };
     super::render(&pic, dir, "compare", figure.size(COMPARE_SIZE), figure).map(|_| ())
@@ -135,6 +146,8 @@ pub fn error_series(reference: &[Complex64], other: &[Complex64]) -> (Vec<f64>, 
 struct ComparePicture<'a> {
     t: &'a [f64],
     series: &'a [(&'a str, &'a [Complex64])],
+    /// The first time the top panel shows (the last periods of a long periodic run).
+    levels_from: Option<f64>,
     title: &'a str,
 }
 
@@ -167,13 +180,26 @@ impl ComparePicture<'_> {
         area: &DrawingArea<DB, Shift>,
         styles: &[CurveStyle],
     ) -> io::Result<()> {
-        let len = |r2: &[Complex64]| r2.len().min(self.t.len());
+        let first = self
+            .levels_from
+            .map_or(0, |from| self.t.partition_point(|&s| s < from));
+        let t = &self.t[first..];
+        let len = |r2: &[Complex64]| r2.len().min(self.t.len()).max(first) - first;
         let abs: Vec<Vec<f64>> = self
             .series
             .iter()
-            .map(|(_, r2)| r2[..len(r2)].iter().map(|z| z.norm()).collect())
+            .map(|(_, r2)| {
+                r2[first..first + len(r2)]
+                    .iter()
+                    .map(|z| z.norm())
+                    .collect()
+            })
             .collect();
-        let t_range = padded(finite_range(self.t.iter().copied()), 0.0);
+        let t_range = padded(finite_range(t.iter().copied()), 0.0);
+        let y_desc = match self.levels_from {
+            Some(_) => format!("|R₂|, last {ZOOM_PERIODS} periods"),
+            None => "|R₂|".to_string(),
+        };
         let y_range = padded(finite_range(abs.iter().flatten().copied()), 0.06);
         let mut chart = ChartBuilder::on(area)
             .margin(px(12))
@@ -197,14 +223,14 @@ impl ComparePicture<'_> {
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc("t")
-            .y_desc("|R₂|")
+            .y_desc(y_desc)
             .draw()
             .io()?;
         if self.t.is_empty() || self.series.is_empty() {
             draw_no_data(area, "no samples")?;
         }
         for (a, style) in abs.iter().zip(styles) {
-            let pts = envelope(&self.t[..a.len()], a, 2500);
+            let pts = envelope(&t[..a.len()], a, 2500);
             if pts.len() == 1 {
                 chart
                     .draw_series(std::iter::once(Circle::new(

@@ -1300,8 +1300,16 @@ fn compare_shows_the_last_periods_of_a_long_periodic_run() {
     // Top panel: time ticks inside the last three periods only; bottom: the whole run.
     assert!(ticks.iter().any(|v| *v > last && *v < 200.0), "{ticks:?}");
     assert!(ticks.contains(&50.0) && ticks.contains(&100.0), "{ticks:?}");
-    assert!(!ticks.iter().any(|v| *v > 100.0 && *v < last - 1e-9 && *v != 150.0), "{ticks:?}");
-    assert!(texts.iter().any(|s| s.contains("last 3 periods")), "{texts:?}");
+    assert!(
+        !ticks
+            .iter()
+            .any(|v| *v > 100.0 && *v < last - 1e-9 && *v != 150.0),
+        "{ticks:?}"
+    );
+    assert!(
+        texts.iter().any(|s| s.contains("last 3 periods")),
+        "{texts:?}"
+    );
     check_png(&dir, "compare", 1100);
     // Without a period (or with few periods) the top panel covers the whole run.
     let (ticks, texts) = draw(None);

@@ -147,15 +147,38 @@ pub(crate) fn angle_bin_of(y: f64, x: f64, factor: f64, bins: usize) -> Option<u
     settle_bin(cheap_position(y, x, factor, bins), y, x, factor, bins)
 }
 
+/// The cheap positions of the doubled angles of the d = 2 tokens `rows` into `pos`, four or
+/// more at a time (AVX2 where the CPU has it: the same operations, so the same numbers).
+fn cheap_doubled_positions(rows: &[f64], pos: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::has_avx2_fma() {
+        // SAFETY: the CPU supports the features this function is compiled for.
+        unsafe { cheap_doubled_positions_avx2(rows, pos) };
+        return;
+    }
+    cheap_doubled_positions_lanes(rows, pos)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn cheap_doubled_positions_avx2(rows: &[f64], pos: &mut [f64]) {
+    cheap_doubled_positions_lanes(rows, pos)
+}
+
+#[inline(always)]
+fn cheap_doubled_positions_lanes(rows: &[f64], pos: &mut [f64]) {
+    for (p, xy) in pos.iter_mut().zip(rows.chunks_exact(2)) {
+        *p = cheap_position(xy[1], xy[0], 2.0, BINS);
+    }
+}
+
 /// Adds the bins of the doubled angles of the d = 2 tokens `rows` (row-major) to `counts`: the
 /// cheap positions of a block first (vectorised), then each settled.
 fn count_doubled(rows: &[f64], counts: &mut [u64; BINS]) {
     let mut pos = [0.0; BLOCK];
     for block in rows.chunks(2 * BLOCK) {
         let m = block.len() / 2;
-        for (p, xy) in pos[..m].iter_mut().zip(block.chunks_exact(2)) {
-            *p = cheap_position(xy[1], xy[0], 2.0, BINS);
-        }
+        cheap_doubled_positions(block, &mut pos[..m]);
         for (&p, xy) in pos[..m].iter().zip(block.chunks_exact(2)) {
             if let Some(j) = settle_bin(p, xy[1], xy[0], 2.0, BINS) {
                 counts[j] += 1;

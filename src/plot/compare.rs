@@ -18,8 +18,8 @@ use plotters::prelude::*;
 
 use super::order::{ZOOM_AFTER, ZOOM_PERIODS};
 use super::{
-    desc_size, draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, text,
-    tick, Entry, Figure, Mark, OrIo, Picture, TICK_SIZE,
+    draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, tick, Entry, Figure,
+    Mark, OrIo, Picture,
 };
 use super::{lw, px, pxi};
 
@@ -208,18 +208,8 @@ impl ComparePicture<'_> {
             .y_label_area_size(px(95))
             .build_cartesian_2d(t_range.0..t_range.1, y_range.0..y_range.1)
             .io()?;
-        let (xt, yt) = super::ticks(&chart);
-        chart
-            .configure_mesh()
-            .x_labels(xt)
-            .y_labels(yt)
-            .axis_style(BLACK.stroke_width(super::lw(1)))
-            .set_all_tick_mark_size(super::px(5))
-            .bold_line_style(RGBColor(225, 225, 225).stroke_width(super::lw(1)))
-            .light_line_style(RGBColor(245, 245, 245).stroke_width(super::lw(1)))
+        super::time_mesh(&mut chart)
             .max_light_lines(4)
-            .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc("t")
@@ -268,18 +258,8 @@ impl ComparePicture<'_> {
             .y_label_area_size(px(95))
             .build_cartesian_2d(t_range.0..t_range.1, (y_range.0..y_range.1).log_scale())
             .io()?;
-        let (xt, yt) = super::ticks(&chart);
-        chart
-            .configure_mesh()
-            .x_labels(xt)
-            .y_labels(yt)
-            .axis_style(BLACK.stroke_width(super::lw(1)))
-            .set_all_tick_mark_size(super::px(5))
-            .bold_line_style(RGBColor(225, 225, 225).stroke_width(super::lw(1)))
-            .light_line_style(RGBColor(245, 245, 245).stroke_width(super::lw(1)))
+        super::time_mesh(&mut chart)
             .max_light_lines(0)
-            .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&tick)
             .y_label_formatter(&|v| format!("{v:.0e}"))
             .x_desc("t")

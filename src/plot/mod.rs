@@ -311,6 +311,32 @@ pub(crate) fn ticks<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
     (fit(w, 55), fit(h, 28))
 }
 
+/// The mesh of a time chart as every picture draws it: tick counts from the plotting area
+/// ([`ticks`]), thin black axes, light grey grid lines, the tick and description fonts; the
+/// caller adds light lines, formatters and descriptions, then draws.
+pub(crate) fn time_mesh<'a, 'b, X, Y, XT, YT, DB>(
+    chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: plotters::coord::ranged1d::Ranged<ValueType = XT>
+        + plotters::coord::ranged1d::ValueFormatter<XT>,
+    Y: plotters::coord::ranged1d::Ranged<ValueType = YT>
+        + plotters::coord::ranged1d::ValueFormatter<YT>,
+    DB: DrawingBackend,
+{
+    let (xt, yt) = ticks(chart);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_labels(xt)
+        .y_labels(yt)
+        .axis_style(BLACK.stroke_width(lw(1)))
+        .set_all_tick_mark_size(px(5))
+        .bold_line_style(RGBColor(225, 225, 225).stroke_width(lw(1)))
+        .light_line_style(RGBColor(245, 245, 245).stroke_width(lw(1)))
+        .label_style(text(TICK_SIZE))
+        .axis_desc_style(text(desc_size()));
+    mesh
+}
+
 /// A line width of `v` layout units in pixels (at least 1).
 pub(crate) fn lw(v: u32) -> u32 {
     px(v).max(1)

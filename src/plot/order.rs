@@ -17,8 +17,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    desc_size, draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, text,
-    thin, tick, window_range, Entry, Figure, Mark, OrIo, Picture, TICK_SIZE,
+    draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, thin, tick,
+    window_range, Entry, Figure, Mark, OrIo, Picture,
 };
 use super::{is_paper, lw, px, pxi};
 use crate::observe::{principal_arg, OrderSeries};
@@ -174,18 +174,8 @@ fn levels_chart<DB: DrawingBackend>(
         .y_label_area_size(px(if paper { 75 } else { 90 }))
         .build_cartesian_2d(t0..t1, y_range.0..y_range.1)
         .io()?;
-    let (xt, yt) = super::ticks(&chart);
-    chart
-        .configure_mesh()
-        .x_labels(xt)
-        .y_labels(yt)
-        .axis_style(BLACK.stroke_width(super::lw(1)))
-        .set_all_tick_mark_size(super::px(5))
-        .bold_line_style(RGBColor(225, 225, 225).stroke_width(super::lw(1)))
-        .light_line_style(RGBColor(245, 245, 245).stroke_width(super::lw(1)))
+    super::time_mesh(&mut chart)
         .max_light_lines(4)
-        .label_style(text(TICK_SIZE))
-        .axis_desc_style(text(desc_size()))
         .x_label_formatter(&tick)
         .y_label_formatter(&tick)
         .x_desc(if paper { "" } else { "t" })
@@ -267,18 +257,8 @@ fn arg_chart<DB: DrawingBackend>(
             _ => format!("{}π", tick(v)),
         }
     };
-    let (xt, yt) = super::ticks(&chart);
-    chart
-        .configure_mesh()
-        .x_labels(xt)
-        .y_labels(yt)
-        .axis_style(BLACK.stroke_width(super::lw(1)))
-        .set_all_tick_mark_size(super::px(5))
-        .bold_line_style(RGBColor(225, 225, 225).stroke_width(super::lw(1)))
-        .light_line_style(RGBColor(245, 245, 245).stroke_width(super::lw(1)))
+    super::time_mesh(&mut chart)
         .max_light_lines(4)
-        .label_style(text(TICK_SIZE))
-        .axis_desc_style(text(desc_size()))
         .x_label_formatter(&tick)
         .y_labels(5)
         .y_label_formatter(&pi_label)

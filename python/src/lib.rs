@@ -206,12 +206,10 @@ fn predict(
     scenario: &Bound<'_, PyAny>,
     sets: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    use tokdyn::predict::command::{horizon, prediction, PredictReport};
+    use tokdyn::predict::command::{prediction_with_cycles, PredictReport};
     let scenario = load_scenario(scenario, sets, None)?;
     detached(py, move || {
-        let mut p = prediction(&scenario)?;
-        let sh = tokdyn::simulation::second_harmonic(&scenario, tokdyn::scenario::ModelKind::Oa)?;
-        tokdyn::predict::limit_cycles(&sh, horizon(&scenario), &mut p.limit_cycles);
+        let p = prediction_with_cycles(&scenario)?;
         let report = PredictReport {
             name: scenario.name.clone(),
             prediction: p,

@@ -43,6 +43,15 @@ pub fn prediction(scenario: &Scenario) -> Result<Prediction, Error> {
     Ok(predict(&sh, oa_start(scenario)?, horizon(scenario)))
 }
 
+/// [`prediction`] with every periodic orbit of the flow the ring search finds
+/// ([`Prediction::add_limit_cycles`]): what `tokdyn predict` reports.
+pub fn prediction_with_cycles(scenario: &Scenario) -> Result<Prediction, Error> {
+    let sh = simulation::second_harmonic(scenario, ModelKind::Oa)?;
+    let mut p = predict(&sh, oa_start(scenario)?, horizon(scenario));
+    p.add_limit_cycles(&sh);
+    Ok(p)
+}
+
 /// What `predict` writes.
 #[derive(Debug, Clone, Serialize)]
 pub struct PredictReport {
@@ -66,9 +75,7 @@ pub struct PredictReport {
 /// Predicts, compares with a finished run of the same scenario, writes `predict.json`.
 pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<PredictReport, Error> {
     simulation::require_single_layer(scenario, "predict")?;
-    let mut p = prediction(scenario)?;
-    let sh = simulation::second_harmonic(scenario, ModelKind::Oa)?;
-    super::limit_cycles(&sh, horizon(scenario), &mut p.limit_cycles);
+    let p = prediction_with_cycles(scenario)?;
     let dir = options.folder(scenario);
     let simulated_label = crate::run::read_label(&dir);
     let agrees = simulated_label.map(|l| l == p.label);

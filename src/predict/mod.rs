@@ -183,11 +183,7 @@ fn verdict(outcome: &Outcome) -> (Label, String) {
 /// Fixed points, boundary zeros, and the label of the attractor the OA flow reaches from
 /// R(0) = `start` within `horizon` (other limit cycles: [`limit_cycles`], which costs more).
 pub fn predict(sh: &SecondHarmonic, start: Complex64, horizon: f64) -> Prediction {
-    let fixed = fixed_points(sh);
-    let (zeros, continuum) = boundary_zeros(sh);
-    let circle = (zeros.is_empty() && !continuum)
-        .then(|| boundary_circle(sh))
-        .flatten();
+    let (fixed, zeros, continuum, circle) = phase_space(sh);
     let objects = Objects {
         fixed: &fixed,
         zeros: &zeros,
@@ -219,24 +215,57 @@ pub fn predict(sh: &SecondHarmonic, start: Complex64, horizon: f64) -> Predictio
 /// each) forward in time (stable, neutral and centre cycles) and backward (unstable ones),
 /// added to `known` when new.
 pub fn limit_cycles(sh: &SecondHarmonic, horizon: f64, known: &mut Vec<LimitCycle>) {
-    let fixed = fixed_points(sh);
-    let (zeros, continuum) = boundary_zeros(sh);
-    let circle = (zeros.is_empty() && !continuum)
-        .then(|| boundary_circle(sh))
-        .flatten();
+    let (fixed, zeros, continuum, circle) = phase_space(sh);
     let objects = Objects {
         fixed: &fixed,
         zeros: &zeros,
         continuum,
         circle,
     };
+    ring_cycles(sh, &objects, horizon, known);
+}
+
+impl Prediction {
+    /// Adds to `limit_cycles` the periodic orbits [`limit_cycles`] finds, from this
+    /// prediction's own fixed points and boundary objects (not computed again).
+    pub fn add_limit_cycles(&mut self, sh: &SecondHarmonic) {
+        let objects = Objects {
+            fixed: &self.fixed_points,
+            zeros: &self.boundary_zeros,
+            continuum: self.boundary_continuum,
+            circle: self.boundary_circle,
+        };
+        ring_cycles(sh, &objects, self.horizon, &mut self.limit_cycles);
+    }
+}
+
+/// The fixed points in the disk, the zeros of g on the boundary circle (or whether it is a
+/// continuum of them) and, without zeros, the boundary circle as a periodic orbit.
+fn phase_space(
+    sh: &SecondHarmonic,
+) -> (
+    Vec<FixedPoint>,
+    Vec<BoundaryZero>,
+    bool,
+    Option<BoundaryCircle>,
+) {
+    let fixed = fixed_points(sh);
+    let (zeros, continuum) = boundary_zeros(sh);
+    let circle = (zeros.is_empty() && !continuum)
+        .then(|| boundary_circle(sh))
+        .flatten();
+    (fixed, zeros, continuum, circle)
+}
+
+/// The ring search of [`limit_cycles`] among the given phase-space objects.
+fn ring_cycles(sh: &SecondHarmonic, objects: &Objects, horizon: f64, known: &mut Vec<LimitCycle>) {
     for sign in [1.0, -1.0] {
         let field = Field { sh: *sh, sign };
         for radius in [0.2, 0.5, 0.8, 0.95] {
             for m in 0..4 {
                 let s0 =
                     Complex64::from_polar(radius, std::f64::consts::TAU * m as f64 / 4.0 + 0.1);
-                if let (Outcome::Cycle(c), _) = follow(&field, &objects, s0, horizon) {
+                if let (Outcome::Cycle(c), _) = follow(&field, objects, s0, horizon) {
                     if !known.iter().any(|k| same_cycle(k, &c)) {
                         known.push(c);
                     }

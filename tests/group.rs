@@ -175,6 +175,19 @@ fn group_equals_watanabe_strogatz_in_the_plane() {
 }
 
 #[test]
+fn group_equals_full_with_enough_tokens_for_the_plane_series() {
+    // n = 3000: while Phi stays near conformal the d = 2 group model sums the series of the
+    // initial tokens' harmonics instead of passing over them (docs/MATH.md §2.1); the case-4
+    // oscillation stays there, the clustering run (A = V = I) leaves it for the direct pass.
+    let oscillation = "A = \"identity\"\nV = [[0.2, 1.0], [-1.0, -0.2]]";
+    let clustering = "A = \"identity\"\nV = \"identity\"";
+    for (weights, what) in [(oscillation, "oscillation"), (clustering, "clustering")] {
+        let text = lsa(2, weights, 3000, 20.0, 1e-10, 1e-12);
+        group_against_full(&text, &format!("n = 3000, {what}"));
+    }
+}
+
+#[test]
 fn group_tokens_are_as_accurate_as_full_ones_at_the_same_tolerance() {
     // Against a tight reference (full model, rtol 1e-13), at the default rtol 1e-9 / atol 1e-11:
     // a random field and clustering ones (where Phi becomes nearly rank one: cond(Phi) ~ 5e14 at t = 40).

@@ -19,7 +19,10 @@
 //! maps); in every d it is an exact reduction to d^2 unknowns (d^2 - 1 up to scale) for any n.
 //! The state is Phi column-major. Each evaluation is one read-only pass over the initial tokens
 //! (O(n d^2)), in fixed chunks added in order, so results do not depend on the thread count; for
-//! d >= 8 a chunk's images Phi X_c and moments Y_c Y_c^T are blocked matrix products.
+//! d >= 8 a chunk's images Phi X_c and moments Y_c Y_c^T are blocked matrix products. In d = 2,
+//! while Phi is near conformal, not even that: the moment and the order parameters are power
+//! series in Phi's Möbius parameter over the initial tokens' harmonics, taken once per run
+//! (`reduced::moebius`, docs/MATH.md §2.1).
 
 use crate::model::field::{dot, dot_n};
 use std::borrow::Cow;
@@ -34,6 +37,7 @@ use crate::model::{Attention, Kernel};
 use crate::observe::order::doubled_phase;
 use crate::observe::{order_parameters_from_sums, order_parameters_mapped, OrderParameters};
 use crate::parallel::{chunk_count, for_each_chunk, TOKENS_PER_CHUNK};
+use crate::reduced::moebius::{Harmonics, Series, MAX_TERMS};
 use crate::simd::vectorized;
 
 /// From this dimension on, images and moments are blocked matrix products.
@@ -45,6 +49,9 @@ const BLOCK_TOKENS: usize = 256;
 /// Chunks evaluated at once, each with its own block buffer (fixed: the result of a chunk does
 /// not depend on which buffer or thread it gets).
 const WAVE: usize = 4;
+
+/// A term of the d = 2 series costs about as much as this many tokens of the direct sum.
+const SERIES_COST: usize = 8;
 
 /// Numbers in a piece of tokens handed to observers and writers (2 MB).
 const PIECE_NUMBERS: usize = 1 << 18;
@@ -61,6 +68,8 @@ struct Scratch {
     m: DMatrix<f64>,
     /// WAVE blocks of BLOCK_TOKENS images (d x BLOCK_TOKENS each), d >= GEMM_MIN_D only.
     images: Vec<f64>,
+    /// The initial tokens' harmonics for the d = 2 series (computed when first needed).
+    harmonics: Harmonics,
 }
 
 /// The group flow of n tokens under linear self-attention.
@@ -112,6 +121,7 @@ impl GroupFlow {
                     0
                 }
             ],
+            harmonics: Harmonics::default(),
         };
         let queries_transposed = attention.heads.iter().map(|h| h.a.transpose()).collect();
         Some(GroupFlow {
@@ -140,8 +150,14 @@ impl GroupFlow {
         let piece = PIECE_NUMBERS
             .max(TOKENS_PER_CHUNK.saturating_mul(d))
             .min(n.saturating_mul(d));
+        let harmonics = if d == 2 {
+            4 * (MAX_TERMS + 2) * (chunk_count(n) + 1)
+        } else {
+            0
+        };
         (d * d)
             .saturating_mul(chunk_count(n) + 3)
+            .saturating_add(harmonics)
             .saturating_add(blocks)
             .saturating_add(piece)
             .saturating_mul(8)
@@ -188,7 +204,14 @@ impl GroupFlow {
         let sums = s.moment.as_mut_slice();
         match d {
             1 => moment_small::<1>(phi, &self.tokens, &mut s.partials, sums),
-            2 => plane::moment(phi, &self.tokens, &mut s.partials, sums),
+            2 => match self.series(phi) {
+                Some(series) => {
+                    s.harmonics.ensure(&self.tokens, series.harmonics_needed());
+                    let [s11, s12, s22] = s.harmonics.projector_sums(phi, &series);
+                    sums.copy_from_slice(&[s11, s12, s12, s22]);
+                }
+                None => plane::moment(phi, &self.tokens, &mut s.partials, sums),
+            },
             3 => moment_small::<3>(phi, &self.tokens, &mut s.partials, sums),
             4 => moment_small::<4>(phi, &self.tokens, &mut s.partials, sums),
             5 => moment_small::<5>(phi, &self.tokens, &mut s.partials, sums),
@@ -197,6 +220,28 @@ impl GroupFlow {
             _ => moment_blocked(phi, d, &self.tokens, &mut s.partials, &mut s.images, sums),
         }
         s.moment.scale_mut(1.0 / self.n.max(1) as f64);
+    }
+
+    /// The d = 2 series for Phi when it is cheaper than a pass over the tokens (its terms
+    /// well below n) and converges fast enough (docs/MATH.md §2.1).
+    fn series(&self, phi: &[f64]) -> Option<Series> {
+        Series::for_phi(phi).filter(|s| SERIES_COST * s.harmonics_needed() <= self.n)
+    }
+
+    /// The order parameters in d = 2: by the series when it applies (docs/MATH.md §2.1),
+    /// otherwise by one pass over the tokens.
+    fn plane_order_parameters(&self, phi: &[f64]) -> OrderParameters {
+        let Some(series) = self.series(phi) else {
+            return plane::order_parameters(phi, &self.tokens);
+        };
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let harmonics = &mut guard.harmonics;
+        harmonics.ensure(&self.tokens, series.harmonics_needed());
+        let [s11, s12, s22] = harmonics.projector_sums(phi, &series);
+        let y = harmonics.mean_direction_sum(&series);
+        let moment = DMatrix::from_column_slice(2, 2, &[s11, s12, s12, s22]);
+        let r2_sum = num_complex::Complex64::new(s11 - s22, 2.0 * s12);
+        order_parameters_from_sums(self.n, r2_sum, &[y.re, y.im], moment)
     }
 
     /// M = beta sum_heads V S A^T from `s.moment` into `s.m`.
@@ -254,7 +299,7 @@ impl Dynamics for GroupFlow {
             return order_blocked(phi, d, &self.tokens);
         }
         if d == 2 {
-            return plane::order_parameters(phi, &self.tokens);
+            return self.plane_order_parameters(phi);
         }
         order_parameters_mapped(&self.tokens, d, d, |x, buffer| {
             buffer.resize(x.len(), 0.0);
@@ -621,5 +666,65 @@ mod plane {
                 }
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Head;
+
+    #[test]
+    fn the_plane_series_is_the_pass_over_the_tokens() {
+        let n = 5000;
+        let tokens: Vec<f64> = (0..n)
+            .flat_map(|k| {
+                let t = 3.0 * (k as f64 * 2.4).sin() + 1e-3 * k as f64;
+                [t.cos(), t.sin()]
+            })
+            .collect();
+        let head = Head {
+            a: DMatrix::identity(2, 2),
+            v: DMatrix::identity(2, 2),
+        };
+        let attention = Attention::new(Kernel::Lsa, 1.0, vec![head]);
+        let flow = GroupFlow::new(attention, Arc::new(tokens.clone())).unwrap();
+        let mut s = flow.scratch.lock().unwrap();
+        for phi in [
+            [1.0, 0.2, -0.1, 0.9],
+            [2.0, 0.0, 0.0, 1.0],
+            [0.3, -1.0, 1.2, 0.1],
+        ] {
+            assert!(flow.series(&phi).is_some(), "{phi:?}");
+            flow.moment(&phi, &mut s);
+            let by_series = s.moment.clone() * n as f64;
+            let mut direct = [0.0; 4];
+            plane::moment(&phi, &tokens, &mut s.partials, &mut direct);
+            for (a, b) in by_series.iter().zip(direct) {
+                assert!((a - b).abs() <= 1e-14 * n as f64, "{phi:?}: {a} vs {b}");
+            }
+        }
+        drop(s);
+        for phi in [
+            [1.0, 0.2, -0.1, 0.9],
+            [0.3, -1.0, 1.2, 0.1],
+            [1.0, 0.0, 0.0, 4.0],
+        ] {
+            let by_series = flow.order_parameters(&phi);
+            let direct = plane::order_parameters(&phi, &tokens);
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-14;
+            assert!(close(by_series.r2.re, direct.r2.re) && close(by_series.r2.im, direct.r2.im));
+            assert!(close(by_series.nematic, direct.nematic), "{phi:?}");
+            assert!(
+                close(by_series.r1.unwrap(), direct.r1.unwrap()),
+                "{phi:?}: {:?} vs {:?}",
+                by_series.r1,
+                direct.r1
+            );
+        }
+        // Far from conformal (|q| = 0.9), or too few tokens for the terms: the direct pass.
+        assert!(flow.series(&[1.0, 0.0, 0.0, 19.0]).is_none());
+        let few = GroupFlow::new(flow.attention.clone(), Arc::new(tokens[..40].to_vec())).unwrap();
+        assert!(few.series(&[1.0, 0.2, -0.1, 0.9]).is_none());
     }
 }

@@ -18,6 +18,7 @@
 
 pub mod coefficients;
 pub mod group;
+pub(crate) mod moebius;
 pub mod ott_antonsen;
 pub mod phase;
 pub mod watanabe_strogatz;

@@ -88,15 +88,16 @@ impl Series {
         let alpha = Complex64::new(p00 + p11, p10 - p01) * 0.5;
         let beta = Complex64::new(p00 - p11, p10 + p01) * 0.5;
         // det Phi = |alpha|^2 - |beta|^2 > 0 keeps |q| < 1 (the flow keeps det Phi > 0).
-        if !(det > 0.0 && det.is_finite() && alpha.norm() > 0.0) {
+        let size = alpha.norm_sqr().sqrt();
+        if !(det > 0.0 && det.is_finite() && size > 0.0) {
             return None;
         }
         let q = beta / alpha;
-        let terms = terms_for(q.norm())?;
+        let terms = tabled_terms(q.norm_sqr().sqrt())?;
         Some(Series {
             q,
             c: -q.conj(),
-            turn: alpha / alpha.norm(),
+            turn: alpha / size,
             terms,
             inv_det: 1.0 / det,
         })
@@ -112,6 +113,27 @@ impl Series {
     pub fn harmonics_needed(&self) -> usize {
         self.terms + 2
     }
+}
+
+/// Bins of |q| for [`tabled_terms`].
+const TERM_BINS: usize = 4096;
+
+/// The terms for |q| = r from a table: [`terms_for`] at the upper edge of r's bin (at least as
+/// many terms as r needs, without four logarithms an evaluation).
+fn tabled_terms(r: f64) -> Option<usize> {
+    static TABLE: std::sync::OnceLock<Vec<Option<usize>>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        (1..=TERM_BINS)
+            .map(|i| terms_for(i as f64 / TERM_BINS as f64))
+            .collect()
+    });
+    if r == 0.0 {
+        return Some(0);
+    }
+    if !(0.0..1.0).contains(&r) {
+        return None;
+    }
+    table[((r * TERM_BINS as f64) as usize).min(TERM_BINS - 1)]
 }
 
 /// The smallest M with 4 (1 + r)^3 r^{M+1} / (1 - r)^4 <= TAIL, if it is at most MAX_TERMS.
@@ -222,17 +244,18 @@ impl Harmonics {
     /// each keeps at least the terms m <= M (a few beyond, smaller than the cut's tail).
     fn weighted_sums(&self, series: &Series) -> (f64, Complex64) {
         let c = series.c;
-        // Even and odd m in two Horner chains in c^2 (independent: half the latency).
-        let c2 = c * c;
-        let (mut even, mut odd) = (Complex64::default(), Complex64::default());
-        for m in (2..=series.terms + 1).rev() {
-            if m % 2 == 0 {
-                even = even * c2 + self.at(m);
-            } else {
-                odd = odd * c2 + self.at(m);
+        // P in four Horner chains in c^4, one for each m mod 4 (independent: a quarter of the
+        // latency): P = sum_r c^r P_r(c^4).
+        let c4 = (c * c) * (c * c);
+        let blocks = self.z[2..series.terms + 2].chunks_exact(4);
+        let mut chains = [Complex64::default(); 4];
+        chains[..blocks.remainder().len()].copy_from_slice(blocks.remainder());
+        for block in blocks.rev() {
+            for r in 0..4 {
+                chains[r] = chains[r] * c4 + block[r];
             }
         }
-        let p = even + c * odd;
+        let p = chains[0] + c * (chains[1] + c * (chains[2] + c * chains[3]));
         let from_one = self.at(1) + c * p;
         let same = c * from_one;
         let up = c * p;
@@ -448,6 +471,17 @@ mod tests {
             );
         }
         assert!(terms_for(0.9).is_none());
+        // The table never keeps fewer terms than the bound needs.
+        for i in 0..7000 {
+            let r = i as f64 * 1e-4 + 1.234e-5;
+            match (terms_for(r), tabled_terms(r)) {
+                (Some(exact), Some(tabled)) => {
+                    assert!(tabled >= exact && tabled <= exact + 2, "r {r}")
+                }
+                (None, tabled) => assert!(tabled.is_none(), "r {r}"),
+                (Some(_), None) => assert!(r > 0.69, "r {r}"),
+            }
+        }
     }
 
     #[test]

@@ -431,22 +431,31 @@ pub fn run_observed(
     let (solution, series, snapshots) =
         solve_into_observed(scenario, &sim, staged.path(), options, extra)?;
     let (classification, stack) = classify_run(scenario, &series, &solution, staged.path())?;
-    draw_run_pictures(
-        scenario,
-        model,
-        &series,
-        &snapshots,
-        &classification,
-        staged.path(),
-    )?;
+    // The pictures and tokens_final.csv are independent: written concurrently, a picture's
+    // error reported first.
     let path = staged.path().join("tokens_final.csv");
-    write_final_tokens(
-        &path,
-        &*sim.dynamics,
-        &solution.final_state,
-        scenario.model.d,
-    )
-    .map_err(Error::io(&path))?;
+    let (pictures, tokens) = rayon::join(
+        || {
+            draw_run_pictures(
+                scenario,
+                model,
+                &series,
+                &snapshots,
+                &classification,
+                staged.path(),
+            )
+        },
+        || {
+            write_final_tokens(
+                &path,
+                &*sim.dynamics,
+                &solution.final_state,
+                scenario.model.d,
+            )
+        },
+    );
+    pictures?;
+    tokens.map_err(Error::io(&path))?;
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.stack = stack;
     let path = staged.path().join("summary.json");
@@ -459,7 +468,7 @@ pub fn run_observed(
 /// makes them (the group model: no n x d copy).
 fn write_final_tokens(
     path: &Path,
-    dynamics: &dyn crate::integrate::Dynamics,
+    dynamics: &(dyn crate::integrate::Dynamics + Sync),
     state: &[f64],
     d: usize,
 ) -> std::io::Result<()> {

@@ -831,7 +831,10 @@ mod tests {
         let mut rows: Vec<f64> = Vec::new();
         for _ in 0..3000 {
             let r = 10f64.powf(rng.random_range(-12.0..12.0));
-            rows.extend([r * rng.random_range(-1.0..1.0), r * rng.random_range(-1.0..1.0)]);
+            rows.extend([
+                r * rng.random_range(-1.0..1.0),
+                r * rng.random_range(-1.0..1.0),
+            ]);
         }
         for j in 0..2 * BINS {
             let theta = PI * j as f64 / BINS as f64;

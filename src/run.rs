@@ -311,18 +311,20 @@ pub fn draw_run_pictures(
         figure,
     };
     // The four pictures are independent: drawn concurrently, each with its own bytes; the
-    // first error in this order is the one reported.
-    let ((order, kymograph), (tokens, portrait)) = rayon::join(
+    // first error in the order order, kymograph, tokens, portrait is the one reported. The
+    // tokens picture (the longest: its PDF) starts first on this thread, the others are left
+    // to the other threads in the order they take them.
+    let (tokens, (portrait, (kymograph, order))) = rayon::join(
+        || draw_tokens(scenario, series, snapshots, c, &title, dir),
         || {
             rayon::join(
-                || plot::order_plot(series, &view, &title, dir),
-                || draw_kymograph(scenario, snapshots, &title, dir),
-            )
-        },
-        || {
-            rayon::join(
-                || draw_tokens(scenario, series, snapshots, c, &title, dir),
                 || draw_portrait(scenario, series, dir),
+                || {
+                    rayon::join(
+                        || draw_kymograph(scenario, snapshots, &title, dir),
+                        || plot::order_plot(series, &view, &title, dir),
+                    )
+                },
             )
         },
     );

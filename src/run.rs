@@ -311,18 +311,20 @@ pub fn draw_run_pictures(
         figure,
     };
     // The four pictures are independent: drawn concurrently, each with its own bytes; the
-    // first error in this order is the one reported.
-    let ((order, kymograph), (tokens, portrait)) = rayon::join(
+    // first error in the order order, kymograph, tokens, portrait is the one reported. The
+    // tokens picture (the longest: its PDF) starts first on this thread, the others are left
+    // to the other threads in the order they take them.
+    let (tokens, (portrait, (kymograph, order))) = rayon::join(
+        || draw_tokens(scenario, series, snapshots, c, &title, dir),
         || {
             rayon::join(
-                || plot::order_plot(series, &view, &title, dir),
-                || draw_kymograph(scenario, snapshots, &title, dir),
-            )
-        },
-        || {
-            rayon::join(
-                || draw_tokens(scenario, series, snapshots, c, &title, dir),
                 || draw_portrait(scenario, series, dir),
+                || {
+                    rayon::join(
+                        || draw_kymograph(scenario, snapshots, &title, dir),
+                        || plot::order_plot(series, &view, &title, dir),
+                    )
+                },
             )
         },
     );
@@ -431,22 +433,31 @@ pub fn run_observed(
     let (solution, series, snapshots) =
         solve_into_observed(scenario, &sim, staged.path(), options, extra)?;
     let (classification, stack) = classify_run(scenario, &series, &solution, staged.path())?;
-    draw_run_pictures(
-        scenario,
-        model,
-        &series,
-        &snapshots,
-        &classification,
-        staged.path(),
-    )?;
+    // The pictures and tokens_final.csv are independent: written concurrently, a picture's
+    // error reported first.
     let path = staged.path().join("tokens_final.csv");
-    write_final_tokens(
-        &path,
-        &*sim.dynamics,
-        &solution.final_state,
-        scenario.model.d,
-    )
-    .map_err(Error::io(&path))?;
+    let (pictures, tokens) = rayon::join(
+        || {
+            draw_run_pictures(
+                scenario,
+                model,
+                &series,
+                &snapshots,
+                &classification,
+                staged.path(),
+            )
+        },
+        || {
+            write_final_tokens(
+                &path,
+                &*sim.dynamics,
+                &solution.final_state,
+                scenario.model.d,
+            )
+        },
+    );
+    pictures?;
+    tokens.map_err(Error::io(&path))?;
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.stack = stack;
     let path = staged.path().join("summary.json");
@@ -459,7 +470,7 @@ pub fn run_observed(
 /// makes them (the group model: no n x d copy).
 fn write_final_tokens(
     path: &Path,
-    dynamics: &dyn crate::integrate::Dynamics,
+    dynamics: &(dyn crate::integrate::Dynamics + Sync),
     state: &[f64],
     d: usize,
 ) -> std::io::Result<()> {

@@ -147,41 +147,82 @@ pub(crate) fn angle_bin_of(y: f64, x: f64, factor: f64, bins: usize) -> Option<u
     settle_bin(cheap_position(y, x, factor, bins), y, x, factor, bins)
 }
 
-/// The cheap positions of the doubled angles of the d = 2 tokens `rows` into `pos`, four or
-/// more at a time (AVX2 where the CPU has it: the same operations, so the same numbers).
-fn cheap_doubled_positions(rows: &[f64], pos: &mut [f64]) {
+/// Marks a token whose bin the vectorised pass leaves to [`settle_bin`] (no bin is this
+/// large: [`BINS`] < 255).
+const UNSETTLED: f64 = 255.0;
+
+/// The bins of the doubled angles of the d = 2 tokens `rows` into `bin` (as whole numbers in
+/// f64, so the pass stays in vector registers), four or more at a time (AVX2 where the CPU has
+/// it: the same operations, so the same numbers): the bin of the cheap position where
+/// [`settle_bin`] would trust it, else [`UNSETTLED`].
+fn cheap_doubled_bins(rows: &[f64], bin: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if crate::simd::has_avx2_fma() {
         // SAFETY: the CPU supports the features this function is compiled for.
-        unsafe { cheap_doubled_positions_avx2(rows, pos) };
+        unsafe { cheap_doubled_bins_avx2(rows, bin) };
         return;
     }
-    cheap_doubled_positions_lanes(rows, pos)
+    cheap_doubled_bins_lanes(rows, bin)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn cheap_doubled_positions_avx2(rows: &[f64], pos: &mut [f64]) {
-    cheap_doubled_positions_lanes(rows, pos)
+fn cheap_doubled_bins_avx2(rows: &[f64], bin: &mut [f64]) {
+    cheap_doubled_bins_lanes(rows, bin)
 }
 
 #[inline(always)]
-fn cheap_doubled_positions_lanes(rows: &[f64], pos: &mut [f64]) {
-    for (p, xy) in pos.iter_mut().zip(rows.chunks_exact(2)) {
-        *p = cheap_position(xy[1], xy[0], 2.0, BINS);
+fn cheap_doubled_bins_lanes(rows: &[f64], bin: &mut [f64]) {
+    for (b, xy) in bin.iter_mut().zip(rows.chunks_exact(2)) {
+        *b = trusted_bin(cheap_position(xy[1], xy[0], 2.0, BINS), xy[1], xy[0]);
+    }
+}
+
+/// The bin [`settle_bin`] takes from the cheap position `p` of (x, y) without `atan2`, or
+/// [`UNSETTLED`] where it would ask `atan2`; the same tests, without branches (for p >= 0 the
+/// floor is `settle_bin`'s integer part).
+#[inline(always)]
+fn trusted_bin(p: f64, y: f64, x: f64) -> f64 {
+    let (ax, ay) = (x.abs(), y.abs());
+    let trusted = (ax < f64::INFINITY) & (ay < f64::INFINITY) & (ax.max(ay) > 1e-300);
+    let j = p.floor();
+    let frac = p - j;
+    let inside = (p >= 0.0) & (p < BINS as f64);
+    let clear = (frac > EDGE_MARGIN) & (frac < 1.0 - EDGE_MARGIN);
+    if trusted & inside & clear {
+        j
+    } else {
+        UNSETTLED
     }
 }
 
 /// Adds the bins of the doubled angles of the d = 2 tokens `rows` (row-major) to `counts`: the
-/// cheap positions of a block first (vectorised), then each settled.
+/// bins of a block first (vectorised), then counted into four interleaved histograms (so
+/// tokens of one cluster do not wait on one counter), the unsettled ones by [`settle_bin`].
 fn count_doubled(rows: &[f64], counts: &mut [u64; BINS]) {
-    let mut pos = [0.0; BLOCK];
-    for block in rows.chunks(2 * BLOCK) {
-        let m = block.len() / 2;
-        cheap_doubled_positions(block, &mut pos[..m]);
-        for (&p, xy) in pos[..m].iter().zip(block.chunks_exact(2)) {
-            if let Some(j) = settle_bin(p, xy[1], xy[0], 2.0, BINS) {
-                counts[j] += 1;
+    let mut bin = [0.0; BLOCK];
+    // u32 counters, emptied into `counts` every FLUSH tokens and at the end.
+    const FLUSH: usize = 1 << 24;
+    for part in rows.chunks(2 * FLUSH) {
+        let mut lanes = [[0u32; BINS]; 4];
+        for block in part.chunks(2 * BLOCK) {
+            let m = block.len() / 2;
+            cheap_doubled_bins(block, &mut bin[..m]);
+            for (k, (&b, xy)) in bin[..m].iter().zip(block.chunks_exact(2)).enumerate() {
+                // A whole number in [0, BINS) or UNSETTLED: the conversion is exact.
+                if let Some(slot) = lanes[k % 4].get_mut(b as usize) {
+                    *slot += 1;
+                } else {
+                    let p = cheap_position(xy[1], xy[0], 2.0, BINS);
+                    if let Some(j) = settle_bin(p, xy[1], xy[0], 2.0, BINS) {
+                        counts[j] += 1;
+                    }
+                }
+            }
+        }
+        for lane in &lanes {
+            for (c, &l) in counts.iter_mut().zip(lane) {
+                *c += u64::from(l);
             }
         }
     }
@@ -756,6 +797,66 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The counts of the doubled angles' bins found one token at a time by [`angle_bin_of`].
+    fn counts_one_by_one(rows: &[f64]) -> [u64; BINS] {
+        let mut counts = [0u64; BINS];
+        for xy in rows.chunks_exact(2) {
+            if let Some(j) = angle_bin_of(xy[1], xy[0], 2.0, BINS) {
+                counts[j] += 1;
+            }
+        }
+        counts
+    }
+
+    #[test]
+    fn block_counts_match_one_by_one_bins() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+        let specials = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            5e-324,
+            1e-301,
+            f64::MAX,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        // Random points, points on and next to every bin edge, special values, and one
+        // cluster (many tokens in one bin), in blocks that do not fill BLOCK.
+        let mut rows: Vec<f64> = Vec::new();
+        for _ in 0..3000 {
+            let r = 10f64.powf(rng.random_range(-12.0..12.0));
+            rows.extend([
+                r * rng.random_range(-1.0..1.0),
+                r * rng.random_range(-1.0..1.0),
+            ]);
+        }
+        for j in 0..2 * BINS {
+            let theta = PI * j as f64 / BINS as f64;
+            for (x, y) in around(theta.cos(), theta.sin(), 2) {
+                rows.extend([x, y]);
+            }
+        }
+        for &x in &specials {
+            for &y in &specials {
+                rows.extend([x, y]);
+            }
+        }
+        rows.extend([0.3f64.cos(), 0.3f64.sin()].repeat(1000));
+        for len in [rows.len(), 2 * BLOCK - 2, 2 * BLOCK + 6, 2, 0] {
+            let part = &rows[rows.len() - len..];
+            let mut counts = [0u64; BINS];
+            count_doubled(part, &mut counts);
+            assert_eq!(counts, counts_one_by_one(part), "{len} numbers");
+        }
+        let mut counts = [0u64; BINS];
+        count_doubled(&rows, &mut counts);
+        assert!(counts.iter().sum::<u64>() > 4000);
     }
 
     #[test]

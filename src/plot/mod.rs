@@ -40,6 +40,7 @@ pub mod compare;
 pub mod kymograph;
 pub mod order;
 pub mod portrait;
+mod raster;
 pub mod regime;
 pub mod scaling;
 pub mod snapshots;
@@ -185,30 +186,51 @@ fn with_path(path: &Path, e: io::Error) -> io::Error {
 
 /// Draws `pic` into `dir/stem.png`, `dir/stem.svg` and `dir/stem.pdf` at the pixel size `size`
 /// (the SVG and the PDF get the physical size of `figure`); returns the files written.
+///
+/// The PNG and the vector files are two independent drawings of the picture: they are made
+/// concurrently (each with the scale of the picture set on its own thread), so a picture's
+/// costly PDF conversion runs beside its PNG. An error of the vector files is reported first.
 pub(crate) fn render(
-    pic: &impl Picture,
+    pic: &(impl Picture + Sync),
     dir: &Path,
     stem: &str,
     size: (u32, u32),
     figure: Figure,
 ) -> io::Result<Vec<PathBuf>> {
     register_fonts();
-    let _scale = Scale::set(size, figure);
     let png = dir.join(format!("{stem}.png"));
     let svg_path = dir.join(format!("{stem}.svg"));
     let pdf_path = dir.join(format!("{stem}.pdf"));
-    let svg = draw_svg(pic, size).map_err(|e| with_path(&svg_path, e))?;
-    draw_png(pic, &png, size).map_err(|e| with_path(&png, e))?;
-    let pdf = vector::svg_to_pdf(&svg, size, figure).map_err(|e| with_path(&pdf_path, e))?;
-    let svg = vector::with_physical_size(&svg, size, figure);
-    std::fs::write(&svg_path, svg).map_err(|e| with_path(&svg_path, e))?;
-    std::fs::write(&pdf_path, pdf).map_err(|e| with_path(&pdf_path, e))?;
+    let (vector, bitmap) = rayon::join(
+        || write_vector(pic, (&svg_path, &pdf_path), size, figure),
+        || {
+            let _scale = Scale::set(size, figure);
+            draw_png(pic, &png, size).map_err(|e| with_path(&png, e))
+        },
+    );
+    vector.and(bitmap)?;
     Ok(vec![png, svg_path, pdf_path])
+}
+
+/// Draws `pic` as SVG text of `size` pixels and writes it (with the physical size of `figure`)
+/// to `svg_path` and its PDF to `pdf_path`.
+fn write_vector(
+    pic: &impl Picture,
+    (svg_path, pdf_path): (&Path, &Path),
+    size: (u32, u32),
+    figure: Figure,
+) -> io::Result<()> {
+    let _scale = Scale::set(size, figure);
+    let svg = draw_svg(pic, size).map_err(|e| with_path(svg_path, e))?;
+    let pdf = vector::svg_to_pdf(&svg, size, figure).map_err(|e| with_path(pdf_path, e))?;
+    let svg = vector::with_physical_size(&svg, size, figure);
+    std::fs::write(svg_path, svg).map_err(|e| with_path(svg_path, e))?;
+    std::fs::write(pdf_path, pdf).map_err(|e| with_path(pdf_path, e))
 }
 
 /// The picture drawn into `path` as a PNG of `size` pixels.
 fn draw_png(pic: &impl Picture, path: &Path, size: (u32, u32)) -> io::Result<()> {
-    let root = BitMapBackend::new(path, size).into_drawing_area();
+    let root = raster::Raster::new(path, size).into_drawing_area();
     root.fill(&WHITE).io()?;
     pic.draw(&root)?;
     root.present().io()

@@ -151,6 +151,16 @@ pub fn portrait_plot(
     figure: super::Figure,
     dir: &Path,
 ) -> io::Result<()> {
+    // The field on the grid and the guide curves, computed once for the PNG and the SVG.
+    let field = FieldGrid::of(sh);
+    let dt = guide_step(field.max_speed);
+    // A long (or infinite) guide time is cut to the step budget; NaN or <= 0 means none.
+    let guide_time = if guide_time > 0.0 {
+        guide_time.min(GUIDE_STEPS as f64 * dt)
+    } else {
+        0.0
+    };
+    let guides = guide_curves(sh, guide_time, dt);
     let pic = PortraitPicture {
         sh,
         fixed,
@@ -158,6 +168,8 @@ pub fn portrait_plot(
         path_r2,
         guide_time,
         title,
+        field,
+        guides,
     };
     super::render(&pic, dir, "portrait", figure.size(PORTRAIT_SIZE), figure).map(|_| ())
 }
@@ -167,8 +179,12 @@ struct PortraitPicture<'a> {
     fixed: &'a [(Complex64, FixedKind)],
     cycles: &'a [CycleCurve],
     path_r2: &'a [Complex64],
+    /// How long the guide curves run (cut to the step budget; 0: none).
     guide_time: f64,
     title: &'a str,
+    field: FieldGrid,
+    /// The guide curves, thinned.
+    guides: Vec<Vec<(f64, f64)>>,
 }
 
 /// Zero-level segments of `f` sampled on an `m x m` grid over [-1, 1]^2 (marching squares),
@@ -312,14 +328,7 @@ impl Picture for PortraitPicture<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let sh = self.sh;
         let area = draw_title(root, self.title)?;
-        let field = FieldGrid::of(sh);
-        let dt = guide_step(field.max_speed);
-        // A long (or infinite) guide time is cut to the step budget; NaN or <= 0 means none.
-        let guide_time = if self.guide_time > 0.0 {
-            self.guide_time.min(GUIDE_STEPS as f64 * dt)
-        } else {
-            0.0
-        };
+        let (field, guide_time) = (&self.field, self.guide_time);
         let path = drawn_path(self.path_r2);
         let entries = self.legend(guide_time, !path.is_empty());
         let (margin, xl, yl) = (px(15), px(60), px(85));
@@ -338,8 +347,8 @@ impl Picture for PortraitPicture<'_> {
         };
         let mut chart = disk_chart(&left, margin, xl, yl)?;
         draw_arrows(&mut chart, sh, field.max_speed)?;
-        draw_guides(&mut chart, sh, guide_time, dt)?;
-        draw_nullclines(&mut chart, &field)?;
+        draw_guides(&mut chart, &self.guides)?;
+        draw_nullclines(&mut chart, field)?;
         draw_cycles(&mut chart, self.cycles)?;
         draw_unit_circle(&mut chart)?;
         draw_path(&mut chart, &path)?;
@@ -499,21 +508,26 @@ fn draw_arrows<DB: DrawingBackend>(
     Ok(())
 }
 
-/// OA trajectories from eight starts on |R| = 0.5 and eight on |R| = 0.9, each with a dot at
-/// its start and an arrowhead halfway.
-fn draw_guides<DB: DrawingBackend>(
-    chart: &mut Chart2d<'_, DB>,
-    sh: &SecondHarmonic,
-    guide_time: f64,
-    dt: f64,
-) -> io::Result<()> {
+/// OA trajectories from eight starts on |R| = 0.5 and eight on |R| = 0.9 (thinned to 800
+/// points) up to `guide_time` with steps of at most `dt`.
+fn guide_curves(sh: &SecondHarmonic, guide_time: f64, dt: f64) -> Vec<Vec<(f64, f64)>> {
     let mut starts = Vec::new();
     for k in 0..8 {
         starts.push(Complex64::from_polar(0.5, PI / 8.0 + k as f64 * PI / 4.0));
         starts.push(Complex64::from_polar(0.9, k as f64 * PI / 4.0));
     }
-    for r0 in starts {
-        let curve = thin(&guide_curve(sh, r0, guide_time, dt), 800);
+    starts
+        .into_iter()
+        .map(|r0| thin(&guide_curve(sh, r0, guide_time, dt), 800))
+        .collect()
+}
+
+/// The guide curves, each with a dot at its start and an arrowhead halfway.
+fn draw_guides<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    curves: &[Vec<(f64, f64)>],
+) -> io::Result<()> {
+    for curve in curves {
         if curve.len() < 2 {
             continue;
         }
@@ -530,7 +544,7 @@ fn draw_guides<DB: DrawingBackend>(
                 GUIDE.filled(),
             )))
             .io()?;
-        if let Some((at, dir)) = midway(&curve) {
+        if let Some((at, dir)) = midway(curve) {
             let tip = (at.0 + 0.02 * dir.0, at.1 + 0.02 * dir.1);
             chart
                 .draw_series(std::iter::once(Polygon::new(

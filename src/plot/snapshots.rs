@@ -287,8 +287,9 @@ impl Observer for TokenSnapshots {
         self.history.record_piece(index, first, rows);
         self.pending_index = Some(index);
         let skip = (self.stride - first % self.stride) % self.stride;
-        let kept = rows.chunks_exact(self.d).skip(skip).step_by(self.stride);
-        self.pending.extend(kept.flatten());
+        for row in rows.chunks_exact(self.d).skip(skip).step_by(self.stride) {
+            self.pending.extend_from_slice(row);
+        }
         Ok(())
     }
 

@@ -97,6 +97,8 @@ pub struct GroupFlow {
     n: usize,
     d: usize,
     scratch: Mutex<Scratch>,
+    /// The piece of tokens handed to observers, kept between samples.
+    piece: Mutex<Vec<f64>>,
 }
 
 impl GroupFlow {
@@ -131,6 +133,7 @@ impl GroupFlow {
             n,
             d,
             scratch: Mutex::new(scratch),
+            piece: Mutex::new(Vec::new()),
         })
     }
 
@@ -322,15 +325,21 @@ impl Dynamics for GroupFlow {
         let d = self.d.max(1);
         let chunks = (PIECE_NUMBERS / (TOKENS_PER_CHUNK * d)).max(1);
         let rows = (chunks * TOKENS_PER_CHUNK).min(self.n);
-        let mut buffer = vec![0.0; rows * d];
+        // The piece buffer is kept from call to call (one per sample: no 2 MB of fresh zeroed
+        // pages each time); it is taken out while `f` runs, so `f` may use the flow.
+        let mut buffer = std::mem::take(&mut *self.piece.lock().unwrap_or_else(|e| e.into_inner()));
+        buffer.resize(rows * d, 0.0);
+        let mut result = Ok(());
         for first in (0..self.n).step_by(rows.max(1)) {
             let m = rows.min(self.n - first);
             self.tokens_into(phi, first, &mut buffer[..m * d]);
-            if let Err(e) = f(first, &buffer[..m * d]) {
-                return Some(Err(e));
+            result = f(first, &buffer[..m * d]);
+            if result.is_err() {
+                break;
             }
         }
-        Some(Ok(()))
+        *self.piece.lock().unwrap_or_else(|e| e.into_inner()) = buffer;
+        Some(result)
     }
 }
 

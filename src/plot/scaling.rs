@@ -21,10 +21,13 @@ use super::{
     desc_size, draw_legend, draw_no_data, draw_title, finite_range, legend_size, short, text,
     Chart2d, Entry, Mark, OrIo, Picture, TICK_SIZE,
 };
-use super::{lw, px, pxi};
+use super::{legend_below, lw, px, pxi};
 
 /// Width and height of `scaling.png`.
 pub const SCALING_SIZE: (u32, u32) = (1200, 900);
+
+/// Up to this many measured series the legend goes inside the chart, in its emptiest corner.
+const LEGEND_INSIDE_MAX: usize = 6;
 
 /// Colours of the series, in order (Okabe–Ito, then darker tones; they repeat after eight).
 const SERIES_COLORS: [RGBColor; 8] = [
@@ -133,7 +136,7 @@ pub fn scaling_plot(dir: &Path, series: &[ScalingSeries], title: &str) -> io::Re
         dir,
         "scaling",
         SCALING_SIZE,
-        super::Figure::Paper,
+        super::Figure::Slide,
     )
 }
 
@@ -192,6 +195,20 @@ fn clip_line(
 impl Picture for ScalingPicture<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let area = draw_title(root, self.title)?;
+        // Many series: the legend in rows below the chart (inside it would cover the lines).
+        let below = self.series.len() > LEGEND_INSIDE_MAX;
+        let area = if below {
+            let mut entries: Vec<Entry> = self
+                .series
+                .iter()
+                .enumerate()
+                .map(|(i, s)| series_entry(i, s))
+                .collect();
+            entries.extend([reference_entry(0, 1.0), reference_entry(1, 2.0)]);
+            legend_below(&area, &entries)?
+        } else {
+            area
+        };
         let points: Vec<Vec<(f64, f64)>> = self.series.iter().map(|s| s.log_points()).collect();
         let all = || points.iter().flatten();
         let xr = log_range(finite_range(all().map(|p| p.0)), (2.0, 7.0));
@@ -247,9 +264,11 @@ impl Picture for ScalingPicture<'_> {
                 entries.push(entry);
             }
         }
-        let plot = chart.plotting_area().strip_coord_spec();
-        let origin = legend_corner(&chart, &entries, points.iter().chain(&references));
-        draw_legend(&plot, origin, &entries)?;
+        if !below {
+            let plot = chart.plotting_area().strip_coord_spec();
+            let origin = legend_corner(&chart, &entries, points.iter().chain(&references));
+            draw_legend(&plot, origin, &entries)?;
+        }
         Ok(())
     }
 }
@@ -291,19 +310,30 @@ impl ScalingPicture<'_> {
                 None => fallback,
             };
             let color = REFERENCE_COLORS[r];
-            let entry = Entry::new(
-                Mark::Line(color.to_rgba(), 2, Some((10, 7))),
-                format!(
-                    "slope {} (reference, O(n{}))",
-                    short(k),
-                    superscript(k as i64)
-                )
-                .replace("O(n¹)", "O(n)"),
-            );
-            out.push((clip_line(k, anchor, xr, yr), color, entry));
+            out.push((clip_line(k, anchor, xr, yr), color, reference_entry(r, k)));
         }
         out
     }
+}
+
+/// The legend entry of the reference line of slope `k` (the `r`-th).
+fn reference_entry(r: usize, k: f64) -> Entry {
+    Entry::new(
+        Mark::Line(REFERENCE_COLORS[r].to_rgba(), 2, Some((10, 7))),
+        format!(
+            "slope {} (reference, O(n{}))",
+            short(k),
+            superscript(k as i64)
+        )
+        .replace("O(n¹)", "O(n)"),
+    )
+}
+
+/// The legend entry of the `i`-th measured series: its colour, dashed past the palette.
+fn series_entry(i: usize, s: &ScalingSeries) -> Entry {
+    let color = SERIES_COLORS[i % SERIES_COLORS.len()];
+    let dash = (i >= SERIES_COLORS.len()).then_some((12, 7));
+    Entry::new(Mark::Line(color.to_rgba(), 3, dash), s.legend())
 }
 
 /// Minor grid lines at 2..9 times each power of ten.
@@ -379,8 +409,7 @@ fn draw_measured<DB: DrawingBackend>(
                     .io()?;
             }
         }
-        let dash = again.then_some((12, 7));
-        entries.push(Entry::new(Mark::Line(color.to_rgba(), 3, dash), s.legend()));
+        entries.push(series_entry(i, s));
     }
     Ok(entries)
 }
@@ -488,6 +517,45 @@ mod tests {
             .collect();
         assert!(distinct.len() > 20, "{} colours", distinct.len());
         (info.width, info.height)
+    }
+
+    /// The y of every `<text>` of `svg` whose content contains `needle`.
+    fn text_ys(svg: &str, needle: &str) -> Vec<f64> {
+        svg.split("<text")
+            .skip(1)
+            .filter(|t| t.split('>').nth(1).is_some_and(|c| c.contains(needle)))
+            .filter_map(|t| t.split("y=\"").nth(1)?.split('"').next()?.parse().ok())
+            .collect()
+    }
+
+    #[test]
+    fn many_series_put_the_legend_below_the_axis() {
+        let dir = tempfile::tempdir().unwrap();
+        let n: Vec<f64> = [1e2, 1e3, 1e4, 1e5].to_vec();
+        let series: Vec<ScalingSeries> = (0..14)
+            .map(|i| ScalingSeries {
+                label: format!("kernel{i} d=2"),
+                seconds: n.iter().map(|n| 1e-9 * (i + 1) as f64 * n).collect(),
+                n: n.clone(),
+                slope: 1.0,
+            })
+            .collect();
+        scaling_plot(dir.path(), &series, "Scaling").unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("scaling.svg")).unwrap();
+        let axis = text_ys(&svg, "tokens n");
+        let legend = text_ys(&svg, "(slope");
+        assert_eq!(axis.len(), 1);
+        assert_eq!(legend.len(), 14);
+        assert!(
+            legend.iter().all(|&y| y > axis[0]),
+            "{legend:?} vs {axis:?}"
+        );
+        // A few series keep it inside the chart, above the axis title.
+        scaling_plot(dir.path(), &series[..2], "Scaling").unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("scaling.svg")).unwrap();
+        assert!(text_ys(&svg, "(slope")
+            .iter()
+            .all(|&y| y < text_ys(&svg, "tokens n")[0]));
     }
 
     #[test]

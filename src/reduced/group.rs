@@ -249,10 +249,32 @@ impl GroupFlow {
 
     /// M = beta sum_heads V S A^T from `s.moment` into `s.m`.
     fn coupling(&self, s: &mut Scratch) {
+        let d = self.d;
         s.m.fill(0.0);
         for (head, at) in self.attention.heads.iter().zip(&self.queries_transposed) {
-            s.v_s.gemm(1.0, &head.v, &s.moment, 0.0);
-            s.m.gemm(self.attention.beta, &s.v_s, at, 1.0);
+            if d < GEMM_MIN_D {
+                // Small matrices: plain loops (a general product's set-up costs more).
+                small_product(
+                    1.0,
+                    head.v.as_slice(),
+                    s.moment.as_slice(),
+                    d,
+                    0.0,
+                    s.v_s.as_mut_slice(),
+                );
+                let beta = self.attention.beta;
+                small_product(
+                    beta,
+                    s.v_s.as_slice(),
+                    at.as_slice(),
+                    d,
+                    1.0,
+                    s.m.as_mut_slice(),
+                );
+            } else {
+                s.v_s.gemm(1.0, &head.v, &s.moment, 0.0);
+                s.m.gemm(self.attention.beta, &s.v_s, at, 1.0);
+            }
         }
     }
 }
@@ -269,13 +291,17 @@ impl Dynamics for GroupFlow {
         let s = &mut *guard;
         self.moment(phi, s);
         self.coupling(s);
-        gemm(
-            1.0,
-            MatRef::columns(s.m.as_slice(), d, d),
-            MatRef::columns(phi, d, d),
-            0.0,
-            MatMut::columns(dphi, d, d),
-        );
+        if d < GEMM_MIN_D {
+            small_product(1.0, s.m.as_slice(), phi, d, 0.0, dphi);
+        } else {
+            gemm(
+                1.0,
+                MatRef::columns(s.m.as_slice(), d, d),
+                MatRef::columns(phi, d, d),
+                0.0,
+                MatMut::columns(dphi, d, d),
+            );
+        }
         let size = dot(phi, phi);
         let growth = if size > 0.0 {
             dot(phi, dphi) / size
@@ -340,6 +366,16 @@ impl Dynamics for GroupFlow {
         }
         *self.piece.lock().unwrap_or_else(|e| e.into_inner()) = buffer;
         Some(result)
+    }
+}
+
+/// out = alpha a b + keep out for d x d column-major matrices (keep is 0 or 1), by plain loops.
+fn small_product(alpha: f64, a: &[f64], b: &[f64], d: usize, keep: f64, out: &mut [f64]) {
+    for j in 0..d {
+        for i in 0..d {
+            let sum: f64 = (0..d).map(|k| a[i + k * d] * b[k + j * d]).sum();
+            out[i + j * d] = keep * out[i + j * d] + alpha * sum;
+        }
     }
 }
 

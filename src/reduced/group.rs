@@ -209,8 +209,7 @@ impl GroupFlow {
             1 => moment_small::<1>(phi, &self.tokens, &mut s.partials, sums),
             2 => match self.series(phi) {
                 Some(series) => {
-                    s.harmonics.ensure(&self.tokens, series.harmonics_needed());
-                    let [s11, s12, s22] = s.harmonics.projector_sums(phi, &series);
+                    let [s11, s12, s22] = s.harmonics.projector_sums(&self.tokens, phi, &series);
                     sums.copy_from_slice(&[s11, s12, s12, s22]);
                 }
                 None => plane::moment(phi, &self.tokens, &mut s.partials, sums),
@@ -239,8 +238,7 @@ impl GroupFlow {
         };
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let harmonics = &mut guard.harmonics;
-        harmonics.ensure(&self.tokens, series.harmonics_needed());
-        let [s11, s12, s22] = harmonics.projector_sums(phi, &series);
+        let [s11, s12, s22] = harmonics.projector_sums(&self.tokens, phi, &series);
         let y = harmonics.mean_direction_sum(&series);
         let moment = DMatrix::from_column_slice(2, 2, &[s11, s12, s12, s22]);
         let r2_sum = num_complex::Complex64::new(s11 - s22, 2.0 * s12);

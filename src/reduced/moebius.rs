@@ -67,10 +67,8 @@ pub struct Harmonics {
 /// How the series is evaluated for one Phi: q, the terms M, 1 / D and alpha / |alpha|.
 #[derive(Clone, Copy, Debug)]
 pub struct Series {
-    /// q = beta / alpha (|q| < 1).
+    /// q = beta / alpha (|q| < 1); the series' factor is c = -conj(q).
     q: Complex64,
-    /// c = -conj(q).
-    c: Complex64,
     /// alpha / |alpha|.
     turn: Complex64,
     /// M, the number of terms kept.
@@ -96,7 +94,6 @@ impl Series {
         let terms = tabled_terms(q.norm_sqr().sqrt())?;
         Some(Series {
             q,
-            c: -q.conj(),
             turn: alpha / size,
             terms,
             inv_det: 1.0 / det,
@@ -157,14 +154,16 @@ impl Harmonics {
     /// Makes sure Z_0 ..= Z_{count-1} of the tokens `x` (n x 2 row-major) are at hand: on a
     /// shortfall all are computed again up to twice as many (so the work stays within twice
     /// the final count); every Z_m comes out the same however far the computation goes.
-    pub fn ensure(&mut self, x: &[f64], count: usize) {
+    fn ensure(&mut self, x: &[f64], count: usize) {
         if self.z.len() >= count {
             return;
         }
         let count = count.max(2 * self.z.len()).clamp(16, MAX_TERMS + 2);
         (self.z, self.o) = harmonics(x, count);
-        self.half = binomials(0.5);
-        self.minus_half = binomials(-0.5);
+        if self.half.is_empty() {
+            self.half = binomials(0.5);
+            self.minus_half = binomials(-0.5);
+        }
     }
 
     /// Z_m.
@@ -172,7 +171,8 @@ impl Harmonics {
         self.z[m]
     }
 
-    /// sum_k y_k (as y_1 + i y_2) with y_k = Phi x_k / |Phi x_k|, by the series (F_{-m} =
+    /// sum_k y_k (as y_1 + i y_2) with y_k = Phi x_k / |Phi x_k|, by the series (after
+    /// [`Harmonics::projector_sums`] of the same series, which makes the harmonics; F_{-m} =
     /// conj(conj(q)^m) times a real sum, so each m needs one power). The real sums of F_m and
     /// F_{-m} keep the terms j with |q|^{m + 2j} above the cut's, j <= (M - m) / 2 + 1; they are
     /// built a power of |q|^2 at a time over all m (independent sums, vectorised).
@@ -221,9 +221,10 @@ impl Harmonics {
         (plus, minus)
     }
 
-    /// (sum a^2, sum ab, sum b^2) / |z|^2 over the tokens, (a, b) = z = Phi x_k, by the
-    /// series (the harmonics must reach `series.harmonics_needed()`).
-    pub fn projector_sums(&self, phi: &[f64], series: &Series) -> [f64; 3] {
+    /// (sum a^2, sum ab, sum b^2) / |z|^2 over the tokens `x`, (a, b) = z = Phi x_k, by the
+    /// series (computing the harmonics of `x` first where they fall short).
+    pub fn projector_sums(&mut self, x: &[f64], phi: &[f64], series: &Series) -> [f64; 3] {
+        self.ensure(x, series.harmonics_needed());
         let (t0, t1) = self.weighted_sums(series);
         let x = [0.5 * (t0 + t1.re), 0.5 * t1.im, 0.5 * (t0 - t1.re)];
         let rows = [[phi[0], phi[2]], [phi[1], phi[3]]];
@@ -243,7 +244,7 @@ impl Harmonics {
     /// c P), sum_{m>=1} c^m Z_{m+1} = c P and sum_{m>=1} c^m Z_{m-1} = c (Z_0 + c (Z_1 + c P)):
     /// each keeps at least the terms m <= M (a few beyond, smaller than the cut's tail).
     fn weighted_sums(&self, series: &Series) -> (f64, Complex64) {
-        let c = series.c;
+        let c = -series.q.conj();
         // P in four Horner chains in c^4, one for each m mod 4 (independent: a quarter of the
         // latency): P = sum_r c^r P_r(c^4).
         let c4 = (c * c) * (c * c);
@@ -424,8 +425,7 @@ mod tests {
                 continue;
             };
             used += 1;
-            h.ensure(&x, series.harmonics_needed());
-            let s = h.projector_sums(&phi, &series);
+            let s = h.projector_sums(&x, &phi, &series);
             let d = direct(&phi, &x);
             // Both are sums of 3000 terms of size <= 1: a few rounding units of n apart.
             for (a, b) in s.iter().zip(d) {

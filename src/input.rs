@@ -117,9 +117,50 @@ pub fn clip_quotes(line: &str, max: usize) -> String {
     out
 }
 
+/// Longest error line printed; anything beyond is cut (with `...`).
+pub const MAX_ERROR_LINE: usize = 2000;
+
+/// The error line as printed: quoted spans clipped ([`clip_quotes`]), numbers written with
+/// more than 24 characters (`1e300` printed in full) in the shortest scientific form, and
+/// the whole at most [`MAX_ERROR_LINE`] characters.
+pub fn error_line(line: &str) -> String {
+    let line = line.replace('\n', " ");
+    clip(&compact_numbers(&clip_quotes(&line, 80)), MAX_ERROR_LINE)
+}
+
+/// Rewrites every decimal number longer than 24 characters in `text` as `{:e}`.
+pub fn compact_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4096));
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
+        let len = rest[start..]
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len() - start);
+        let number = &rest[start..start + len];
+        out.push_str(&rest[..start]);
+        match number.parse::<f64>() {
+            Ok(v) if len > 24 => out.push_str(&format!("{v:e}")),
+            _ => out.push_str(number),
+        }
+        rest = &rest[start + len..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_numbers_are_written_short() {
+        let line = format!("t_end = {} and {} and 12.5", 1e300, 1e-300);
+        let short = error_line(&line);
+        assert_eq!(short, "t_end = 1e300 and 1e-300 and 12.5");
+        assert_eq!(compact_numbers("v1.2.3 x"), "v1.2.3 x");
+        let huge = "y".repeat(10 * MAX_ERROR_LINE);
+        assert!(error_line(&huge).chars().count() <= MAX_ERROR_LINE);
+    }
 
     #[test]
     fn limits_and_kinds() {

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::checkpoint::{Checkpoint, Format, HeadWeights};
 use crate::error::Error;
+use crate::output::{ResultKind, StagedDir};
 
 /// Threshold of the relative commutator below which A_h and V_h count as nearly commuting.
 pub const NEARLY_COMMUTE: f64 = 1e-3;
@@ -90,7 +91,10 @@ pub fn inspect(
             dir: None,
         });
     };
-    if h == 0 || !d.is_multiple_of(h) {
+    if h == 0 {
+        return Err(input("--heads: must be at least 1, found 0".to_string()));
+    }
+    if !d.is_multiple_of(h) {
         return Err(input(format!(
             "--heads: heads = {h} does not divide d = {d}"
         )));
@@ -109,10 +113,10 @@ pub fn inspect(
         .file_stem()
         .map_or("checkpoint".into(), |s| s.to_string_lossy().into_owned());
     let target = out.unwrap_or_else(|| crate::output::default_folder(&format!("inspect-{stem}")));
-    std::fs::create_dir_all(&target).map_err(Error::io(&target))?;
-    let csv_path = target.join("heads.csv");
+    let staged = StagedDir::new(&target, ResultKind::Inspect)?;
+    let csv_path = staged.path().join("heads.csv");
     write_heads_csv(&csv_path, &rows).map_err(Error::io(&csv_path))?;
-    let dir = target;
+    let dir = staged.commit()?;
     Ok(InspectReport {
         table,
         heads: rows,
@@ -210,7 +214,7 @@ fn head_table(rows: &[HeadRow]) -> String {
     s
 }
 
-/// Writes `heads.csv` atomically (never half written).
+/// Writes `heads.csv` (into the staging folder, so never half written in place).
 fn write_heads_csv(path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for r in rows {

@@ -42,6 +42,7 @@ pub mod inspect;
 pub mod integrate;
 pub mod interrupt;
 pub mod layers;
+pub mod memory;
 pub mod model;
 pub mod observe;
 pub mod output;

@@ -123,10 +123,14 @@ fn main() -> ExitCode {
     install_signal_handlers();
     match execute(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(_) if !tokdyn::interrupt::claim_exit() => {
+            // A forced stop is under way on the signal thread: it prints and ends the process.
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            ExitCode::from(tokdyn::interrupt::exit_code().unwrap_or(1))
+        }
         Err(e) => {
             // One line, offending values quoted with at most ~80 characters.
-            let line = e.to_string().replace('\n', " ");
-            eprintln!("error: {}", tokdyn::input::clip_quotes(&line, 80));
+            eprintln!("error: {}", tokdyn::input::error_line(&e.to_string()));
             let code = tokdyn::interrupt::exit_code().unwrap_or(e.exit_code());
             ExitCode::from(code)
         }
@@ -147,7 +151,9 @@ fn one_line(text: &str) -> String {
 }
 
 /// SIGINT and SIGTERM ask the running command to stop at its next step (it removes its
-/// staging folder and exits 130 / 143); a second signal ends the process at once.
+/// staging folder and exits 130 / 143). A command that has not stopped within
+/// [`tokdyn::interrupt::GRACE`] (drawing a picture, say), or a second signal, is stopped from
+/// here: its staging folders and lock files are removed and the process ends with one line.
 fn install_signal_handlers() {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
@@ -156,11 +162,33 @@ fn install_signal_handlers() {
     std::thread::spawn(move || {
         for signal in signals.forever() {
             if tokdyn::interrupt::is_requested() {
-                std::process::exit(128 + signal);
+                force_stop(signal);
             }
             tokdyn::interrupt::request_signal(signal);
+            std::thread::spawn(move || {
+                std::thread::sleep(tokdyn::interrupt::GRACE);
+                force_stop(signal);
+            });
         }
     });
+}
+
+/// Ends the process after a signal: removes what the command registered, one line, 128 + signal.
+fn force_stop(signal: i32) {
+    if !tokdyn::interrupt::claim_exit() {
+        // The command is printing its own last line and ending.
+        return;
+    }
+    tokdyn::interrupt::clean_up_now();
+    let name = if signal == signal_hook::consts::SIGTERM {
+        "SIGTERM"
+    } else {
+        "SIGINT"
+    };
+    eprintln!(
+        "error: interrupted by {name}: stopped (staging folders and locks removed, any old result is intact)"
+    );
+    std::process::exit(128 + signal);
 }
 
 fn options(out: Option<PathBuf>) -> RunOptions {

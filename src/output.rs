@@ -45,6 +45,8 @@ pub enum ResultKind {
     Run,
     /// `sweep` and `merge`: a `sweep.json`, or a `summary.json` with `points` and `axes`.
     Sweep,
+    /// `inspect`: a `heads.csv` and no `summary.json`.
+    Inspect,
 }
 
 impl ResultKind {
@@ -52,6 +54,7 @@ impl ResultKind {
         match self {
             ResultKind::Run => "`tokdyn run` or `tokdyn compare`",
             ResultKind::Sweep => "`tokdyn sweep`",
+            ResultKind::Inspect => "`tokdyn inspect`",
         }
     }
 
@@ -59,6 +62,7 @@ impl ResultKind {
         match self {
             ResultKind::Run => summary.get("label").is_some() || summary.get("compare").is_some(),
             ResultKind::Sweep => summary.get("points").is_some() && summary.get("axes").is_some(),
+            ResultKind::Inspect => false,
         }
     }
 }
@@ -139,6 +143,8 @@ pub fn check_replaceable(target: &Path, kind: ResultKind) -> Result<(), Error> {
             has_summary = true;
         } else if kind == ResultKind::Sweep && name == "sweep.json" {
             return Ok(());
+        } else if kind == ResultKind::Inspect && name == "heads.csv" {
+            // An inspect result: replaceable by another.
         } else if !is_companion_file(&name) && foreign.is_none() {
             foreign = Some(name);
         }
@@ -182,6 +188,8 @@ pub struct OutputLock {
     file: File,
     path: PathBuf,
     exclusive: bool,
+    /// An exclusive lock file is removed on a forced stop ([`crate::interrupt`]).
+    _registered: Option<crate::interrupt::Registered>,
 }
 
 /// Whether `file` is (still) the file at `path`.
@@ -257,6 +265,7 @@ impl OutputLock {
             let _ = write!(f, "{}", std::process::id());
         }
         OutputLock {
+            _registered: exclusive.then(|| crate::interrupt::register(path)),
             file,
             path: path.to_path_buf(),
             exclusive,
@@ -337,6 +346,8 @@ pub struct StagedDir {
     target: PathBuf,
     staging: tempfile::TempDir,
     _lock: OutputLock,
+    /// The staging folder is removed on a forced stop ([`crate::interrupt`]).
+    _registered: crate::interrupt::Registered,
 }
 
 impl StagedDir {
@@ -356,6 +367,7 @@ impl StagedDir {
             .tempdir_in(&parent)
             .map_err(Error::io(&parent))?;
         Ok(StagedDir {
+            _registered: crate::interrupt::register(staging.path()),
             target,
             staging,
             _lock: lock,
@@ -450,8 +462,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .tempfile_in(&dir)?;
     tmp.write_all(bytes)?;
     tmp.flush()?;
+    readable_by_all(tmp.as_file())?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Gives a file written through a temporary file (created 0600) the mode of the other
+/// outputs, 0644 (owner writes, everyone reads).
+fn readable_by_all(file: &File) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(fs::Permissions::from_mode(0o644))?;
+    }
+    #[cfg(not(unix))]
+    let _ = file;
     Ok(())
 }
 

@@ -74,22 +74,34 @@ pub fn layer_attentions(scenario: &Scenario) -> Vec<(Attention, f64)> {
 }
 
 /// Builds one dynamics per layer with `make` and stacks them; `None` without a stack. Any
-/// model built from an [`Attention`] plugs in here.
+/// model built from an [`Attention`] plugs in here. Layers sharing their heads (the same
+/// `Arc`) share one dynamics: `make` runs once per distinct layer.
 pub fn stacked<E>(
     scenario: &Scenario,
     mut make: impl FnMut(Attention) -> Result<Box<dyn Dynamics + Send + Sync>, E>,
 ) -> Result<Option<Box<dyn Dynamics + Send + Sync>>, E> {
-    let layers = layer_attentions(scenario);
+    let layers = &scenario.model.layers;
     if layers.is_empty() {
         return Ok(None);
     }
+    type Shared = std::sync::Arc<dyn Dynamics + Send + Sync>;
+    let mut made: std::collections::HashMap<usize, Shared> = std::collections::HashMap::new();
     let mut pieces = Vec::with_capacity(layers.len());
     let mut durations = Vec::with_capacity(layers.len());
-    for (attention, duration) in layers {
-        pieces.push(make(attention)?);
-        durations.push(duration);
+    for layer in layers {
+        let key = std::sync::Arc::as_ptr(&layer.heads) as usize;
+        let piece = match made.get(&key) {
+            Some(p) => p.clone(),
+            None => {
+                let p: Shared = make(attention_of(scenario, &layer.heads))?.into();
+                made.insert(key, p.clone());
+                p
+            }
+        };
+        pieces.push(piece);
+        durations.push(layer.duration);
     }
-    Ok(Some(Box::new(Piecewise::new(
+    Ok(Some(Box::new(Piecewise::shared(
         pieces,
         durations,
         scenario.model.looped,
@@ -306,13 +318,47 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         .saturating_mul(30)
         .saturating_add(scratch)
         .saturating_add(tokens)
+        .saturating_add(stack_and_snapshot_bytes(scenario))
         .saturating_add(64 << 20)
+}
+
+/// A stack's distinct layers (their matrices in the field, once each), the order parameters
+/// at every layer boundary up to t_max (at most [`crate::scenario::MAX_LAYER_SEGMENTS`]), and
+/// the token snapshots kept for `tokens.png` (at most 12, plus the chosen defaults).
+fn stack_and_snapshot_bytes(scenario: &Scenario) -> u64 {
+    let n = scenario.tokens.n as u64;
+    let d = scenario.model.d;
+    let snapshots = (scenario.output.snapshots.len() as u64 + 6)
+        .saturating_mul(n)
+        .saturating_mul(d as u64)
+        .saturating_mul(8);
+    let layers = &scenario.model.layers;
+    if layers.is_empty() {
+        return snapshots;
+    }
+    let mut distinct: Vec<usize> = layers
+        .iter()
+        .map(|l| std::sync::Arc::as_ptr(&l.heads) as usize)
+        .collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let heads = layers.iter().map(|l| l.heads.len()).max().unwrap_or(1);
+    let matrices = crate::memory::layer_entries(heads, d)
+        .saturating_mul(distinct.len() as u64)
+        .saturating_mul(8);
+    let pass: f64 = layers.iter().map(|l| l.duration).sum();
+    let segments = if scenario.model.looped {
+        ((scenario.time.t_max / pass).ceil().max(1.0) * layers.len() as f64)
+            .min(crate::scenario::MAX_LAYER_SEGMENTS)
+    } else {
+        layers.len() as f64
+    } as u64;
+    matrices
+        .saturating_add(segments.saturating_mul(crate::memory::BOUNDARY_BYTES))
+        .saturating_add(snapshots)
 }
 
 /// Memory available to this process (Linux `MemAvailable`), if known.
 pub fn memory_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    crate::memory::available()
 }

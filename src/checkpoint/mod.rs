@@ -20,6 +20,7 @@
 
 pub mod bert;
 pub mod gpt2;
+pub mod validate;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -112,6 +113,9 @@ impl Checkpoint {
     pub fn open(path: &Path) -> Result<Checkpoint, CheckpointError> {
         // Only a regular file is read (a FIFO or a device would never end); no size limit
         // beyond the file's own.
+        let size = std::fs::metadata(path).map_or(0, |m| m.len());
+        crate::memory::check(size, "reading the checkpoint (it is held in memory)")
+            .map_err(|e| CheckpointError(format!("`{}`: {e}", path.display())))?;
         let bytes = crate::input::read_bytes(path, u64::MAX)
             .map_err(|e| CheckpointError(format!("`{}`: {e}", path.display())))?;
         let (header_len, metadata) = match SafeTensors::read_metadata(&bytes) {
@@ -186,7 +190,10 @@ impl Checkpoint {
     pub fn shape2(&self, name: &str) -> Result<(usize, usize), CheckpointError> {
         match self.info(name) {
             None => fail(format!("tensor `{name}`: missing from the checkpoint")),
-            Some((_, s)) if s.len() == 2 => Ok((s[0], s[1])),
+            Some((_, s)) if s.len() == 2 => {
+                validate::non_empty(name, &s)?;
+                Ok((s[0], s[1]))
+            }
             Some((_, s)) => fail(format!(
                 "tensor `{name}`: expected a matrix, found shape {s:?}"
             )),
@@ -219,6 +226,7 @@ impl Checkpoint {
         for m in &mut mean {
             *m /= rows.max(1) as f64;
         }
+        validate::embedding(name, &picked, &mean)?;
         Ok((picked, mean, cols))
     }
 
@@ -227,6 +235,7 @@ impl Checkpoint {
         let Some((t, bytes)) = self.entry(name) else {
             return fail(format!("tensor `{name}`: missing from the checkpoint"));
         };
+        validate::non_empty(name, &t.shape)?;
         let data: Vec<f64> = match t.dtype {
             Dtype::F32 => bytes
                 .chunks_exact(4)
@@ -315,14 +324,34 @@ impl Checkpoint {
         d: usize,
         heads: usize,
     ) -> Result<Vec<HeadWeights>, CheckpointError> {
-        if heads == 0 || !d.is_multiple_of(heads) {
+        if heads == 0 {
+            return fail("heads = 0: must be at least 1");
+        }
+        if !d.is_multiple_of(heads) {
             return fail(format!("heads = {heads} does not divide d = {d}"));
         }
         let maps = match format {
             Format::Gpt2 => gpt2::maps(self, layer, d)?,
             Format::Bert => bert::maps(self, layer, d)?,
         };
-        Ok(split_heads(&maps, heads))
+        let formed = split_heads(&maps, heads);
+        let (a_names, v_names) = self.head_tensor_names(format, layer);
+        validate::heads(&formed, &a_names, &v_names)?;
+        Ok(formed)
+    }
+
+    /// The tensors A_h is formed from, and those V_h is formed from, in layer `layer`.
+    fn head_tensor_names(&self, format: Format, layer: usize) -> (Vec<String>, Vec<String>) {
+        match format {
+            Format::Gpt2 => {
+                let (qkv, proj) = gpt2::attention_names(self, layer);
+                (vec![qkv.clone()], vec![qkv, proj])
+            }
+            Format::Bert => {
+                let (q, k, v, o) = bert::attention_names(self, layer);
+                (vec![q, k], vec![v, o])
+            }
+        }
     }
 }
 

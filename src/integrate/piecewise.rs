@@ -14,6 +14,8 @@
 //! stepper with the next layer's field (a new first step, no dense output across the jump).
 //! Output samples stay on the global grid.
 
+use std::sync::Arc;
+
 use super::stepper::{Counts, Stepper};
 use super::{Dynamics, Method, Status};
 use crate::observe::OrderParameters;
@@ -21,7 +23,8 @@ use crate::observe::OrderParameters;
 /// A stack of layers: one dynamics per layer (the same state space), durations, and whether
 /// the stack repeats.
 pub struct Piecewise {
-    layers: Vec<Box<dyn Dynamics + Send + Sync>>,
+    /// One dynamics per layer; layers with the same matrices share one (an `Arc` each).
+    layers: Vec<Arc<dyn Dynamics + Send + Sync>>,
     durations: Vec<f64>,
     looped: bool,
 }
@@ -34,12 +37,37 @@ impl Piecewise {
         durations: Vec<f64>,
         looped: bool,
     ) -> Self {
+        Self::shared(
+            layers.into_iter().map(Arc::from).collect(),
+            durations,
+            looped,
+        )
+    }
+
+    /// A stack whose layers may share their dynamics (the same `Arc` given for several).
+    pub fn shared(
+        layers: Vec<Arc<dyn Dynamics + Send + Sync>>,
+        durations: Vec<f64>,
+        looped: bool,
+    ) -> Self {
         debug_assert!(!layers.is_empty() && layers.len() == durations.len());
         Piecewise {
             layers,
             durations,
             looped,
         }
+    }
+
+    /// How many distinct dynamics the layers hold.
+    pub fn distinct_layers(&self) -> usize {
+        let mut seen: Vec<*const ()> = self
+            .layers
+            .iter()
+            .map(|l| Arc::as_ptr(l) as *const ())
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        seen.len()
     }
 
     /// Number of layers in one pass.
@@ -155,6 +183,7 @@ impl<'a> SegmentedStepper<'a> {
             Some(s) => (s.layer(0), s.durations[0], s.durations[0]),
             None => (dynamics, f64::INFINITY, t_end),
         };
+        crate::interrupt::set_clock_offset(0.0);
         let current = Stepper::new(field, method, y0, horizon);
         let mut boundaries = Vec::new();
         if let Some(s) = stack {
@@ -164,7 +193,7 @@ impl<'a> SegmentedStepper<'a> {
                 t: 0.0,
                 pass: 0,
                 layer: 0,
-                order: s.order_parameters(&y),
+                order: without_axis(s.order_parameters(&y)),
             });
         }
         SegmentedStepper {
@@ -210,6 +239,7 @@ impl<'a> SegmentedStepper<'a> {
                 f64::INFINITY,
             ));
             let horizon = if end.is_finite() { end - start } else { 1e300 };
+            crate::interrupt::set_clock_offset(start);
             let finished = Stepper::new(stack.layer(i), self.method, &y, horizon);
             let old = std::mem::replace(&mut self.current, finished);
             self.add_done(&old);
@@ -247,7 +277,7 @@ impl<'a> SegmentedStepper<'a> {
             t: self.end,
             pass: (self.k + 1) / l,
             layer: (self.k + 1) % l,
-            order: stack.order_parameters(y),
+            order: without_axis(stack.order_parameters(y)),
         });
     }
 
@@ -273,6 +303,13 @@ impl<'a> SegmentedStepper<'a> {
     pub fn step_drift_max(&self) -> f64 {
         self.drift.max(self.current.step_drift_max())
     }
+}
+
+/// The order parameters a boundary keeps: the cluster axis (d numbers) is dropped, so a
+/// boundary costs the same for any d (`layers.csv` and the stroboscopic series do not use it).
+fn without_axis(mut order: OrderParameters) -> OrderParameters {
+    order.axis = None;
+    order
 }
 
 /// A failure status with its time moved from segment time to run time.

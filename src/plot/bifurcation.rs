@@ -215,6 +215,7 @@ fn draw_branches<DB: DrawingBackend>(
             .iter()
             .copied()
             .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .map(|(x, y)| (super::on_axis(x), super::on_axis(y)))
             .collect();
         match kind {
             FixedKind::Stable => chart
@@ -251,6 +252,7 @@ fn draw_special<DB: DrawingBackend>(
         if !(p.is_finite() && r.is_finite()) {
             continue;
         }
+        let (p, r) = (&super::on_axis(*p), &super::on_axis(*r));
         let mut outline = diamond((0, 0), pxi(13));
         outline.push(outline[0]);
         chart
@@ -297,6 +299,7 @@ fn draw_points<DB: DrawingBackend>(
         if !p.is_finite() {
             continue;
         }
+        let p = super::on_axis(p);
         let c = label_color(label);
         if label.is_none() || !lo.is_finite() || !hi.is_finite() {
             chart

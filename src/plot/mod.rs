@@ -198,6 +198,7 @@ pub(crate) fn render(
     figure: Figure,
 ) -> io::Result<Vec<PathBuf>> {
     register_fonts();
+    not_interrupted()?;
     let png = dir.join(format!("{stem}.png"));
     let svg_path = dir.join(format!("{stem}.svg"));
     let pdf_path = dir.join(format!("{stem}.pdf"));
@@ -212,6 +213,17 @@ pub(crate) fn render(
     Ok(vec![png, svg_path, pdf_path])
 }
 
+/// An error when a signal asked the command to stop: a picture is not begun then.
+fn not_interrupted() -> io::Result<()> {
+    if crate::interrupt::is_requested() {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            "interrupted while drawing the pictures",
+        ));
+    }
+    Ok(())
+}
+
 /// Draws `pic` as SVG text of `size` pixels and writes it (with the physical size of `figure`)
 /// to `svg_path` and its PDF to `pdf_path`.
 fn write_vector(
@@ -222,6 +234,7 @@ fn write_vector(
 ) -> io::Result<()> {
     let _scale = Scale::set(size, figure);
     let svg = draw_svg(pic, size).map_err(|e| with_path(svg_path, e))?;
+    not_interrupted()?;
     let pdf = vector::svg_to_pdf(&svg, size, figure).map_err(|e| with_path(pdf_path, e))?;
     let svg = vector::with_physical_size(&svg, size, figure);
     std::fs::write(svg_path, svg).map_err(|e| with_path(svg_path, e))?;
@@ -810,12 +823,29 @@ pub(crate) fn finite_range(values: impl IntoIterator<Item = f64>) -> Option<(f64
     (lo <= hi).then_some((lo, hi))
 }
 
-/// A range padded by `frac` of its span on each side; a degenerate range (one value) gets a
-/// width of 10% of the value (at least 0.1), a missing one is [0, 1].
+/// Largest |value| an axis reaches: data beyond are drawn at the edge. With ends within
+/// +-1e300 every span, padding and tick step stays finite.
+pub(crate) const AXIS_LIMIT: f64 = 1e300;
+
+/// `v` moved onto the axes' reach, +-[`AXIS_LIMIT`], so that drawing it maps to a pixel
+/// near the chart (a value beyond would map past the range of pixel coordinates).
+pub(crate) fn on_axis(v: f64) -> f64 {
+    v.clamp(-AXIS_LIMIT, AXIS_LIMIT)
+}
+
+/// A range padded by `frac` (at most 1) of its span on each side; a degenerate range (one
+/// value, or a span below 1e-9 of the values' size) gets a width of 10% of the value (at least
+/// 0.1), a missing one is [0, 1]. The ends are clamped to +-[`AXIS_LIMIT`], so the ticks of
+/// the axis are computed from a finite range whose span is a sizeable part of its values.
 pub(crate) fn padded(range: Option<(f64, f64)>, frac: f64) -> (f64, f64) {
-    let Some((lo, hi)) = range else {
+    let Some((lo, hi)) = range.filter(|(lo, hi)| !lo.is_nan() && !hi.is_nan() && lo <= hi) else {
         return (0.0, 1.0);
     };
+    let frac = frac.clamp(0.0, 1.0);
+    let (lo, hi) = (
+        lo.clamp(-AXIS_LIMIT, AXIS_LIMIT),
+        hi.clamp(-AXIS_LIMIT, AXIS_LIMIT),
+    );
     let span = hi - lo;
     let scale = lo.abs().max(hi.abs());
     if span <= 1e-9 * scale.max(1e-300) {
@@ -974,6 +1004,26 @@ pub(crate) fn tick(v: &f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn padded_ranges_are_finite_and_wide_for_extreme_values() {
+        for (lo, hi) in [
+            (-1e308, 1e308),
+            (f64::NEG_INFINITY, f64::INFINITY),
+            (1e300, 1e300 * (1.0 + 1e-15)),
+            (-f64::MAX, -f64::MAX),
+            (5e-324, 1e-323),
+        ] {
+            let (a, b) = padded(Some((lo, hi)), 0.05);
+            assert!(
+                a.is_finite() && b.is_finite() && a < b,
+                "{lo}..{hi}: {a}..{b}"
+            );
+            // The span is a sizeable part of the values, so ticks advance.
+            assert!(b - a >= 1e-9 * a.abs().max(b.abs()), "{lo}..{hi}: {a}..{b}");
+        }
+        assert_eq!(padded(Some((f64::NAN, 1.0)), 0.0), (0.0, 1.0));
+    }
 
     #[test]
     fn padded_ranges_are_never_empty() {

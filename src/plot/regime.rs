@@ -284,7 +284,8 @@ impl Cells {
                 if let Some(k) = LABELS.iter().position(|l| *l == label) {
                     counts[k] += 1;
                 }
-                let rect = [(xe.0, ye.0), (xe.1, ye.1)];
+                let on = super::on_axis;
+                let rect = [(on(xe.0), on(ye.0)), (on(xe.1), on(ye.1))];
                 cells.push((rect, label_color(label)));
                 match (previous, runs.last_mut()) {
                     (Some((pj, pl)), Some(run)) if pj + 1 == j && pl == label => {

@@ -417,8 +417,21 @@ fn unknown_param(name: &str, params: &[(String, f64)]) -> String {
     if params.is_empty() {
         format!("unknown param `{name}` (there is no [params] table)")
     } else {
-        let names: Vec<&str> = params.iter().map(|(p, _)| p.as_str()).collect();
-        format!("unknown param `{name}` (params are: {})", names.join(", "))
+        // At most MAX_LISTED names, so an error line stays one readable line.
+        const MAX_LISTED: usize = 12;
+        let names: Vec<&str> = params
+            .iter()
+            .take(MAX_LISTED)
+            .map(|(p, _)| p.as_str())
+            .collect();
+        let more = match params.len().saturating_sub(MAX_LISTED) {
+            0 => String::new(),
+            k => format!(" and {k} more"),
+        };
+        format!(
+            "unknown param `{name}` (params are: {}{more})",
+            names.join(", ")
+        )
     }
 }
 

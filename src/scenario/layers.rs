@@ -8,7 +8,9 @@
 //! duration `layer_time`. `tokens.init = "embedding"` takes rows `ids` of the embedding matrix
 //! E (minus the mean row of E when `center = true`); they are normalised when the tokens are made.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use toml::Value;
 
@@ -17,6 +19,7 @@ use super::matrix::{build_matrix, matrix_to_toml, MatrixContext};
 use super::schema::{RawCheckpoint, RawLayer, RawModel, RawScenario, RawTokens};
 use super::{HeadSpec, LayerSpec};
 use crate::checkpoint::{Checkpoint, Format};
+use crate::memory;
 
 /// A checkpoint named by `[model.checkpoint]`, opened.
 pub struct OpenCheckpoint {
@@ -102,6 +105,13 @@ pub fn model_d(
 
 /// `tokens.n`: as written, or the number of `tokens.ids` (given both, they must agree).
 pub fn token_count(t: &RawTokens, file: &Path) -> Result<i64, ScenarioError> {
+    if t.ids.as_ref().is_some_and(|ids| ids.is_empty()) {
+        return Err(ScenarioError::at(
+            file,
+            "tokens.ids",
+            "needs at least one token id (n is their count)",
+        ));
+    }
     match (t.n, &t.ids) {
         (Some(n), Some(ids)) if usize::try_from(n) != Ok(ids.len()) => Err(ScenarioError::at(
             file,
@@ -122,6 +132,8 @@ pub fn token_count(t: &RawTokens, file: &Path) -> Result<i64, ScenarioError> {
 pub struct Stack {
     pub layers: Vec<LayerSpec>,
     pub looped: bool,
+    /// The key of the shortest layer's duration (for refusals of passes that cannot finish).
+    pub duration_key: String,
 }
 
 /// Builds the stack from `[[model.layers]]` / `[[layers]]` or `[model.checkpoint]`, and writes
@@ -155,13 +167,32 @@ pub fn build_stack(
                 "give either the layers or a checkpoint, not both",
             ))
         }
-        (Some((tables, key)), None, _) => explicit_layers(tables, key, ctx, resolved_model)?,
-        (None, Some(raw_c), Some(open)) => checkpoint_layers(raw_c, open, ctx, resolved_model)?,
+        (Some((tables, key)), None, _) => {
+            let layers = explicit_layers(tables, key, ctx, resolved_model)?;
+            let shortest = shortest_layer(&layers);
+            (layers, format!("{key}[{shortest}].duration"))
+        }
+        (None, Some(raw_c), Some(open)) => (
+            checkpoint_layers(raw_c, open, ctx, resolved_model)?,
+            "model.checkpoint.layer_time".to_string(),
+        ),
         _ => return Err(ScenarioError::at(file, "model.layers", "missing")),
     };
+    let (layers, duration_key) = layers;
     let looped = m.looped.unwrap_or(false);
     resolved_model.insert("loop".into(), Value::Boolean(looped));
-    Ok(Stack { layers, looped })
+    Ok(Stack {
+        layers,
+        looped,
+        duration_key,
+    })
+}
+
+/// The index of the layer with the shortest duration (the first of them).
+fn shortest_layer(layers: &[LayerSpec]) -> usize {
+    (0..layers.len())
+        .min_by(|&a, &b| layers[a].duration.total_cmp(&layers[b].duration))
+        .unwrap_or(0)
 }
 
 fn duration(value: Option<f64>, key: &str, file: &Path) -> Result<f64, ScenarioError> {
@@ -176,7 +207,9 @@ fn duration(value: Option<f64>, key: &str, file: &Path) -> Result<f64, ScenarioE
     Ok(tau)
 }
 
-/// Layers written in the scenario: each with A and V, or heads, and a duration.
+/// Layers written in the scenario: each with A and V, or heads, and a duration. Entries
+/// written identically (apart from the duration) share one copy of their matrices; the
+/// memory they need is checked before any is built.
 fn explicit_layers(
     tables: &[RawLayer],
     key: &str,
@@ -186,14 +219,39 @@ fn explicit_layers(
     if tables.is_empty() {
         return Err(ScenarioError::at(ctx.file, key, "needs at least one layer"));
     }
-    let mut layers = Vec::with_capacity(tables.len());
+    let first_of = distinct_entries(tables);
+    check_stack_memory(tables, &first_of, key, ctx)?;
+    let mut layers: Vec<LayerSpec> = Vec::with_capacity(tables.len());
     let mut resolved = Vec::with_capacity(tables.len());
+    let mut heads_toml: Vec<Option<Value>> = Vec::with_capacity(tables.len());
     for (i, t) in tables.iter().enumerate() {
         let at = format!("{key}[{i}]");
-        let heads = layer_heads(t, &at, ctx)?;
+        let first = first_of[i];
+        let heads = if first < i {
+            layers[first].heads.clone()
+        } else {
+            Arc::new(layer_heads(t, &at, ctx)?)
+        };
         let duration = duration(t.duration, &format!("{at}.duration"), ctx.file)?;
+        let toml_heads = match heads_toml.get(first).cloned().flatten() {
+            Some(v) => v,
+            None => heads_to_toml(&heads),
+        };
         let mut table = toml::Table::new();
-        let heads_toml = heads
+        table.insert("heads".into(), toml_heads.clone());
+        table.insert("duration".into(), Value::Float(duration));
+        resolved.push(Value::Table(table));
+        heads_toml.push((first == i).then_some(toml_heads));
+        layers.push(LayerSpec { heads, duration });
+    }
+    resolved_model.insert("layers".into(), Value::Array(resolved));
+    Ok(layers)
+}
+
+/// The resolved form of a layer's heads.
+fn heads_to_toml(heads: &[HeadSpec]) -> Value {
+    Value::Array(
+        heads
             .iter()
             .map(|h| {
                 let mut ht = toml::Table::new();
@@ -201,14 +259,53 @@ fn explicit_layers(
                 ht.insert("V".into(), matrix_to_toml(&h.v));
                 Value::Table(ht)
             })
-            .collect();
-        table.insert("heads".into(), Value::Array(heads_toml));
-        table.insert("duration".into(), Value::Float(duration));
-        resolved.push(Value::Table(table));
-        layers.push(LayerSpec { heads, duration });
+            .collect(),
+    )
+}
+
+/// For each layer entry, the index of the first entry written the same way (its matrices,
+/// not its duration).
+fn distinct_entries(tables: &[RawLayer]) -> Vec<usize> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    tables
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let text = format!("{:?}", (&t.a, &t.v, &t.heads));
+            *seen.entry(text).or_insert(i)
+        })
+        .collect()
+}
+
+/// Heads an entry declares (before its matrices are built).
+fn declared_heads(t: &RawLayer) -> usize {
+    t.heads.as_ref().map_or(1, |h| h.len().max(1))
+}
+
+/// Refuses, before building anything, a stack whose matrices and resolved form do not fit.
+fn check_stack_memory(
+    tables: &[RawLayer],
+    first_of: &[usize],
+    key: &str,
+    ctx: &MatrixContext,
+) -> Result<(), ScenarioError> {
+    let mut distinct = 0u64;
+    let mut written = 0u64;
+    for (i, t) in tables.iter().enumerate() {
+        let entries = memory::layer_entries(declared_heads(t), ctx.d);
+        written = written.saturating_add(entries);
+        if first_of[i] == i {
+            distinct = distinct.saturating_add(entries);
+        }
     }
-    resolved_model.insert("layers".into(), Value::Array(resolved));
-    Ok(layers)
+    let need = memory::stack_bytes(distinct, written, tables.len(), true);
+    let unique = first_of.iter().enumerate().filter(|(i, f)| i == *f).count();
+    let what = format!(
+        "a stack of {} layers ({unique} distinct) of d = {} (the resolved scenario.toml lists every layer's matrices)",
+        tables.len(),
+        ctx.d
+    );
+    memory::check(need, &what).map_err(|m| ScenarioError::at(ctx.file, key, m))
 }
 
 /// The heads of one written layer.
@@ -279,22 +376,44 @@ fn checkpoint_layers(
     }
     let tau = duration(raw.layer_time, "model.checkpoint.layer_time", file)?;
     let shown = open.checkpoint.path().display();
-    let mut layers = Vec::with_capacity(raw.layers.len());
-    for &l in &raw.layers {
-        let index = usize::try_from(l).map_err(|_| {
-            err(
-                "model.checkpoint.layers",
-                format!("layer index {l} is negative"),
-            )
-        })?;
-        let heads = open
-            .checkpoint
-            .layer_heads(open.format, index, open.d, heads)
-            .map_err(|e| err("model.checkpoint", format!("`{shown}`: layer {index}: {e}")))?;
-        let heads = heads
-            .into_iter()
-            .map(|h| HeadSpec { a: h.a, v: h.v })
-            .collect();
+    let indices = checkpoint_indices(&raw.layers, file)?;
+    let mut distinct: Vec<usize> = indices.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let entries = memory::layer_entries(heads, open.d);
+    let need = memory::stack_bytes(
+        entries.saturating_mul(distinct.len() as u64),
+        0,
+        indices.len(),
+        false,
+    );
+    let what = format!(
+        "a stack of {} checkpoint layers ({} distinct) of d = {}",
+        indices.len(),
+        distinct.len(),
+        open.d
+    );
+    memory::check(need, &what).map_err(|m| err("model.checkpoint.layers", m))?;
+    // Each checkpoint layer is read once; repeated indices share its heads.
+    let mut read: HashMap<usize, Arc<Vec<HeadSpec>>> = HashMap::new();
+    let mut layers = Vec::with_capacity(indices.len());
+    for &index in &indices {
+        let heads = match read.get(&index) {
+            Some(h) => h.clone(),
+            None => {
+                let formed = open
+                    .checkpoint
+                    .layer_heads(open.format, index, open.d, heads)
+                    .map_err(|e| {
+                        err("model.checkpoint", format!("`{shown}`: layer {index}: {e}"))
+                    })?;
+                let specs: Vec<HeadSpec> = formed
+                    .into_iter()
+                    .map(|h| HeadSpec { a: h.a, v: h.v })
+                    .collect();
+                read.entry(index).or_insert(Arc::new(specs)).clone()
+            }
+        };
         layers.push(LayerSpec {
             heads,
             duration: tau,
@@ -316,6 +435,22 @@ fn checkpoint_layers(
     table.insert("layer_time".into(), Value::Float(tau));
     resolved_model.insert("checkpoint".into(), Value::Table(table));
     Ok(layers)
+}
+
+/// The checkpoint layer indices as written, each >= 0.
+fn checkpoint_indices(written: &[i64], file: &Path) -> Result<Vec<usize>, ScenarioError> {
+    written
+        .iter()
+        .map(|&l| {
+            usize::try_from(l).map_err(|_| {
+                ScenarioError::at(
+                    file,
+                    "model.checkpoint.layers",
+                    format!("layer index {l} is negative"),
+                )
+            })
+        })
+        .collect()
 }
 
 /// `time.t_end` must lie within a stack that does not loop.

@@ -10,6 +10,7 @@
 //! The checked scenario also carries `resolved`: the scenario table after overrides, with every
 //! default filled in and every matrix expanded to rows of numbers, for provenance.
 
+mod bounds;
 mod error;
 mod expression;
 mod init;
@@ -27,6 +28,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 use crate::classify::Label;
+pub use bounds::{MAX_FIXED_STEPS, MAX_LAYER_SEGMENTS};
 pub use error::ScenarioError;
 pub use expression::evaluate as evaluate_expression;
 pub use expression::RESERVED as RESERVED_NAMES;
@@ -92,8 +94,9 @@ pub struct ModelSpec {
 /// One layer of a stack: its heads, acting for `duration` (> 0).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerSpec {
-    /// The layer's heads (their fields add).
-    pub heads: Vec<HeadSpec>,
+    /// The layer's heads (their fields add); layers written identically, or the same
+    /// checkpoint layer given twice, share one copy.
+    pub heads: std::sync::Arc<Vec<HeadSpec>>,
     /// How long the layer acts (> 0).
     pub duration: f64,
 }

@@ -28,6 +28,10 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let tokens = token_spec(&raw, file, base_dir, &checked)?;
     let time = time_spec(&raw, file, checked.stack.as_ref())?;
     let solver = solver_spec(&raw, file)?;
+    super::bounds::check_fixed_steps(solver.method, solver.dt, time.t_max, file)?;
+    if let Some(stack) = &checked.stack {
+        super::bounds::check_layer_segments(stack, time.t_max, file)?;
+    }
     let run = run_spec(&raw, file, &checked.model)?;
     let output = output_spec(file, &raw.output)?;
     if let Some(description) = &raw.description {
@@ -156,7 +160,7 @@ fn model_spec(
         false => None,
     };
     let heads = match &stack {
-        Some(s) => s.layers[0].heads.clone(),
+        Some(s) => s.layers[0].heads.as_ref().clone(),
         None => heads(m, &ctx, &mut resolved)?,
     };
     resolved.insert(

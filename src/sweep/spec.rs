@@ -572,14 +572,25 @@ fn read_axes(
                 format!("{key} holds an integer; from and to must be below 9e15 in size"),
             ));
         }
-        axes.push(Axis {
+        if integer && (from.fract() != 0.0 || to.fract() != 0.0) {
+            return Err(at(
+                file,
+                &prefix,
+                format!(
+                    "{key} holds an integer; from and to must be whole numbers, found from = {from}, to = {to}"
+                ),
+            ));
+        }
+        let axis = Axis {
             name,
             key,
             from,
             to,
             steps,
             integer,
-        });
+        };
+        check_grid_finite(file, &prefix, &axis)?;
+        axes.push(axis);
     }
     axes.iter()
         .try_fold(1usize, |acc, a| acc.checked_mul(a.steps))
@@ -592,6 +603,25 @@ fn read_axes(
             )
         })?;
     Ok(axes)
+}
+
+/// Refuses an axis whose grid has a point that is not finite (`to - from` overflows), before
+/// any point runs.
+fn check_grid_finite(file: &Path, prefix: &str, axis: &Axis) -> Result<(), Error> {
+    let bad = (0..axis.steps).find(|&i| !axis.value(i).is_finite());
+    match bad {
+        None => Ok(()),
+        Some(i) => Err(at(
+            file,
+            prefix,
+            format!(
+                "grid point {i} of {} is {} (to - from = {} overflows); narrow the range",
+                axis.steps,
+                axis.value(i),
+                axis.to - axis.from
+            ),
+        )),
+    }
 }
 
 /// `label` of the sweep file: where each point's label comes from.

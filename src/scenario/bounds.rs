@@ -1,0 +1,65 @@
+//! Work that could never finish, refused up front (docs/DESIGN.md, "Bounds on work").
+//!
+//! A fixed-step method takes ceil(t_max / dt) steps; a looped stack of L layers of total
+//! time T crosses ceil(t_max / T) L layer boundaries, each restarting the integrator and
+//! recording a row of `layers.csv`. Both counts are bounded:
+//!
+//! ```text
+//! t_max / dt <= MAX_FIXED_STEPS,      ceil(t_max / T) L <= MAX_LAYER_SEGMENTS.
+//! ```
+
+use std::path::Path;
+
+use super::error::ScenarioError;
+use super::layers::Stack;
+use super::MethodKind;
+
+/// Most steps a fixed-step method (`rk4`) may take to reach t_max.
+pub const MAX_FIXED_STEPS: f64 = 1e9;
+
+/// Most layer segments (layer boundaries) a stack may be integrated over up to t_max.
+pub const MAX_LAYER_SEGMENTS: f64 = 1e6;
+
+/// Refuses a fixed step whose count to t_max exceeds [`MAX_FIXED_STEPS`].
+pub fn check_fixed_steps(
+    method: MethodKind,
+    dt: f64,
+    t_max: f64,
+    file: &Path,
+) -> Result<(), ScenarioError> {
+    if method != MethodKind::Rk4 {
+        return Ok(());
+    }
+    let steps = (t_max / dt).ceil();
+    if steps <= MAX_FIXED_STEPS {
+        return Ok(());
+    }
+    Err(ScenarioError::at(
+        file,
+        "solver.dt",
+        format!(
+            "rk4 with dt = {dt:e} needs {steps:.2e} steps to reach t = {t_max} (at most {MAX_FIXED_STEPS:e}); raise dt or use an adaptive method"
+        ),
+    ))
+}
+
+/// Refuses a stack whose layer segments up to t_max exceed [`MAX_LAYER_SEGMENTS`].
+pub fn check_layer_segments(stack: &Stack, t_max: f64, file: &Path) -> Result<(), ScenarioError> {
+    let layers = stack.layers.len() as f64;
+    let pass: f64 = stack.layers.iter().map(|l| l.duration).sum();
+    let segments = if stack.looped {
+        (t_max / pass).ceil().max(1.0) * layers
+    } else {
+        layers
+    };
+    if segments <= MAX_LAYER_SEGMENTS {
+        return Ok(());
+    }
+    Err(ScenarioError::at(
+        file,
+        stack.duration_key.as_str(),
+        format!(
+            "the run up to t = {t_max} crosses {segments:.2e} layer boundaries ({layers} layers a pass of time {pass:e}), at most {MAX_LAYER_SEGMENTS:e}; lengthen the layers or shorten the run"
+        ),
+    ))
+}

@@ -11,11 +11,12 @@
 
 use crate::integrate::{Dynamics, Method, Piecewise, Problem};
 use crate::model::spectral::{self, KernelChoice, KernelMethod, SpectralField};
-use crate::model::{Attention, Head, Kernel, SphereField};
+use crate::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
 use crate::observe::order_parameter_r2;
 use crate::reduced::{GroupFlow, OttAntonsen, PhaseModel, SecondHarmonic, WatanabeStrogatz};
 use crate::scenario::{
-    InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind, Scenario, ScenarioError,
+    InitKind, KernelKind, KernelMethodKind, MaskKind, MethodKind, ModelKind, NormalizationKind,
+    Scenario, ScenarioError,
 };
 
 /// A scenario made ready to solve with one model.
@@ -60,7 +61,7 @@ impl Simulation {
 
 /// The attention layer of a scenario (for a stack of layers: the first layer).
 pub fn attention(scenario: &Scenario) -> Attention {
-    attention_of(scenario, &scenario.model.heads)
+    attention_of(scenario, &scenario.model.heads, &scenario.model.factored)
 }
 
 /// The attention layers of a scenario with a stack, in order (empty without one).
@@ -69,7 +70,7 @@ pub fn layer_attentions(scenario: &Scenario) -> Vec<(Attention, f64)> {
         .model
         .layers
         .iter()
-        .map(|l| (attention_of(scenario, &l.heads), l.duration))
+        .map(|l| (attention_of(scenario, &l.heads, &l.factored), l.duration))
         .collect()
 }
 
@@ -96,8 +97,13 @@ pub fn stacked<E>(
     ))))
 }
 
-/// An attention layer with the scenario's kernel and beta and the given heads.
-fn attention_of(scenario: &Scenario, heads: &[crate::scenario::HeadSpec]) -> Attention {
+/// An attention layer with the scenario's kernel, beta, mask and normalisation and the given
+/// heads (factored heads stay factored).
+fn attention_of(
+    scenario: &Scenario,
+    heads: &[crate::scenario::HeadSpec],
+    factored: &[crate::scenario::FactorSpec],
+) -> Attention {
     let kernel = match scenario.model.kernel {
         KernelKind::Lsa => Kernel::Lsa,
         KernelKind::Usa => Kernel::Usa,
@@ -110,7 +116,27 @@ fn attention_of(scenario: &Scenario, heads: &[crate::scenario::HeadSpec]) -> Att
             v: h.v.clone(),
         })
         .collect();
+    let factored = factored
+        .iter()
+        .map(|f| FactoredHead {
+            q: f.q.clone(),
+            k: f.k.clone(),
+            v: f.v.clone(),
+            o: f.o.clone(),
+        })
+        .collect();
+    let mask = match scenario.model.mask {
+        MaskKind::None => Mask::None,
+        MaskKind::Causal => Mask::Causal,
+    };
+    let normalization = match scenario.model.normalization {
+        NormalizationKind::Post => Normalization::Post,
+        NormalizationKind::Pre => Normalization::Pre,
+    };
     Attention::new(kernel, scenario.model.beta, heads)
+        .with_factored(factored)
+        .with_mask(mask)
+        .with_normalization(normalization)
 }
 
 /// `model.kernel_method` of a scenario.
@@ -157,7 +183,7 @@ pub fn second_harmonic(
     scenario: &Scenario,
     model: ModelKind,
 ) -> Result<SecondHarmonic, ScenarioError> {
-    SecondHarmonic::new(&attention(scenario)).map_err(|_| not_reducible(scenario, model))
+    SecondHarmonic::new(&attention(scenario).formed()).map_err(|_| not_reducible(scenario, model))
 }
 
 /// An error for commands that read one layer acting for ever (`predict`, `portrait`) when
@@ -202,8 +228,9 @@ pub fn build_with_tokens(
 ) -> Result<Simulation, ScenarioError> {
     let n = scenario.tokens.n;
     let tokens = std::sync::Arc::new(tokens);
+    // The reductions and the group model read every head as A and V.
     let harmonic = |attention: &Attention| {
-        SecondHarmonic::new(attention).map_err(|_| not_reducible(scenario, model))
+        SecondHarmonic::new(&attention.formed()).map_err(|_| not_reducible(scenario, model))
     };
     let layer = |attention: Attention| -> Result<Box<dyn Dynamics + Send + Sync>, ScenarioError> {
         Ok(match model {
@@ -215,7 +242,7 @@ pub fn build_with_tokens(
             ModelKind::Ws => Box::new(WatanabeStrogatz::new(harmonic(&attention)?, &tokens)),
             ModelKind::Oa => Box::new(OttAntonsen::new(harmonic(&attention)?)),
             ModelKind::Group => Box::new(
-                GroupFlow::new(attention, tokens.clone())
+                GroupFlow::new(attention.formed(), tokens.clone())
                     .ok_or_else(|| group_needs_lsa(scenario))?,
             ),
         })
@@ -286,7 +313,8 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
             scenario.model.d,
             attention(scenario).kernel,
             scenario.model.heads.len(),
-        ) as u64,
+        )
+        .saturating_add(factored_scratch_bytes(scenario)) as u64,
         ModelKind::Group => GroupFlow::scratch_bytes(scenario.tokens.n, scenario.model.d) as u64,
         _ => n.saturating_mul(8 * 4),
     };
@@ -307,6 +335,15 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         .saturating_add(scratch)
         .saturating_add(tokens)
         .saturating_add(64 << 20)
+}
+
+/// Bytes of the factored heads' scratch (the widest head of the scenario's first layer).
+fn factored_scratch_bytes(scenario: &Scenario) -> usize {
+    let kernel = attention(scenario).kernel;
+    let widest = scenario.model.factored.iter().map(|f| f.q.ncols()).max();
+    widest.map_or(0, |d_h| {
+        crate::model::factored_scratch_numbers(scenario.tokens.n, d_h, kernel).saturating_mul(8)
+    })
 }
 
 /// Memory available to this process (Linux `MemAvailable`), if known.

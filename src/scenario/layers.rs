@@ -13,9 +13,10 @@ use std::path::Path;
 use toml::Value;
 
 use super::error::ScenarioError;
+use super::heads::{build_heads, LayerHeads};
 use super::matrix::{build_matrix, matrix_to_toml, MatrixContext};
 use super::schema::{RawCheckpoint, RawLayer, RawModel, RawScenario, RawTokens};
-use super::{HeadSpec, LayerSpec};
+use super::{FactorSpec, HeadSpec, LayerSpec};
 use crate::checkpoint::{Checkpoint, Format};
 
 /// A checkpoint named by `[model.checkpoint]`, opened.
@@ -193,47 +194,38 @@ fn explicit_layers(
         let heads = layer_heads(t, &at, ctx)?;
         let duration = duration(t.duration, &format!("{at}.duration"), ctx.file)?;
         let mut table = toml::Table::new();
-        let heads_toml = heads
-            .iter()
-            .map(|h| {
-                let mut ht = toml::Table::new();
-                ht.insert("A".into(), matrix_to_toml(&h.a));
-                ht.insert("V".into(), matrix_to_toml(&h.v));
-                Value::Table(ht)
-            })
-            .collect();
-        table.insert("heads".into(), Value::Array(heads_toml));
+        table.insert("heads".into(), Value::Array(heads.resolved));
         table.insert("duration".into(), Value::Float(duration));
         resolved.push(Value::Table(table));
-        layers.push(LayerSpec { heads, duration });
+        layers.push(LayerSpec {
+            heads: heads.formed,
+            factored: heads.factored,
+            duration,
+        });
     }
     resolved_model.insert("layers".into(), Value::Array(resolved));
     Ok(layers)
 }
 
 /// The heads of one written layer.
-fn layer_heads(
-    t: &RawLayer,
-    at: &str,
-    ctx: &MatrixContext,
-) -> Result<Vec<HeadSpec>, ScenarioError> {
+fn layer_heads(t: &RawLayer, at: &str, ctx: &MatrixContext) -> Result<LayerHeads, ScenarioError> {
     let err = |key: String, message: &str| ScenarioError::at(ctx.file, key, message);
     match (&t.a, &t.v, &t.heads) {
-        (Some(a), Some(v), None) => Ok(vec![HeadSpec {
-            a: build_matrix(a, &format!("{at}.A"), ctx)?,
-            v: build_matrix(v, &format!("{at}.V"), ctx)?,
-        }]),
-        (None, None, Some(heads)) if !heads.is_empty() => heads
-            .iter()
-            .enumerate()
-            .map(|(h, raw)| {
-                Ok(HeadSpec {
-                    a: build_matrix(&raw.a, &format!("{at}.heads[{h}].A"), ctx)?,
-                    v: build_matrix(&raw.v, &format!("{at}.heads[{h}].V"), ctx)?,
-                })
+        (Some(a), Some(v), None) => {
+            let head = HeadSpec {
+                a: build_matrix(a, &format!("{at}.A"), ctx)?,
+                v: build_matrix(v, &format!("{at}.V"), ctx)?,
+            };
+            let mut table = toml::Table::new();
+            table.insert("A".into(), matrix_to_toml(&head.a));
+            table.insert("V".into(), matrix_to_toml(&head.v));
+            Ok(LayerHeads {
+                formed: vec![head],
+                factored: Vec::new(),
+                resolved: vec![Value::Table(table)],
             })
-            .collect(),
-        (None, None, Some(_)) => Err(err(format!("{at}.heads"), "needs at least one head")),
+        }
+        (None, None, Some(heads)) => build_heads(heads, &format!("{at}.heads"), ctx),
         (_, _, Some(_)) => Err(err(
             format!("{at}.heads"),
             "give either A and V or heads, not both",
@@ -287,16 +279,23 @@ fn checkpoint_layers(
                 format!("layer index {l} is negative"),
             )
         })?;
-        let heads = open
+        // Kept factored: Q, K, V (d x d_h) and O (d_h x d) per head, no d x d matrix.
+        let factors = open
             .checkpoint
-            .layer_heads(open.format, index, open.d, heads)
+            .layer_factors(open.format, index, open.d, heads)
             .map_err(|e| err("model.checkpoint", format!("`{shown}`: layer {index}: {e}")))?;
-        let heads = heads
+        let factored = factors
             .into_iter()
-            .map(|h| HeadSpec { a: h.a, v: h.v })
+            .map(|f| FactorSpec {
+                q: f.q,
+                k: f.k,
+                v: f.v,
+                o: f.o,
+            })
             .collect();
         layers.push(LayerSpec {
-            heads,
+            heads: Vec::new(),
+            factored,
             duration: tau,
         });
     }

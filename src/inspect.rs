@@ -140,7 +140,16 @@ fn describe(c: &Checkpoint, format: Format, d: usize, layers: &[usize]) -> Strin
         layers.len(),
         shown.join(", ")
     );
+    let _ = writeln!(s, "{}", mask_line(format));
     s
+}
+
+/// Which mask a scenario with this checkpoint runs under by default.
+pub fn mask_line(format: Format) -> &'static str {
+    match format {
+        Format::Gpt2 => "mask: causal by default (a decoder: token k attends to j <= k; set model.mask = \"none\" to lift it)",
+        Format::Bert => "mask: none by default (an encoder: every token attends to every token)",
+    }
 }
 
 /// The spectra of one head.

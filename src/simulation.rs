@@ -11,11 +11,12 @@
 
 use crate::integrate::{Dynamics, Method, Piecewise, Problem};
 use crate::model::spectral::{self, KernelChoice, KernelMethod, SpectralField};
-use crate::model::{Attention, Head, Kernel, SphereField};
+use crate::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
 use crate::observe::order_parameter_r2;
 use crate::reduced::{GroupFlow, OttAntonsen, PhaseModel, SecondHarmonic, WatanabeStrogatz};
 use crate::scenario::{
-    InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind, Scenario, ScenarioError,
+    InitKind, KernelKind, KernelMethodKind, MaskKind, MethodKind, ModelKind, NormalizationKind,
+    Scenario, ScenarioError,
 };
 
 /// A scenario made ready to solve with one model.
@@ -60,7 +61,7 @@ impl Simulation {
 
 /// The attention layer of a scenario (for a stack of layers: the first layer).
 pub fn attention(scenario: &Scenario) -> Attention {
-    attention_of(scenario, &scenario.model.heads)
+    attention_of(scenario, &scenario.model.heads, &scenario.model.factored)
 }
 
 /// The attention layers of a scenario with a stack, in order (empty without one).
@@ -69,7 +70,7 @@ pub fn layer_attentions(scenario: &Scenario) -> Vec<(Attention, f64)> {
         .model
         .layers
         .iter()
-        .map(|l| (attention_of(scenario, &l.heads), l.duration))
+        .map(|l| (attention_of(scenario, &l.heads, &l.factored), l.duration))
         .collect()
 }
 
@@ -85,15 +86,16 @@ pub fn stacked<E>(
         return Ok(None);
     }
     type Shared = std::sync::Arc<dyn Dynamics + Send + Sync>;
-    let mut made: std::collections::HashMap<usize, Shared> = std::collections::HashMap::new();
+    let mut made: std::collections::HashMap<(usize, usize), Shared> =
+        std::collections::HashMap::new();
     let mut pieces = Vec::with_capacity(layers.len());
     let mut durations = Vec::with_capacity(layers.len());
     for layer in layers {
-        let key = std::sync::Arc::as_ptr(&layer.heads) as usize;
+        let key = layer_identity(layer);
         let piece = match made.get(&key) {
             Some(p) => p.clone(),
             None => {
-                let p: Shared = make(attention_of(scenario, &layer.heads))?.into();
+                let p: Shared = make(attention_of(scenario, &layer.heads, &layer.factored))?.into();
                 made.insert(key, p.clone());
                 p
             }
@@ -108,8 +110,21 @@ pub fn stacked<E>(
     ))))
 }
 
-/// An attention layer with the scenario's kernel and beta and the given heads.
-fn attention_of(scenario: &Scenario, heads: &[crate::scenario::HeadSpec]) -> Attention {
+/// Which stored heads a layer uses: layers with the same pair share their matrices.
+fn layer_identity(layer: &crate::scenario::LayerSpec) -> (usize, usize) {
+    (
+        std::sync::Arc::as_ptr(&layer.heads) as usize,
+        std::sync::Arc::as_ptr(&layer.factored) as usize,
+    )
+}
+
+/// An attention layer with the scenario's kernel, beta, mask and normalisation and the given
+/// heads (factored heads stay factored).
+fn attention_of(
+    scenario: &Scenario,
+    heads: &[crate::scenario::HeadSpec],
+    factored: &[crate::scenario::FactorSpec],
+) -> Attention {
     let kernel = match scenario.model.kernel {
         KernelKind::Lsa => Kernel::Lsa,
         KernelKind::Usa => Kernel::Usa,
@@ -122,7 +137,27 @@ fn attention_of(scenario: &Scenario, heads: &[crate::scenario::HeadSpec]) -> Att
             v: h.v.clone(),
         })
         .collect();
+    let factored = factored
+        .iter()
+        .map(|f| FactoredHead {
+            q: f.q.clone(),
+            k: f.k.clone(),
+            v: f.v.clone(),
+            o: f.o.clone(),
+        })
+        .collect();
+    let mask = match scenario.model.mask {
+        MaskKind::None => Mask::None,
+        MaskKind::Causal => Mask::Causal,
+    };
+    let normalization = match scenario.model.normalization {
+        NormalizationKind::Post => Normalization::Post,
+        NormalizationKind::Pre => Normalization::Pre,
+    };
     Attention::new(kernel, scenario.model.beta, heads)
+        .with_factored(factored)
+        .with_mask(mask)
+        .with_normalization(normalization)
 }
 
 /// `model.kernel_method` of a scenario.
@@ -169,7 +204,7 @@ pub fn second_harmonic(
     scenario: &Scenario,
     model: ModelKind,
 ) -> Result<SecondHarmonic, ScenarioError> {
-    SecondHarmonic::new(&attention(scenario)).map_err(|_| not_reducible(scenario, model))
+    SecondHarmonic::new(&attention(scenario).formed()).map_err(|_| not_reducible(scenario, model))
 }
 
 /// An error for commands that read one layer acting for ever (`predict`, `portrait`) when
@@ -214,8 +249,9 @@ pub fn build_with_tokens(
 ) -> Result<Simulation, ScenarioError> {
     let n = scenario.tokens.n;
     let tokens = std::sync::Arc::new(tokens);
+    // The reductions and the group model read every head as A and V.
     let harmonic = |attention: &Attention| {
-        SecondHarmonic::new(attention).map_err(|_| not_reducible(scenario, model))
+        SecondHarmonic::new(&attention.formed()).map_err(|_| not_reducible(scenario, model))
     };
     let layer = |attention: Attention| -> Result<Box<dyn Dynamics + Send + Sync>, ScenarioError> {
         Ok(match model {
@@ -227,7 +263,7 @@ pub fn build_with_tokens(
             ModelKind::Ws => Box::new(WatanabeStrogatz::new(harmonic(&attention)?, &tokens)),
             ModelKind::Oa => Box::new(OttAntonsen::new(harmonic(&attention)?)),
             ModelKind::Group => Box::new(
-                GroupFlow::new(attention, tokens.clone())
+                GroupFlow::new(attention.formed(), tokens.clone())
                     .ok_or_else(|| group_needs_lsa(scenario))?,
             ),
         })
@@ -298,7 +334,8 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
             scenario.model.d,
             attention(scenario).kernel,
             scenario.model.heads.len(),
-        ) as u64,
+        )
+        .saturating_add(factored_scratch_bytes(scenario)) as u64,
         ModelKind::Group => GroupFlow::scratch_bytes(scenario.tokens.n, scenario.model.d) as u64,
         _ => n.saturating_mul(8 * 4),
     };
@@ -336,13 +373,14 @@ fn stack_and_snapshot_bytes(scenario: &Scenario) -> u64 {
     if layers.is_empty() {
         return snapshots;
     }
-    let mut distinct: Vec<usize> = layers
-        .iter()
-        .map(|l| std::sync::Arc::as_ptr(&l.heads) as usize)
-        .collect();
+    let mut distinct: Vec<(usize, usize)> = layers.iter().map(layer_identity).collect();
     distinct.sort_unstable();
     distinct.dedup();
-    let heads = layers.iter().map(|l| l.heads.len()).max().unwrap_or(1);
+    let heads = layers
+        .iter()
+        .map(|l| l.heads.len() + l.factored.len())
+        .max()
+        .unwrap_or(1);
     let matrices = crate::memory::layer_entries(heads, d)
         .saturating_mul(distinct.len() as u64)
         .saturating_mul(8);
@@ -356,6 +394,15 @@ fn stack_and_snapshot_bytes(scenario: &Scenario) -> u64 {
     matrices
         .saturating_add(segments.saturating_mul(crate::memory::BOUNDARY_BYTES))
         .saturating_add(snapshots)
+}
+
+/// Bytes of the factored heads' scratch (the widest head of the scenario's first layer).
+fn factored_scratch_bytes(scenario: &Scenario) -> usize {
+    let kernel = attention(scenario).kernel;
+    let widest = scenario.model.factored.iter().map(|f| f.q.ncols()).max();
+    widest.map_or(0, |d_h| {
+        crate::model::factored_scratch_numbers(scenario.tokens.n, d_h, kernel).saturating_mul(8)
+    })
 }
 
 /// Memory available to this process (Linux `MemAvailable`), if known.

@@ -92,6 +92,20 @@ pub struct HeadWeights {
     pub v: DMatrix<f64>,
 }
 
+/// The factors of one head in the row-vector convention (kept factored, no d x d matrix):
+/// A_h = Q K^T / sqrt(d_h), value matrix (V O)^T.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadFactors {
+    /// W_Q^h (d x d_h).
+    pub q: DMatrix<f64>,
+    /// W_K^h (d x d_h).
+    pub k: DMatrix<f64>,
+    /// W_V^h (d x d_h).
+    pub v: DMatrix<f64>,
+    /// W_O^h (d_h x d).
+    pub o: DMatrix<f64>,
+}
+
 /// A `.safetensors` file held in memory.
 pub struct Checkpoint {
     path: PathBuf,
@@ -353,6 +367,45 @@ impl Checkpoint {
             }
         }
     }
+
+    /// The heads of layer `layer` kept factored: W_Q^h, W_K^h, W_V^h (d x d_h) and W_O^h
+    /// (d_h x d) for h = 0..heads.
+    pub fn layer_factors(
+        &self,
+        format: Format,
+        layer: usize,
+        d: usize,
+        heads: usize,
+    ) -> Result<Vec<HeadFactors>, CheckpointError> {
+        if heads == 0 || !d.is_multiple_of(heads) {
+            return fail(format!("heads = {heads} does not divide d = {d}"));
+        }
+        let maps = match format {
+            Format::Gpt2 => gpt2::maps(self, layer, d)?,
+            Format::Bert => bert::maps(self, layer, d)?,
+        };
+        // The heads are checked as formed in f64 (A_h, V_h), as `layer_heads` does, then kept
+        // factored.
+        let (a_names, v_names) = self.head_tensor_names(format, layer);
+        validate::heads(&split_heads(&maps, heads), &a_names, &v_names)?;
+        Ok(split_factors(&maps, heads))
+    }
+}
+
+/// W_Q^h, W_K^h, W_V^h (columns h d_h .. (h+1) d_h) and W_O^h (those rows) for every head.
+pub fn split_factors(maps: &LayerMaps, heads: usize) -> Vec<HeadFactors> {
+    let dh = maps.q.nrows() / heads;
+    (0..heads)
+        .map(|h| {
+            let cols = h * dh;
+            HeadFactors {
+                q: maps.q.columns(cols, dh).into_owned(),
+                k: maps.k.columns(cols, dh).into_owned(),
+                v: maps.v.columns(cols, dh).into_owned(),
+                o: maps.o.rows(cols, dh).into_owned(),
+            }
+        })
+        .collect()
 }
 
 /// The four d x d maps of one layer in the row-vector convention: x -> x W_Q, x W_K, x W_V,

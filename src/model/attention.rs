@@ -1,6 +1,15 @@
-//! Attention weights: the kernel h, the inverse temperature beta and one or more heads (A, V).
+//! Attention weights: the kernel h, the inverse temperature beta, the heads, the mask and the
+//! normalisation (docs/MATH.md §1 and §"Real transformers").
 //!
-//! A = Q^T K (query/key) and V (value) are d x d. Several heads add their fields.
+//! A head is given either formed, as the d x d matrices A (query-key) and V (value), or by its
+//! factors in the checkpoints' row-vector convention, Q, K, V (d x d_h) and O (d_h x d):
+//!
+//! ```text
+//! A = Q K^T / sqrt(d_h),   value matrix (V O)^T,   so   <x_k, A x_j> = <Q^T x_k, K^T x_j> / sqrt(d_h)
+//! ```
+//!
+//! Several heads add their fields. The causal mask lets token k attend to the tokens j <= k
+//! only; pre-LN integrates the unnormalised stream instead of the tokens on the sphere.
 
 use nalgebra::DMatrix;
 
@@ -13,6 +22,64 @@ pub struct Head {
     pub a: DMatrix<f64>,
     /// Value matrix V (d x d).
     pub v: DMatrix<f64>,
+}
+
+/// One head kept factored (row-vector convention): A = Q K^T / sqrt(d_h), value matrix (V O)^T.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactoredHead {
+    /// Query map Q (d x d_h).
+    pub q: DMatrix<f64>,
+    /// Key map K (d x d_h).
+    pub k: DMatrix<f64>,
+    /// Value map V (d x d_h).
+    pub v: DMatrix<f64>,
+    /// Output map O (d_h x d).
+    pub o: DMatrix<f64>,
+}
+
+impl FactoredHead {
+    /// The head's width d_h.
+    pub fn d_h(&self) -> usize {
+        self.q.ncols()
+    }
+
+    /// Whether the four shapes agree: Q, K, V are d x d_h and O is d_h x d, d_h >= 1.
+    pub fn shapes_agree(&self) -> bool {
+        let (d, dh) = self.q.shape();
+        dh >= 1
+            && self.k.shape() == (d, dh)
+            && self.v.shape() == (d, dh)
+            && self.o.shape() == (dh, d)
+    }
+
+    /// The same head formed as d x d matrices: A = Q K^T / sqrt(d_h), V = (V O)^T.
+    pub fn formed(&self) -> Head {
+        let scale = 1.0 / (self.d_h() as f64).sqrt();
+        Head {
+            a: (&self.q * self.k.transpose()) * scale,
+            v: (&self.v * &self.o).transpose(),
+        }
+    }
+}
+
+/// Which tokens a token attends to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Mask {
+    /// Every token attends to every token (encoders; tokdyn's model so far).
+    #[default]
+    None,
+    /// Token k attends to the tokens j <= k in the given order (decoders).
+    Causal,
+}
+
+/// Where the layer norm sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Normalization {
+    /// Post-LN: the tokens stay on the sphere (the projected flow).
+    #[default]
+    Post,
+    /// Pre-LN: the stream x moves by the attention of the directions x / |x|, unprojected.
+    Pre,
 }
 
 /// The self-attention layer that drives the tokens: kernel, beta and heads, all of dimension d.
@@ -30,15 +97,20 @@ pub struct Attention {
     pub kernel: Kernel,
     /// Inverse temperature beta.
     pub beta: f64,
-    /// The heads; their fields add.
+    /// The formed heads; their fields add.
     pub heads: Vec<Head>,
+    /// The factored heads (their fields add to those of `heads`).
+    pub factored: Vec<FactoredHead>,
+    /// The mask.
+    pub mask: Mask,
+    /// The normalisation.
+    pub normalization: Normalization,
 }
 
 impl Attention {
     /// Collects kernel, beta and heads; every matrix must be d x d for one d (checked by the
-    /// scenario loader, asserted here in debug builds).
+    /// scenario loader, asserted here in debug builds). No mask, post-LN, no factored heads.
     pub fn new(kernel: Kernel, beta: f64, heads: Vec<Head>) -> Self {
-        debug_assert!(!heads.is_empty());
         debug_assert!(heads.iter().all(|h| h.a.is_square()
             && h.v.is_square()
             && h.a.nrows() == heads[0].a.nrows()
@@ -47,11 +119,53 @@ impl Attention {
             kernel,
             beta,
             heads,
+            factored: Vec::new(),
+            mask: Mask::None,
+            normalization: Normalization::Post,
         }
+    }
+
+    /// The same layer with factored heads added (each of the layer's d).
+    pub fn with_factored(mut self, factored: Vec<FactoredHead>) -> Self {
+        debug_assert!(factored.iter().all(FactoredHead::shapes_agree));
+        self.factored = factored;
+        self
+    }
+
+    /// The same layer under `mask`.
+    pub fn with_mask(mut self, mask: Mask) -> Self {
+        self.mask = mask;
+        self
+    }
+
+    /// The same layer with `normalization`.
+    pub fn with_normalization(mut self, normalization: Normalization) -> Self {
+        self.normalization = normalization;
+        self
     }
 
     /// The dimension d of the token space.
     pub fn d(&self) -> usize {
-        self.heads.first().map_or(0, |h| h.a.nrows())
+        match (self.heads.first(), self.factored.first()) {
+            (Some(h), _) => h.a.nrows(),
+            (None, Some(f)) => f.q.nrows(),
+            (None, None) => 0,
+        }
+    }
+
+    /// Every head as d x d matrices (the reductions and the group model read A and V).
+    pub fn formed(&self) -> Attention {
+        let mut formed = self.clone();
+        formed
+            .heads
+            .extend(self.factored.iter().map(FactoredHead::formed));
+        formed.factored.clear();
+        formed
+    }
+
+    /// Whether the plain model holds: no mask, post-LN (the reductions, the group model and
+    /// the spectral kernel need it).
+    pub fn is_plain(&self) -> bool {
+        self.mask == Mask::None && self.normalization == Normalization::Post
     }
 }

@@ -20,6 +20,13 @@
 //!
 //! Sums over tokens use fixed chunks (`parallel.rs`), so the field is bit-identical for
 //! any number of threads.
+//!
+//! Real transformers (docs/MATH.md §"Real transformers"): under the causal mask token k sums
+//! over j <= k only (`sa` normalises over them, `lsa` / `usa` divide by k counted from 1; the
+//! symmetric-A shortcut is not used, the tiled kernel skips the tiles above the diagonal and
+//! `lsa` keeps a running sum, see `linear_sums`); factored heads add their field through
+//! `factored`; pre-LN (`Normalization::Pre`) evaluates at the directions z_k = x_k / |x_k| and
+//! returns x_k' = f_k unprojected, so the stream's norms move and the state is never projected.
 
 use std::borrow::Cow;
 use std::sync::Mutex;
@@ -27,17 +34,20 @@ use std::sync::Mutex;
 use nalgebra::DMatrix;
 use rayon::prelude::*;
 
+use super::factored::FactoredField;
 use super::gemm::{
     gemm, pack_panels, panel_product, panels_len, MatMut, MatRef, Panels, MICRO_COLUMNS,
 };
-use super::pairwise::{pairwise_sum, Columns};
+use super::linear_sums::linear_sums;
+use super::pairwise::{pairwise_sum, pairwise_sum_prefix, Columns};
 use super::spectral::{choose, KernelChoice, KernelMethod, SpectralField};
 use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
+use super::tiles::general_tiles_masked;
 use super::tiles::{
     general_scratch_len, general_tiles, symmetric_scratch_len as symmetric_tiles_scratch_len,
     symmetric_tiles, Pairs, Tiles, SYMMETRIC_TILE, TILES,
 };
-use super::{Attention, Kernel};
+use super::{Attention, Kernel, Mask, Normalization};
 use crate::integrate::Dynamics;
 use crate::observe::{order_parameters, OrderParameters};
 use crate::parallel::{chunk_count, chunked_sum, for_each_chunk, TOKENS_PER_CHUNK};
@@ -121,6 +131,10 @@ pub struct SphereField {
     scratch: Mutex<Scratch>,
     /// The spectral kernel, when chosen at construction (`usa`/`sa`, d = 2; see `spectral`).
     spectral: Option<SpectralField>,
+    /// The factored heads' field, when the layer has factored heads.
+    factored: Option<FactoredField>,
+    /// Whether the fused small-d `lsa` passes apply (no mask, post-LN, formed heads only).
+    small_linear: bool,
 }
 
 impl SphereField {
@@ -165,15 +179,35 @@ impl SphereField {
     /// The direct (pairwise or moment-matrix) field.
     fn direct(attention: Attention, n: usize) -> Self {
         let d = attention.d();
+        let causal = attention.mask == Mask::Causal;
         let lsa = attention.kernel == Kernel::Lsa;
-        let pairwise = if lsa { 0 } else { n * d };
+        let small_linear = lsa
+            && d < GEMM_MIN_D
+            && attention.is_plain()
+            && attention.factored.is_empty()
+            && !attention.heads.is_empty();
+        // Queries and values of the formed heads: the pairwise kernels, and causal `lsa`.
+        let pairwise = if lsa && !causal { 0 } else { n * d };
         let several_heads = attention.heads.len() > 1;
         let small = if lsa { d } else { 0 };
-        let symmetric_heads: Vec<bool> =
-            attention.heads.iter().map(|h| is_symmetric(&h.a)).collect();
+        // Under the mask the weights are not symmetric: no symmetric shortcut.
+        let symmetric_heads: Vec<bool> = attention
+            .heads
+            .iter()
+            .map(|h| !causal && is_symmetric(&h.a))
+            .collect();
         let symmetric = !lsa && d < GEMM_MIN_D && symmetric_heads.contains(&true);
+        let factored = (!attention.factored.is_empty()).then(|| {
+            FactoredField::new(
+                attention.kernel,
+                attention.beta,
+                causal,
+                &attention.factored,
+                n,
+            )
+        });
         let scratch = Scratch {
-            unit: vec![0.0; if lsa && d < GEMM_MIN_D { 0 } else { n * d }],
+            unit: vec![0.0; if small_linear { 0 } else { n * d }],
             partials: vec![0.0; if lsa { d * d * chunk_count(n) } else { 0 }],
             moment: DMatrix::zeros(small, small),
             a_s: DMatrix::zeros(small, small),
@@ -198,6 +232,8 @@ impl SphereField {
                 0.0;
                 if !lsa && d >= GEMM_MIN_D {
                     tiled_scratch_len(n, d, symmetric_heads.contains(&true), TILES, SYMMETRIC_TILE)
+                } else if lsa && causal {
+                    d * d
                 } else {
                     0
                 }
@@ -206,7 +242,7 @@ impl SphereField {
             symmetric_tile: SYMMETRIC_TILE,
         };
         let values_transposed = attention.heads.iter().map(|h| h.v.transpose()).collect();
-        let packed_heads = if lsa || d < GEMM_MIN_D {
+        let packed_heads = if (lsa && !causal) || d < GEMM_MIN_D {
             Vec::new()
         } else {
             attention
@@ -229,6 +265,8 @@ impl SphereField {
             symmetric_heads,
             scratch: Mutex::new(scratch),
             spectral: None,
+            factored,
+            small_linear,
         }
     }
 
@@ -294,7 +332,7 @@ impl SphereField {
         let d = self.d;
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let scratch = &mut *guard;
-        if self.attention.kernel == Kernel::Lsa && d < GEMM_MIN_D {
+        if self.small_linear {
             // Fused passes with the dimension known at compile time.
             return match d {
                 1 => self.linear_field_small::<1>(scratch, x, dx),
@@ -307,11 +345,43 @@ impl SphereField {
             };
         }
         normalise_rows(x, &mut scratch.unit, d);
+        let causal = self.attention.mask == Mask::Causal;
         match self.attention.kernel {
+            _ if self.attention.heads.is_empty() => dx.fill(0.0),
+            Kernel::Lsa if causal => self.causal_linear_field(scratch, dx),
             Kernel::Lsa => self.linear_field_gemm(scratch, dx),
             Kernel::Usa | Kernel::Sa => self.pairwise_field(scratch, dx),
         }
-        project_rows(&scratch.unit, dx, d);
+        if let Some(factored) = &self.factored {
+            factored.add_field(&scratch.unit, dx);
+        }
+        if self.attention.normalization == Normalization::Post {
+            project_rows(&scratch.unit, dx, d);
+        }
+    }
+
+    /// The causal linear field: per head f_k = (1/k) sum_{j<=k} <q_k, x_j> u_j (k from 1),
+    /// by the running sums of `linear_sums`.
+    fn causal_linear_field(&self, s: &mut Scratch, dx: &mut [f64]) {
+        let d = self.d;
+        let several_heads = self.attention.heads.len() > 1;
+        for h in 0..self.attention.heads.len() {
+            self.queries_and_values(h, s);
+            let target: &mut [f64] = if several_heads {
+                &mut s.head_field
+            } else {
+                &mut *dx
+            };
+            let (q, x, u) = (&s.query, &s.unit, &s.value);
+            linear_sums(q, x, u, (d, d), true, &mut s.weights, target);
+            if several_heads {
+                if h == 0 {
+                    dx.copy_from_slice(&s.head_field);
+                } else {
+                    dx.iter_mut().zip(&s.head_field).for_each(|(o, f)| *o += f);
+                }
+            }
+        }
     }
 
     /// The linear field for d = D < GEMM_MIN_D in two passes over the tokens: the moment matrix
@@ -471,11 +541,15 @@ impl SphereField {
         let d = self.d;
         let softmax = self.attention.kernel == Kernel::Sa;
         let pairs = Pairs {
-            unit: &s.unit,
+            keys: &s.unit,
             query: &s.query,
             value: &s.value,
-            d,
+            key_d: d,
+            value_d: d,
         };
+        if self.attention.mask == Mask::Causal {
+            return general_tiles_masked(pairs, target, softmax, true, s.tiles, &mut s.weights);
+        }
         // A symmetric form: half the score tiles (for softmax only while the unshifted
         // exponentials stay far from overflow: |z| <= |q_k|).
         let symmetric_form = self.symmetric_heads[h]
@@ -524,7 +598,17 @@ impl SphereField {
             }
             return;
         }
-        let one_token = |(f, q): (&mut [f64], &[f64])| {
+        let causal = self.attention.mask == Mask::Causal;
+        let one_token = |(k, (f, q)): (usize, (&mut [f64], &[f64]))| {
+            if causal {
+                // The tokens j <= k, averaged over k + 1 for usa.
+                pairwise_sum_prefix(q, columns, k + 1, softmax, f);
+                if !softmax {
+                    let inv = 1.0 / (k + 1) as f64;
+                    f.iter_mut().for_each(|v| *v *= inv);
+                }
+                return;
+            }
             pairwise_sum(q, columns, softmax, f);
             if !softmax {
                 f.iter_mut().for_each(|v| *v *= inv_n);
@@ -534,11 +618,13 @@ impl SphereField {
             target
                 .chunks_mut(d)
                 .zip(s.query.chunks(d))
+                .enumerate()
                 .for_each(one_token);
         } else {
             target
                 .par_chunks_mut(d)
                 .zip(s.query.par_chunks(d))
+                .enumerate()
                 .with_min_len(16)
                 .for_each(one_token);
         }
@@ -554,8 +640,12 @@ impl Dynamics for SphereField {
         self.eval(y, dy);
     }
 
-    /// x_k <- x_k / |x_k|; returns max_k | |x_k| - 1 | before.
+    /// x_k <- x_k / |x_k|; returns max_k | |x_k| - 1 | before. Pre-LN: the stream is the
+    /// state (its norms are data), nothing is projected.
     fn project(&self, y: &mut [f64]) -> f64 {
+        if self.attention.normalization == Normalization::Pre {
+            return 0.0;
+        }
         let d = self.d;
         let normalise = |chunk: &mut [f64]| {
             let mut drift: f64 = 0.0;
@@ -576,12 +666,28 @@ impl Dynamics for SphereField {
     }
 
     fn order_parameters(&self, y: &[f64]) -> OrderParameters {
+        if self.attention.normalization == Normalization::Pre {
+            return directions_order_parameters(y, self.d);
+        }
         order_parameters(y, self.d)
     }
 
     fn tokens<'a>(&self, y: &'a [f64]) -> Option<Cow<'a, [f64]>> {
         Some(Cow::Borrowed(y))
     }
+}
+
+/// The order parameters of the directions z_k = x_k / |x_k| of a pre-LN stream.
+fn directions_order_parameters(y: &[f64], d: usize) -> OrderParameters {
+    crate::observe::order_parameters_mapped(y, d, d, |rows, buffer| {
+        buffer.clear();
+        buffer.extend_from_slice(rows);
+        for z in buffer.chunks_exact_mut(d) {
+            let inv = 1.0 / dot(z, z).sqrt();
+            z.iter_mut().for_each(|v| *v *= inv);
+        }
+        buffer
+    })
 }
 
 /// scale M (d x d) packed for [`panel_product`].
@@ -719,16 +825,26 @@ mod tests {
         x
     }
 
-    /// The formula of docs/MATH.md §1, written out pair by pair.
+    /// The formula of docs/MATH.md §1, written out pair by pair (formed heads; the causal
+    /// mask sums over j <= k with 1/k; pre-LN evaluates at x / |x| and does not project).
     fn direct_field(att: &Attention, x: &[f64], d: usize) -> Vec<f64> {
         let n = x.len() / d;
+        let unit: Vec<f64> = x
+            .chunks_exact(d)
+            .flat_map(|r| {
+                let norm = dot(r, r).sqrt();
+                r.iter().map(move |v| v / norm)
+            })
+            .collect();
+        let x = &unit[..];
         let mut out = vec![0.0; n * d];
         for head in &att.heads {
             for k in 0..n {
                 let xk = nalgebra::DVector::from_column_slice(&x[k * d..(k + 1) * d]);
                 let mut f = nalgebra::DVector::zeros(d);
                 let mut weights = Vec::new();
-                for j in 0..n {
+                let count = if att.mask == Mask::Causal { k + 1 } else { n };
+                for j in 0..count {
                     let xj = nalgebra::DVector::from_column_slice(&x[j * d..(j + 1) * d]);
                     let y = att.beta * xk.dot(&(&head.a * &xj));
                     weights.push(match att.kernel {
@@ -741,7 +857,7 @@ mod tests {
                     let xj = nalgebra::DVector::from_column_slice(&x[j * d..(j + 1) * d]);
                     let scale = match att.kernel {
                         Kernel::Sa => w / total,
-                        _ => w / n as f64,
+                        _ => w / count as f64,
                     };
                     f += &head.v * xj * scale;
                 }
@@ -749,6 +865,9 @@ mod tests {
                     out[k * d + c] += f[c];
                 }
             }
+        }
+        if att.normalization == Normalization::Pre {
+            return out;
         }
         for k in 0..n {
             let xk = &x[k * d..(k + 1) * d];
@@ -915,6 +1034,148 @@ mod tests {
             for c in 0..d {
                 assert!((dy[k * d + c] - sign * dx[k * d + c]).abs() < 1e-14);
             }
+        }
+    }
+
+    fn random_attention(kernel: Kernel, d: usize, heads: usize, seed: u64) -> Attention {
+        Attention::new(
+            kernel,
+            0.7,
+            (0..heads as u64)
+                .map(|h| Head {
+                    a: random_matrix(d, seed + 2 * h),
+                    v: random_matrix(d, seed + 2 * h + 1),
+                })
+                .collect(),
+        )
+    }
+
+    fn assert_close(got: &[f64], expected: &[f64], tol: f64, what: &str) {
+        for (a, b) in got.iter().zip(expected) {
+            assert!((a - b).abs() < tol, "{what}: {a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn causal_mask_matches_the_pairs_j_up_to_k_for_every_kernel() {
+        for kernel in [Kernel::Lsa, Kernel::Usa, Kernel::Sa] {
+            for (d, heads, n) in [(2, 1, 37), (3, 2, 37), (5, 1, 300), (9, 2, 37), (12, 1, 37)] {
+                let att = random_attention(kernel, d, heads, 10).with_mask(Mask::Causal);
+                let x = random_tokens(n, d, 5);
+                let mut dx = vec![0.0; n * d];
+                SphereField::new(att.clone(), n).eval(&x, &mut dx);
+                let expected = direct_field(&att, &x, d);
+                assert_close(&dx, &expected, 1e-12, &format!("{kernel:?} d={d} n={n}"));
+                // The mask changes the field (the test could fail).
+                let mut open = vec![0.0; n * d];
+                SphereField::new(att.clone().with_mask(Mask::None), n).eval(&x, &mut open);
+                assert!(dx.iter().zip(&open).any(|(a, b)| (a - b).abs() > 1e-6));
+            }
+        }
+    }
+
+    #[test]
+    fn causal_tiles_skip_the_upper_tiles_and_ignore_the_thread_count() {
+        // Symmetric A too: under the mask the symmetric shortcut must not be taken.
+        let (n, d) = (300, 9);
+        for kernel in [Kernel::Usa, Kernel::Sa] {
+            for symmetric in [false, true] {
+                let mut att = random_attention(kernel, d, 1, 31).with_mask(Mask::Causal);
+                if symmetric {
+                    let a = att.heads[0].a.clone();
+                    att.heads[0].a = &a + a.transpose();
+                }
+                let x = random_tokens(n, d, 33);
+                let expected = direct_field(&att, &x, d);
+                let small = Tiles {
+                    keys: 64,
+                    queries: 32,
+                };
+                let field = SphereField::with_tiles(att, n, small, 32);
+                let eval_with = |threads| {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
+                    let mut dx = vec![0.0; n * d];
+                    pool.install(|| field.eval(&x, &mut dx));
+                    dx
+                };
+                let one = eval_with(1);
+                assert_eq!(one, eval_with(2));
+                assert_close(&one, &expected, 1e-12, &format!("{kernel:?} {symmetric}"));
+            }
+        }
+    }
+
+    /// Random factored heads of width d / heads.
+    fn random_factors(d: usize, heads: usize, seed: u64) -> Vec<crate::model::FactoredHead> {
+        let dh = d / heads;
+        (0..heads as u64)
+            .map(|h| {
+                let m = |s: u64| random_matrix(d, seed + 4 * h + s);
+                crate::model::FactoredHead {
+                    q: m(0).columns(0, dh).into_owned(),
+                    k: m(1).columns(0, dh).into_owned(),
+                    v: m(2).columns(0, dh).into_owned(),
+                    o: m(3).rows(0, dh).into_owned(),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn factored_heads_equal_the_same_heads_formed() {
+        for kernel in [Kernel::Lsa, Kernel::Usa, Kernel::Sa] {
+            for mask in [Mask::None, Mask::Causal] {
+                for (d, heads, n) in [(12, 3, 150), (6, 2, 40), (16, 4, 70)] {
+                    let factors = random_factors(d, heads, 70);
+                    let factored = Attention::new(kernel, 1.3, Vec::new())
+                        .with_factored(factors)
+                        .with_mask(mask);
+                    let formed = factored.formed();
+                    assert!(formed.factored.is_empty() && formed.heads.len() == heads);
+                    let x = random_tokens(n, d, 71);
+                    let mut a = vec![0.0; n * d];
+                    let mut b = vec![0.0; n * d];
+                    SphereField::new(factored, n).eval(&x, &mut a);
+                    SphereField::new(formed.clone(), n).eval(&x, &mut b);
+                    let what = format!("{kernel:?} {mask:?} d={d}");
+                    assert_close(&a, &b, 1e-12, &what);
+                    assert_close(&a, &direct_field(&formed, &x, d), 1e-12, &what);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pre_ln_moves_the_stream_by_the_unprojected_field_of_the_directions() {
+        let (n, d) = (40, 5);
+        for kernel in [Kernel::Lsa, Kernel::Usa, Kernel::Sa] {
+            let att = random_attention(kernel, d, 2, 90).with_normalization(Normalization::Pre);
+            // A stream with norms from 0.5 to 2.5.
+            let mut x = random_tokens(n, d, 91);
+            for (k, row) in x.chunks_exact_mut(d).enumerate() {
+                let r = 0.5 + 2.0 * k as f64 / n as f64;
+                row.iter_mut().for_each(|v| *v *= r);
+            }
+            let field = SphereField::new(att.clone(), n);
+            let mut dx = vec![0.0; n * d];
+            field.eval(&x, &mut dx);
+            assert_close(
+                &dx,
+                &direct_field(&att, &x, d),
+                1e-12,
+                &format!("{kernel:?}"),
+            );
+            // Not tangent: the norms move; and nothing is projected.
+            assert!(dx
+                .chunks_exact(d)
+                .zip(x.chunks_exact(d))
+                .any(|(f, x)| dot(f, x).abs() > 1e-3));
+            let mut y = x.clone();
+            assert_eq!(field.project(&mut y), 0.0);
+            assert_eq!(y, x);
         }
     }
 }

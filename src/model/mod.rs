@@ -18,9 +18,11 @@ pub(crate) mod bessel;
 pub(crate) mod ddouble;
 // Its docs link the crate-private `tiles` (for `--document-private-items`).
 pub(crate) mod exp;
+pub(crate) mod factored;
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod field;
 pub(crate) mod gemm;
+pub(crate) mod linear_sums;
 pub(crate) mod pairwise;
 pub mod spectral;
 pub(crate) mod symmetric;
@@ -31,7 +33,7 @@ pub mod tiles;
 #[cfg(not(feature = "bench-internals"))]
 pub(crate) mod tiles;
 
-pub use attention::{Attention, Head};
+pub use attention::{Attention, FactoredHead, Head, Mask, Normalization};
 pub use field::SphereField;
 pub use spectral::{KernelChoice, KernelMethod};
 
@@ -44,4 +46,9 @@ pub enum Kernel {
     Usa,
     /// Softmax normalised over the tokens j, without the 1/n (`sa`).
     Sa,
+}
+
+/// Numbers of scratch the factored heads of width d_h need for n tokens.
+pub fn factored_scratch_numbers(n: usize, d_h: usize, kernel: Kernel) -> usize {
+    factored::FactoredField::scratch_numbers(n, d_h, kernel)
 }

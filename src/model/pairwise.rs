@@ -34,19 +34,30 @@ pub struct Columns<'a> {
 
 /// Writes into `f` the `usa` sum (`softmax` false) or the `sa` weighted mean for query `q`.
 pub fn pairwise_sum(q: &[f64], columns: Columns<'_>, softmax: bool, f: &mut [f64]) {
+    pairwise_sum_prefix(q, columns, columns.n, softmax, f)
+}
+
+/// [`pairwise_sum`] over the first `count` tokens only (the causal mask: j < count).
+pub fn pairwise_sum_prefix(
+    q: &[f64],
+    columns: Columns<'_>,
+    count: usize,
+    softmax: bool,
+    f: &mut [f64],
+) {
     #[cfg(target_arch = "x86_64")]
     if crate::simd::has_avx2_fma() {
         // SAFETY: the CPU supports the features this function is compiled for.
-        unsafe { pairwise_sum_avx2(q, columns, softmax, f) };
+        unsafe { pairwise_sum_avx2(q, columns, count, softmax, f) };
         return;
     }
-    pairwise_sum_lanes::<false>(q, columns, softmax, f)
+    pairwise_sum_lanes::<false>(q, columns, count, softmax, f)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn pairwise_sum_avx2(q: &[f64], columns: Columns<'_>, softmax: bool, f: &mut [f64]) {
-    pairwise_sum_lanes::<true>(q, columns, softmax, f)
+fn pairwise_sum_avx2(q: &[f64], columns: Columns<'_>, count: usize, softmax: bool, f: &mut [f64]) {
+    pairwise_sum_lanes::<true>(q, columns, count, softmax, f)
 }
 
 /// z_j = <q, x_j> for the tokens of `range`, into `z`.
@@ -92,16 +103,18 @@ pub(crate) fn dot_in_lanes(acc: &mut [f64; LANES], w: &[f64], v: &[f64]) {
 fn pairwise_sum_lanes<const FUSED: bool>(
     q: &[f64],
     columns: Columns<'_>,
+    count: usize,
     softmax: bool,
     f: &mut [f64],
 ) {
     let d = q.len();
     let Columns { tokens, values, n } = columns;
+    let count = count.min(n);
     let mut z = [0.0; CHUNK];
     let shift = if softmax {
         let mut m = [f64::NEG_INFINITY; LANES];
-        for start in (0..n).step_by(CHUNK) {
-            let range = start..(start + CHUNK).min(n);
+        for start in (0..count).step_by(CHUNK) {
+            let range = start..(start + CHUNK).min(count);
             let len = range.len();
             scores(q, tokens, n, range, &mut z);
             for (i, &zj) in z[..len].iter().enumerate() {
@@ -115,8 +128,8 @@ fn pairwise_sum_lanes<const FUSED: bool>(
     };
     let mut sums = [[0.0; LANES]; MAX_D];
     let mut total = [0.0; LANES];
-    for start in (0..n).step_by(CHUNK) {
-        let range = start..(start + CHUNK).min(n);
+    for start in (0..count).step_by(CHUNK) {
+        let range = start..(start + CHUNK).min(count);
         let len = range.len();
         scores(q, tokens, n, range.clone(), &mut z);
         let w = &mut z[..len];

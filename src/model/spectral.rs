@@ -215,6 +215,12 @@ pub fn choose(
     let spectral = || KernelChoice::Spectral {
         terms: truncation(attention),
     };
+    if let Some(reason) = unplain(attention) {
+        return match method {
+            KernelMethod::Spectral => Err(format!("\"spectral\" does not hold {reason}")),
+            _ => Ok(KernelChoice::Direct),
+        };
+    }
     match (method, error_bound(attention)) {
         (KernelMethod::Direct, _) => Ok(KernelChoice::Direct),
         (KernelMethod::Auto, Some(bound))
@@ -238,6 +244,20 @@ pub fn choose(
             0.5 * (BOUND_LIMIT / DD_EPSILON).ln()
         )),
         (KernelMethod::Spectral, Some(_)) => Ok(spectral()),
+    }
+}
+
+/// Why the spectral kernel does not apply to a masked, pre-LN or factored layer (its moments
+/// average over every token on the circle), or `None`.
+fn unplain(attention: &Attention) -> Option<&'static str> {
+    if attention.mask != super::Mask::None {
+        Some("under a causal mask (use \"auto\" or \"direct\")")
+    } else if attention.normalization != super::Normalization::Post {
+        Some("for pre-LN (use \"auto\" or \"direct\")")
+    } else if !attention.factored.is_empty() {
+        Some("for factored heads (use \"auto\" or \"direct\")")
+    } else {
+        None
     }
 }
 

@@ -20,6 +20,14 @@
 //! F_b += U_c W and, for c > b, F_c += U_b W^T. The weights are unshifted (the caller allows
 //! `sa` only while |z| <= max_k |q_k| keeps exp finite).
 //!
+//! Causal mask (token k attends to j <= k): a query tile b stops at the last key tile that holds
+//! a key j <= max b, the scores above the diagonal are set to -inf before the exponential (a
+//! zero weight; the first key tile always holds j = 0, so every running maximum is finite
+//! from the first tile on), and `usa` divides by k (counted from 1) instead of n.
+//!
+//! Factored heads use the same tiles with keys and queries of another width than the values
+//! (`Pairs::key_d`, `Pairs::value_d`).
+//!
 //! Thread-count independence: the query tiles are cut into [`QUERY_GROUPS`] fixed groups (the
 //! symmetric kernel's tile rows into [`GROUPS`]); each group runs its tiles in a fixed order on
 //! one thread (the symmetric kernel into its own n x d accumulator), and the groups'
@@ -63,7 +71,14 @@ pub const SYMMETRIC_TILE: usize = 120;
 
 /// Numbers of scratch [`general_tiles`] needs for n tokens in d dimensions.
 pub fn general_scratch_len(n: usize, d: usize, tiles: Tiles) -> usize {
-    packed_len(n, d) + n.div_ceil(tiles_per_group(n, tiles) * tiles.queries) * group_len(tiles)
+    general_scratch_len_of(n, d, d, tiles)
+}
+
+/// Numbers of scratch [`general_tiles`] needs for n tokens with keys of `key_d` and values of
+/// `value_d` numbers.
+pub fn general_scratch_len_of(n: usize, key_d: usize, value_d: usize, tiles: Tiles) -> usize {
+    packed_len(n, key_d, value_d)
+        + n.div_ceil(tiles_per_group(n, tiles) * tiles.queries) * group_len(tiles)
 }
 
 /// Query tiles per group of the general kernel (at most [`QUERY_GROUPS`] groups).
@@ -73,12 +88,12 @@ fn tiles_per_group(n: usize, tiles: Tiles) -> usize {
 
 /// Numbers of scratch [`symmetric_tiles`] needs for n tokens in d dimensions.
 pub fn symmetric_scratch_len(n: usize, d: usize, tile: usize) -> usize {
-    packed_len(n, d) + GROUPS * (tile * tile + (d + 1) * n)
+    packed_len(n, d, d) + GROUPS * (tile * tile + (d + 1) * n)
 }
 
-/// The keys X^T (n x d) and the values U (d x n), packed for the micro-kernel.
-fn packed_len(n: usize, d: usize) -> usize {
-    panels_len(n, d) + panels_len(d, n)
+/// The keys X^T (n x key_d) and the values U (value_d x n), packed for the micro-kernel.
+fn packed_len(n: usize, key_d: usize, value_d: usize) -> usize {
+    panels_len(n, key_d) + panels_len(value_d, n)
 }
 
 /// One group's weight tile, running maxima and totals.
@@ -86,27 +101,31 @@ fn group_len(tiles: Tiles) -> usize {
     tiles.keys * tiles.queries + 2 * tiles.queries
 }
 
-/// The inputs of the tiled kernels: n tokens in d dimensions, each array n x d row-major.
+/// The inputs of the tiled kernels for n tokens, each array row-major: keys and queries of
+/// `key_d` numbers, values of `value_d`.
 #[derive(Clone, Copy)]
 pub struct Pairs<'a> {
-    /// The unit tokens x_j.
-    pub unit: &'a [f64],
-    /// The queries q_k = beta A^T x_k.
+    /// The keys: the unit tokens x_j (formed heads) or K^T x_j (factored heads), n x key_d.
+    pub keys: &'a [f64],
+    /// The queries q_k = beta A^T x_k (or beta Q^T x_k / sqrt(d_h)), n x key_d.
     pub query: &'a [f64],
-    /// The values u_j = V x_j.
+    /// The values u_j = V x_j (or V^T x_j), n x value_d.
     pub value: &'a [f64],
-    /// Dimension of the tokens.
-    pub d: usize,
+    /// Width of keys and queries.
+    pub key_d: usize,
+    /// Width of the values (and of the sums written).
+    pub value_d: usize,
 }
 
 impl Pairs<'_> {
     fn n(&self) -> usize {
-        self.unit.len() / self.d
+        self.keys.len() / self.key_d
     }
 
-    /// Q_b for the query tokens `from..to` (d x |b|).
+    /// Q_b for the query tokens `from..to` (key_d x |b|).
     fn queries(&self, from: usize, to: usize) -> MatRef<'_> {
-        MatRef::columns(&self.query[from * self.d..to * self.d], self.d, to - from)
+        let e = self.key_d;
+        MatRef::columns(&self.query[from * e..to * e], e, to - from)
     }
 }
 
@@ -121,15 +140,15 @@ struct Packed<'a> {
 
 /// Packs X^T and U into the front of `scratch`; returns them and the rest of `scratch`.
 fn pack<'s>(pairs: Pairs<'_>, scratch: &'s mut [f64]) -> (Packed<'s>, &'s mut [f64]) {
-    let (n, d) = (pairs.n(), pairs.d);
-    let (keys, rest) = scratch.split_at_mut(panels_len(n, d));
+    let (n, e, d) = (pairs.n(), pairs.key_d, pairs.value_d);
+    let (keys, rest) = scratch.split_at_mut(panels_len(n, e));
     let (values, rest) = rest.split_at_mut(panels_len(d, n));
     rayon::join(
-        || pack_panels(MatRef::rows(pairs.unit, n, d), keys),
+        || pack_panels(MatRef::rows(pairs.keys, n, e), keys),
         || pack_panels(MatRef::columns(pairs.value, d, n), values),
     );
     let packed = Packed {
-        keys: Panels::new(keys, n, d),
+        keys: Panels::new(keys, n, e),
         values: Panels::new(values, d, n),
     };
     (packed, rest)
@@ -145,14 +164,30 @@ pub fn general_tiles(
     tiles: Tiles,
     scratch: &mut [f64],
 ) {
+    general_tiles_masked(pairs, f, softmax, false, tiles, scratch)
+}
+
+/// [`general_tiles`], under the causal mask when `causal` (f_k then sums over j <= k only, and
+/// `usa` divides by k counted from 1); f is n x value_d.
+///
+/// `scratch` holds at least [`general_scratch_len_of`] numbers.
+pub fn general_tiles_masked(
+    pairs: Pairs<'_>,
+    f: &mut [f64],
+    softmax: bool,
+    causal: bool,
+    tiles: Tiles,
+    scratch: &mut [f64],
+) {
     assert!(tiles.keys.is_multiple_of(PANEL) && tiles.keys > 0 && tiles.queries > 0);
-    let (n, d) = (pairs.n(), pairs.d);
+    let (n, d) = (pairs.n(), pairs.value_d);
     let (packed, scratch) = pack(pairs, scratch);
     let per_group = tiles_per_group(n, tiles) * tiles.queries;
+    let kind = TileKind { softmax, causal };
     let group = |(g, (fg, s)): (usize, (&mut [f64], &mut [f64]))| {
         for (i, fb) in fg.chunks_mut(tiles.queries * d).enumerate() {
             let from = g * per_group + i * tiles.queries;
-            query_tile(pairs, packed, from, fb, softmax, tiles, s);
+            query_tile(pairs, packed, from, fb, kind, tiles, s);
         }
     };
     f.par_chunks_mut(per_group * d)
@@ -162,17 +197,26 @@ pub fn general_tiles(
         .for_each(group);
 }
 
-/// The sums of the query tokens from..from + |b| over every key tile, scaled (see the module).
+/// What a tile computes: softmax or not, masked or not.
+#[derive(Clone, Copy)]
+struct TileKind {
+    softmax: bool,
+    causal: bool,
+}
+
+/// The sums of the query tokens from..from + |b| over every key tile (under the causal mask,
+/// the key tiles up to the last query), scaled (see the module).
 fn query_tile(
     pairs: Pairs<'_>,
     packed: Packed<'_>,
     from: usize,
     fb: &mut [f64],
-    softmax: bool,
+    kind: TileKind,
     tiles: Tiles,
     s: &mut [f64],
 ) {
-    let (n, d) = (pairs.n(), pairs.d);
+    let TileKind { softmax, causal } = kind;
+    let (n, e, d) = (pairs.n(), pairs.key_d, pairs.value_d);
     let mb = fb.len() / d;
     let (w, rest) = s.split_at_mut(tiles.keys * tiles.queries);
     let (maxima, totals) = rest.split_at_mut(tiles.queries);
@@ -181,12 +225,16 @@ fn query_tile(
     totals.fill(0.0);
     fb.fill(0.0);
     let queries = pairs.queries(from, from + mb);
-    for c0 in (0..n).step_by(tiles.keys) {
+    let last_key = if causal { from + mb } else { n };
+    for c0 in (0..last_key).step_by(tiles.keys) {
         let c1 = (c0 + tiles.keys).min(n);
         let nc = c1 - c0;
         let w = &mut w[..nc * mb];
-        let keys = packed.keys.block(c0..c1, 0..d);
+        let keys = packed.keys.block(c0..c1, 0..e);
         panel_product(keys, queries, false, MatMut::columns(w, nc, mb));
+        if causal && c1 > from + 1 {
+            mask_above_diagonal(w, nc, c0, from);
+        }
         if softmax {
             softmax_step(w, nc, maxima, totals, fb, d);
         } else {
@@ -196,7 +244,30 @@ fn query_tile(
         let weights = MatRef::columns(w, nc, mb);
         panel_product(values, weights, true, MatMut::columns(fb, d, mb));
     }
-    scale_columns(fb, d, if softmax { Some(&*totals) } else { None }, n);
+    if softmax {
+        scale_columns(fb, d, Some(&*totals), n);
+    } else if causal {
+        scale_causal(fb, d, from);
+    } else {
+        scale_columns(fb, d, None, n);
+    }
+}
+
+/// Scores z_jk of keys j > k set to -inf (weight 0): column k of the tile (query from + k)
+/// keeps rows j = c0 + r <= from + k.
+fn mask_above_diagonal(w: &mut [f64], rows: usize, c0: usize, from: usize) {
+    for (k, column) in w.chunks_exact_mut(rows).enumerate() {
+        let keep = (from + k + 1).saturating_sub(c0).min(rows);
+        column[keep..].fill(f64::NEG_INFINITY);
+    }
+}
+
+/// f_k = F_k / k for the queries from + 1, from + 2, ... (the causal average, k from 1).
+fn scale_causal(fb: &mut [f64], d: usize, from: usize) {
+    for (k, column) in fb.chunks_exact_mut(d).enumerate() {
+        let scale = 1.0 / (from + k + 1) as f64;
+        column.iter_mut().for_each(|v| *v *= scale);
+    }
 }
 
 /// Online softmax step: raises each column's running maximum to cover this tile (rescaling the
@@ -268,7 +339,8 @@ pub fn symmetric_tiles(
     scratch: &mut [f64],
 ) {
     assert!(tile.is_multiple_of(PANEL) && tile > 0);
-    let (n, d) = (pairs.n(), pairs.d);
+    assert_eq!(pairs.key_d, pairs.value_d);
+    let (n, d) = (pairs.n(), pairs.value_d);
     let count = n.div_ceil(tile);
     let scratch = &mut scratch[..symmetric_scratch_len(n, d, tile)];
     let (packed, scratch) = pack(pairs, scratch);
@@ -317,7 +389,7 @@ fn symmetric_row(
     acc: &mut [f64],
     totals: &mut [f64],
 ) {
-    let (n, d) = (pairs.n(), pairs.d);
+    let (n, d) = (pairs.n(), pairs.value_d);
     let (b0, b1) = (b * tile, ((b + 1) * tile).min(n));
     let mb = b1 - b0;
     let queries = pairs.queries(b0, b1);
@@ -463,10 +535,11 @@ mod tests {
             for (softmax, beta) in [(false, 1.3), (true, 1.3), (true, 60.0)] {
                 let data = pairs_data(n, d, beta, false);
                 let pairs = Pairs {
-                    unit: &data[0],
+                    keys: &data[0],
                     query: &data[1],
                     value: &data[2],
-                    d,
+                    key_d: d,
+                    value_d: d,
                 };
                 let mut scratch = vec![f64::NAN; general_scratch_len(n, d, tiles)];
                 let mut f = vec![f64::NAN; n * d];
@@ -490,10 +563,11 @@ mod tests {
             for softmax in [false, true] {
                 let data = pairs_data(n, d, 1.7, true);
                 let pairs = Pairs {
-                    unit: &data[0],
+                    keys: &data[0],
                     query: &data[1],
                     value: &data[2],
-                    d,
+                    key_d: d,
+                    value_d: d,
                 };
                 let mut scratch = vec![f64::NAN; symmetric_scratch_len(n, d, tile)];
                 let mut f = vec![f64::NAN; n * d];

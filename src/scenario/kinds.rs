@@ -230,3 +230,25 @@ mod tests {
         assert!(serde_json::from_str::<KernelKind>("\"x\"").is_err());
     }
 }
+
+word_enum!(
+    /// `model.mask`: which tokens a token attends to.
+    MaskKind, "mask", [
+        /// Every token (encoders).
+        None = "none",
+        /// The tokens j <= k (decoders).
+        Causal = "causal",
+    ]
+);
+
+word_enum!(
+    /// `model.normalization`: where the layer norm sits.
+    #[derive(Default)]
+    NormalizationKind, "normalization", [
+        /// Post-LN: the tokens on the sphere (the default).
+        #[default]
+        Post = "post",
+        /// Pre-LN: the unnormalised stream, moved by the attention of its directions.
+        Pre = "pre",
+    ]
+);

@@ -15,9 +15,10 @@ use std::sync::Arc;
 use toml::Value;
 
 use super::error::ScenarioError;
+use super::heads::{build_heads, LayerHeads};
 use super::matrix::{build_matrix, matrix_to_toml, MatrixContext};
 use super::schema::{RawCheckpoint, RawLayer, RawModel, RawScenario, RawTokens};
-use super::{HeadSpec, LayerSpec};
+use super::{FactorSpec, HeadSpec, LayerSpec};
 use crate::checkpoint::{Checkpoint, Format};
 use crate::memory;
 
@@ -227,40 +228,37 @@ fn explicit_layers(
     for (i, t) in tables.iter().enumerate() {
         let at = format!("{key}[{i}]");
         let first = first_of[i];
-        let heads = if first < i {
-            layers[first].heads.clone()
+        let (heads, factored, toml_heads) = if first < i {
+            let shared = heads_toml[first]
+                .clone()
+                .unwrap_or(Value::Array(Vec::new()));
+            (
+                layers[first].heads.clone(),
+                layers[first].factored.clone(),
+                shared,
+            )
         } else {
-            Arc::new(layer_heads(t, &at, ctx)?)
+            let built = layer_heads(t, &at, ctx)?;
+            (
+                Arc::new(built.formed),
+                Arc::new(built.factored),
+                Value::Array(built.resolved),
+            )
         };
         let duration = duration(t.duration, &format!("{at}.duration"), ctx.file)?;
-        let toml_heads = match heads_toml.get(first).cloned().flatten() {
-            Some(v) => v,
-            None => heads_to_toml(&heads),
-        };
         let mut table = toml::Table::new();
         table.insert("heads".into(), toml_heads.clone());
         table.insert("duration".into(), Value::Float(duration));
         resolved.push(Value::Table(table));
         heads_toml.push((first == i).then_some(toml_heads));
-        layers.push(LayerSpec { heads, duration });
+        layers.push(LayerSpec {
+            heads,
+            factored,
+            duration,
+        });
     }
     resolved_model.insert("layers".into(), Value::Array(resolved));
     Ok(layers)
-}
-
-/// The resolved form of a layer's heads.
-fn heads_to_toml(heads: &[HeadSpec]) -> Value {
-    Value::Array(
-        heads
-            .iter()
-            .map(|h| {
-                let mut ht = toml::Table::new();
-                ht.insert("A".into(), matrix_to_toml(&h.a));
-                ht.insert("V".into(), matrix_to_toml(&h.v));
-                Value::Table(ht)
-            })
-            .collect(),
-    )
 }
 
 /// For each layer entry, the index of the first entry written the same way (its matrices,
@@ -309,28 +307,24 @@ fn check_stack_memory(
 }
 
 /// The heads of one written layer.
-fn layer_heads(
-    t: &RawLayer,
-    at: &str,
-    ctx: &MatrixContext,
-) -> Result<Vec<HeadSpec>, ScenarioError> {
+fn layer_heads(t: &RawLayer, at: &str, ctx: &MatrixContext) -> Result<LayerHeads, ScenarioError> {
     let err = |key: String, message: &str| ScenarioError::at(ctx.file, key, message);
     match (&t.a, &t.v, &t.heads) {
-        (Some(a), Some(v), None) => Ok(vec![HeadSpec {
-            a: build_matrix(a, &format!("{at}.A"), ctx)?,
-            v: build_matrix(v, &format!("{at}.V"), ctx)?,
-        }]),
-        (None, None, Some(heads)) if !heads.is_empty() => heads
-            .iter()
-            .enumerate()
-            .map(|(h, raw)| {
-                Ok(HeadSpec {
-                    a: build_matrix(&raw.a, &format!("{at}.heads[{h}].A"), ctx)?,
-                    v: build_matrix(&raw.v, &format!("{at}.heads[{h}].V"), ctx)?,
-                })
+        (Some(a), Some(v), None) => {
+            let head = HeadSpec {
+                a: build_matrix(a, &format!("{at}.A"), ctx)?,
+                v: build_matrix(v, &format!("{at}.V"), ctx)?,
+            };
+            let mut table = toml::Table::new();
+            table.insert("A".into(), matrix_to_toml(&head.a));
+            table.insert("V".into(), matrix_to_toml(&head.v));
+            Ok(LayerHeads {
+                formed: vec![head],
+                factored: Vec::new(),
+                resolved: vec![Value::Table(table)],
             })
-            .collect(),
-        (None, None, Some(_)) => Err(err(format!("{at}.heads"), "needs at least one head")),
+        }
+        (None, None, Some(heads)) => build_heads(heads, &format!("{at}.heads"), ctx),
         (_, _, Some(_)) => Err(err(
             format!("{at}.heads"),
             "give either A and V or heads, not both",
@@ -394,28 +388,36 @@ fn checkpoint_layers(
         open.d
     );
     memory::check(need, &what).map_err(|m| err("model.checkpoint.layers", m))?;
-    // Each checkpoint layer is read once; repeated indices share its heads.
-    let mut read: HashMap<usize, Arc<Vec<HeadSpec>>> = HashMap::new();
+    // Each checkpoint layer is read once; repeated indices share its heads, kept factored:
+    // Q, K, V (d x d_h) and O (d_h x d) per head, no d x d matrix.
+    let mut read: HashMap<usize, Arc<Vec<FactorSpec>>> = HashMap::new();
+    let no_formed: Arc<Vec<HeadSpec>> = Arc::new(Vec::new());
     let mut layers = Vec::with_capacity(indices.len());
     for &index in &indices {
-        let heads = match read.get(&index) {
-            Some(h) => h.clone(),
+        let factored = match read.get(&index) {
+            Some(f) => f.clone(),
             None => {
-                let formed = open
+                let factors = open
                     .checkpoint
-                    .layer_heads(open.format, index, open.d, heads)
+                    .layer_factors(open.format, index, open.d, heads)
                     .map_err(|e| {
                         err("model.checkpoint", format!("`{shown}`: layer {index}: {e}"))
                     })?;
-                let specs: Vec<HeadSpec> = formed
+                let specs: Vec<FactorSpec> = factors
                     .into_iter()
-                    .map(|h| HeadSpec { a: h.a, v: h.v })
+                    .map(|f| FactorSpec {
+                        q: f.q,
+                        k: f.k,
+                        v: f.v,
+                        o: f.o,
+                    })
                     .collect();
                 read.entry(index).or_insert(Arc::new(specs)).clone()
             }
         };
         layers.push(LayerSpec {
-            heads,
+            heads: no_formed.clone(),
+            factored,
             duration: tau,
         });
     }

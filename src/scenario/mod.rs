@@ -13,12 +13,14 @@
 mod bounds;
 mod error;
 mod expression;
+mod heads;
 mod init;
 mod kinds;
 mod layers;
 mod matrix;
 mod numfile;
 mod overrides;
+mod real;
 mod schema;
 mod validate;
 
@@ -33,7 +35,8 @@ pub use error::ScenarioError;
 pub use expression::evaluate as evaluate_expression;
 pub use expression::RESERVED as RESERVED_NAMES;
 pub use kinds::{
-    InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind, UnknownWord, LABELS,
+    InitKind, KernelKind, KernelMethodKind, MaskKind, MethodKind, ModelKind, NormalizationKind,
+    UnknownWord, LABELS,
 };
 pub use overrides::{apply_set, parse_set_value, set_value};
 pub(crate) use schema::deserialize_at;
@@ -89,6 +92,13 @@ pub struct ModelSpec {
     pub looped: bool,
     /// `kernel_method`: which kernel evaluates `usa` and `sa` (default `auto`).
     pub kernel_method: KernelMethodKind,
+    /// Heads given by their factors (for a stack: those of the first layer); their fields add
+    /// to those of `heads`.
+    pub factored: Vec<FactorSpec>,
+    /// `model.mask` (default: causal for a gpt2 checkpoint, else none).
+    pub mask: MaskKind,
+    /// `model.normalization` (default post).
+    pub normalization: NormalizationKind,
 }
 
 /// One layer of a stack: its heads, acting for `duration` (> 0).
@@ -97,8 +107,24 @@ pub struct LayerSpec {
     /// The layer's heads (their fields add); layers written identically, or the same
     /// checkpoint layer given twice, share one copy.
     pub heads: std::sync::Arc<Vec<HeadSpec>>,
+    /// The layer's factored heads (checkpoint heads are kept factored), shared the same way.
+    pub factored: std::sync::Arc<Vec<FactorSpec>>,
     /// How long the layer acts (> 0).
     pub duration: f64,
+}
+
+/// One head by its factors in the row-vector convention: A = Q K^T / sqrt(d_h), value matrix
+/// (V O)^T, with Q, K, V d x d_h and O d_h x d (d_h divides d).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactorSpec {
+    /// Q (d x d_h).
+    pub q: nalgebra::DMatrix<f64>,
+    /// K (d x d_h).
+    pub k: nalgebra::DMatrix<f64>,
+    /// V (d x d_h).
+    pub v: nalgebra::DMatrix<f64>,
+    /// O (d_h x d).
+    pub o: nalgebra::DMatrix<f64>,
 }
 
 /// One attention head: A = Q^T K and V, both d x d.

@@ -14,7 +14,9 @@ use serde::Deserialize;
 use toml::Value;
 
 use super::error::ScenarioError;
-use super::kinds::{InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind};
+use super::kinds::{
+    InitKind, KernelKind, KernelMethodKind, MaskKind, MethodKind, ModelKind, NormalizationKind,
+};
 
 /// Top-level keys of a scenario.
 pub const TOP_KEYS: [&str; 11] = [
@@ -48,6 +50,8 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
             "loop",
             "checkpoint",
             "kernel_method",
+            "mask",
+            "normalization",
         ]),
         "tokens" => Some(&[
             "n", "init", "seed", "r0", "phi0", "eps", "path", "ids", "center",
@@ -69,6 +73,8 @@ pub fn is_string_key(key: &str) -> bool {
             | "expect"
             | "model.kernel"
             | "model.kernel_method"
+            | "model.mask"
+            | "model.normalization"
             | "tokens.init"
             | "tokens.path"
             | "solver.method"
@@ -102,7 +108,8 @@ pub struct RawScenario {
 #[serde(deny_unknown_fields)]
 pub struct RawModel {
     pub kernel: KernelKind,
-    pub beta: f64,
+    /// A number, or `{ log_n = gamma }` (beta = gamma ln n).
+    pub beta: Value,
     /// Required unless a checkpoint gives it.
     pub d: Option<i64>,
     #[serde(rename = "A")]
@@ -116,6 +123,10 @@ pub struct RawModel {
     pub checkpoint: Option<RawCheckpoint>,
     #[serde(default)]
     pub kernel_method: KernelMethodKind,
+    /// Default: causal for a gpt2 checkpoint, else none.
+    pub mask: Option<MaskKind>,
+    #[serde(default)]
+    pub normalization: NormalizationKind,
 }
 
 /// One layer of a stack: its own A and V or heads, and how long it acts.
@@ -145,9 +156,16 @@ pub struct RawCheckpoint {
 #[serde(deny_unknown_fields)]
 pub struct RawHead {
     #[serde(rename = "A")]
-    pub a: Value,
+    pub a: Option<Value>,
+    /// The value matrix (d x d) of a formed head, or the factor V (d x d_h) of a factored one.
     #[serde(rename = "V")]
-    pub v: Value,
+    pub v: Option<Value>,
+    #[serde(rename = "Q")]
+    pub q: Option<Value>,
+    #[serde(rename = "K")]
+    pub k: Option<Value>,
+    #[serde(rename = "O")]
+    pub o: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -345,7 +363,9 @@ mod tests {
         );
         assert_eq!(r.run.model, ModelKind::Full);
         assert!(!r.output.trajectory && !r.output.animation);
-        assert_eq!(r.model.beta, 1.0);
+        assert_eq!(r.model.beta.as_integer(), Some(1));
+        assert_eq!(r.model.mask, None);
+        assert_eq!(r.model.normalization, NormalizationKind::Post);
         assert!(r.model.layers.is_none() && r.layers.is_none() && r.model.checkpoint.is_none());
     }
 

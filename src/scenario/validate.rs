@@ -7,6 +7,7 @@ use toml::Value;
 
 use super::error::ScenarioError;
 use super::expression::check_param_name;
+use super::heads::{build_heads, LayerHeads};
 use super::kinds::{InitKind, KernelKind, ModelKind, LABELS};
 use super::layers;
 use super::matrix::{build_matrix, describe, matrix_to_toml, MatrixContext};
@@ -136,7 +137,7 @@ fn model_spec(
     params: &[(String, f64)],
 ) -> Result<CheckedModel, ScenarioError> {
     let m = &raw.model;
-    finite(file, "model.beta", m.beta)?;
+    let beta = super::real::beta(&m.beta, &raw.tokens, file)?;
     let checkpoint = layers::open_checkpoint(raw, file, base_dir)?;
     let d_written = layers::model_d(m, checkpoint.as_ref(), file)?;
     let d = dimension(d_written, file)?;
@@ -148,7 +149,7 @@ fn model_spec(
     };
     let mut resolved = toml::Table::new();
     resolved.insert("kernel".into(), Value::String(m.kernel.to_string()));
-    resolved.insert("beta".into(), Value::Float(m.beta));
+    resolved.insert("beta".into(), Value::Float(beta));
     resolved.insert("d".into(), Value::Integer(d_written));
     let stack = match layers::has_stack(raw) {
         true => Some(layers::build_stack(
@@ -159,22 +160,37 @@ fn model_spec(
         )?),
         false => None,
     };
-    let heads = match &stack {
-        Some(s) => s.layers[0].heads.as_ref().clone(),
-        None => heads(m, &ctx, &mut resolved)?,
+    let (heads, factored) = match &stack {
+        Some(s) => (
+            s.layers[0].heads.as_ref().clone(),
+            s.layers[0].factored.as_ref().clone(),
+        ),
+        None => {
+            let h = heads(m, &ctx, &mut resolved)?;
+            (h.formed, h.factored)
+        }
     };
     resolved.insert(
         "kernel_method".into(),
         Value::String(m.kernel_method.to_string()),
     );
+    let mask = super::real::mask(m, checkpoint.as_ref());
+    resolved.insert("mask".into(), Value::String(mask.to_string()));
+    resolved.insert(
+        "normalization".into(),
+        Value::String(m.normalization.to_string()),
+    );
     let model = ModelSpec {
         kernel: m.kernel,
-        beta: m.beta,
+        beta,
         d,
         heads,
         layers: stack.as_ref().map_or(Vec::new(), |s| s.layers.clone()),
         looped: stack.as_ref().is_some_and(|s| s.looped),
         kernel_method: m.kernel_method,
+        factored,
+        mask,
+        normalization: m.normalization,
     };
     Ok(CheckedModel {
         model,
@@ -206,7 +222,7 @@ fn heads(
     m: &RawModel,
     ctx: &MatrixContext<'_>,
     resolved: &mut toml::Table,
-) -> Result<Vec<HeadSpec>, ScenarioError> {
+) -> Result<LayerHeads, ScenarioError> {
     let err = |key: &str, message: &str| ScenarioError::at(ctx.file, key, message.to_string());
     match (&m.a, &m.v, &m.heads) {
         (Some(a), Some(v), None) => {
@@ -216,26 +232,14 @@ fn heads(
             };
             resolved.insert("A".into(), matrix_to_toml(&head.a));
             resolved.insert("V".into(), matrix_to_toml(&head.v));
-            Ok(vec![head])
+            Ok(LayerHeads {
+                formed: vec![head],
+                ..LayerHeads::default()
+            })
         }
         (None, None, Some(raw_heads)) => {
-            if raw_heads.is_empty() {
-                return Err(err("model.heads", "needs at least one head"));
-            }
-            let mut heads = Vec::with_capacity(raw_heads.len());
-            let mut resolved_heads = Vec::with_capacity(raw_heads.len());
-            for (i, h) in raw_heads.iter().enumerate() {
-                let head = HeadSpec {
-                    a: build_matrix(&h.a, &format!("model.heads[{i}].A"), ctx)?,
-                    v: build_matrix(&h.v, &format!("model.heads[{i}].V"), ctx)?,
-                };
-                let mut t = toml::Table::new();
-                t.insert("A".into(), matrix_to_toml(&head.a));
-                t.insert("V".into(), matrix_to_toml(&head.v));
-                resolved_heads.push(Value::Table(t));
-                heads.push(head);
-            }
-            resolved.insert("heads".into(), Value::Array(resolved_heads));
+            let heads = build_heads(raw_heads, "model.heads", ctx)?;
+            resolved.insert("heads".into(), Value::Array(heads.resolved.clone()));
             Ok(heads)
         }
         (_, _, Some(_)) => Err(err("model.heads", "give either A and V or heads, not both")),
@@ -402,6 +406,7 @@ fn run_spec(raw: &RawScenario, file: &Path, model: &ModelSpec) -> Result<RunSpec
         model: raw.run.model,
     };
     let d = model.d;
+    super::real::check_run_model(run.model, model, file)?;
     if run.model == ModelKind::Group && model.kernel != KernelKind::Lsa {
         return Err(ScenarioError::at(
             file,

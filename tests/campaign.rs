@@ -133,13 +133,20 @@ fn layers_share_their_matrices_and_a_stack_that_cannot_fit_is_refused_before_all
     let stack = tokdyn::integrate::Dynamics::piecewise(sim.dynamics.as_ref()).unwrap();
     assert_eq!((stack.len(), stack.distinct_layers()), (300, 2));
 
-    // 2 * 10^5 entries of d = 64: the resolved scenario alone would take hundreds of GB.
+    // The resolved scenario writes exact identity and zero matrices as words.
+    let resolved = &s.resolved["model"]["layers"];
+    assert_eq!(resolved[0]["heads"][0]["A"].as_str(), Some("identity"));
+    assert_eq!(resolved[2]["heads"][0]["V"].as_str(), Some("zero"));
+    // 2 * 10^5 entries of d = 64 with a random V: the resolved scenario alone would take
+    // hundreds of GB.
     let dir = tempfile::tempdir().unwrap();
     let mut big = String::from(
         "name = \"big\"\n[model]\nkernel = \"lsa\"\nbeta = 1.0\nd = 64\nloop = true\n",
     );
     for _ in 0..200_000 {
-        big.push_str("[[model.layers]]\nA = \"identity\"\nV = \"identity\"\n");
+        big.push_str(
+            "[[model.layers]]\nA = \"identity\"\nV = { random = \"gaussian\", seed = 1 }\n",
+        );
     }
     big.push_str(
         "[tokens]\nn = 64\ninit = \"uniform\"\nseed = 1\n[time]\nt_end = 2.0\nsamples = 5\n",

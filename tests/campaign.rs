@@ -133,13 +133,20 @@ fn layers_share_their_matrices_and_a_stack_that_cannot_fit_is_refused_before_all
     let stack = tokdyn::integrate::Dynamics::piecewise(sim.dynamics.as_ref()).unwrap();
     assert_eq!((stack.len(), stack.distinct_layers()), (300, 2));
 
-    // 2 * 10^5 entries of d = 64: the resolved scenario alone would take hundreds of GB.
+    // The resolved scenario writes exact identity and zero matrices as words.
+    let resolved = &s.resolved["model"]["layers"];
+    assert_eq!(resolved[0]["heads"][0]["A"].as_str(), Some("identity"));
+    assert_eq!(resolved[2]["heads"][0]["V"].as_str(), Some("zero"));
+    // 2 * 10^5 entries of d = 64 with a random V: the resolved scenario alone would take
+    // hundreds of GB.
     let dir = tempfile::tempdir().unwrap();
     let mut big = String::from(
         "name = \"big\"\n[model]\nkernel = \"lsa\"\nbeta = 1.0\nd = 64\nloop = true\n",
     );
     for _ in 0..200_000 {
-        big.push_str("[[model.layers]]\nA = \"identity\"\nV = \"identity\"\n");
+        big.push_str(
+            "[[model.layers]]\nA = \"identity\"\nV = { random = \"gaussian\", seed = 1 }\n",
+        );
     }
     big.push_str(
         "[tokens]\nn = 64\ninit = \"uniform\"\nseed = 1\n[time]\nt_end = 2.0\nsamples = 5\n",
@@ -477,6 +484,112 @@ fn messages_name_the_right_key_in_few_characters() {
             }
             let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o644, "{name}: {mode:o}");
+        }
+    }
+}
+
+/// Entries of `dir` that a stopped command must not leave: lock files and staging folders.
+fn leftovers(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".lock") || n.contains(".tmp-"))
+        .collect()
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Item 2: one SIGINT or SIGTERM stops a sweep or a run at any moment (drawing included)
+/// within a second, exit 130 / 143, with no lock file or staging folder left; a second
+/// signal right after the first stops it from outside, just as cleanly.
+#[test]
+fn one_signal_stops_any_command_within_a_second_and_leaves_no_lock_or_staging() {
+    use std::process::{Command as Std, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = sweep_files(dir.path(), "v11 = { from = 0.05, to = 0.45, steps = 24 }");
+    let base = fs::read_to_string(dir.path().join("base.toml"))
+        .unwrap()
+        .replace("n = 16", "n = 400")
+        .replace("kernel = \"lsa\"", "kernel = \"sa\"")
+        .replace("t_end = 2.0", "t_end = 30.0");
+    write(dir.path(), "base.toml", &base);
+    let sweep_text = fs::read_to_string(&sweep)
+        .unwrap()
+        .replace("model = \"oa\"\n", "");
+    write(dir.path(), "sweep.toml", sweep_text);
+    let cases = [
+        ("sweep", "INT", 130, 300u64, false),
+        ("sweep", "TERM", 143, 900, false),
+        ("run", "INT", 130, 150, false),
+        ("sweep", "INT", 130, 600, true),
+        ("run", "TERM", 143, 400, true),
+    ];
+    for (i, (command, name, code, after_ms, twice)) in cases.into_iter().enumerate() {
+        let out = dir.path().join(format!("o{i}"));
+        let input = if command == "sweep" {
+            sweep.clone()
+        } else {
+            dir.path().join("base.toml")
+        };
+        let mut child = Std::new(assert_cmd::cargo::cargo_bin("tokdyn"))
+            .arg(command)
+            .arg(&input)
+            .arg("--out")
+            .arg(&out)
+            .env("RAYON_NUM_THREADS", "1")
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(after_ms));
+        if child.try_wait().unwrap().is_some() {
+            continue; // finished before the signal: nothing to check
+        }
+        let sent = Instant::now();
+        signal(child.id(), name);
+        if twice {
+            signal(child.id(), name);
+        }
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                sent.elapsed() < Duration::from_secs(5),
+                "{command} did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let took = sent.elapsed();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        if status.code() == Some(0) {
+            // The signal came as the command was ending: its result is complete.
+            assert!(
+                out.join("summary.json").is_file(),
+                "{command} {name}: {err}"
+            );
+            continue;
+        }
+        assert_eq!(status.code(), Some(code), "{command} {name}: {err}");
+        assert!(took < Duration::from_secs(1), "{command} {name}: {took:?}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors.len(), 1, "{err}");
+        assert!(
+            leftovers(dir.path()).is_empty(),
+            "{:?}",
+            leftovers(dir.path())
+        );
+        if out.exists() {
+            assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
         }
     }
 }

@@ -81,3 +81,68 @@ fn every_method_stops_after_the_sample_that_requested_it() {
         assert!((sol.final_state[0] - (-10.0f64).exp()).abs() < 1e-6);
     }
 }
+
+/// y' = rate, a layer of a stack.
+struct Drift(f64);
+impl Dynamics for Drift {
+    fn dimension(&self) -> usize {
+        1
+    }
+    fn rhs(&self, _y: &[f64], dy: &mut [f64]) {
+        dy[0] = self.0
+    }
+    fn order_parameters(&self, y: &[f64]) -> OrderParameters {
+        OrderParameters::from_r2(Complex64::new(y[0], 0.0))
+    }
+    fn tokens<'a>(&self, _y: &'a [f64]) -> Option<Cow<'a, [f64]>> {
+        None
+    }
+}
+
+/// Records the published clock at every sample.
+struct ClockReader(Vec<(f64, f64)>);
+impl Observer for ClockReader {
+    fn sample(&mut self, s: &Sample<'_>) -> io::Result<()> {
+        self.0.push((s.t, interrupt::clock()));
+        Ok(())
+    }
+}
+
+/// Issue 26, item 3: across a looped stack of short layers the clock shows the run's time
+/// (what the progress line prints), not the time within the current layer.
+#[test]
+fn the_clock_of_a_stack_shows_the_run_time() {
+    use tokdyn::integrate::Piecewise;
+    interrupt::clear();
+    let stack = Piecewise::new(
+        vec![Box::new(Drift(1.0)), Box::new(Drift(-1.0))],
+        vec![0.05, 0.05],
+        true,
+    );
+    let problem = Problem {
+        dynamics: &stack,
+        initial_state: vec![0.0],
+        t_end: 5.0,
+        samples: 6,
+    };
+    let mut reader = ClockReader(Vec::new());
+    let sol = solve(
+        &problem,
+        Method::Dop853 {
+            rtol: 1e-9,
+            atol: 1e-11,
+        },
+        &mut [&mut reader],
+    )
+    .unwrap();
+    assert!(sol.status.is_success());
+    for &(t, clock) in reader.0.iter().skip(1) {
+        assert!(
+            (clock - t).abs() <= 0.05 + 1e-9,
+            "sample t = {t}, clock {clock}"
+        );
+    }
+    // A boundary keeps R2, R1 and s, not the d-vector of the cluster axis.
+    assert!(sol.boundaries.iter().all(|b| b.order.axis.is_none()));
+    assert_eq!(sol.boundaries.len(), 101);
+}

@@ -136,7 +136,7 @@ fn into_folder(
     py: Python<'_>,
     out: Option<PathBuf>,
     files: &'static [&'static str],
-    command: impl FnOnce(&Path) -> Result<PathBuf, Error> + Send,
+    command: impl FnOnce(&Path) -> Result<PathBuf, Error> + Send + 'static,
 ) -> PyResult<Vec<String>> {
     detached(py, move || {
         let temp;

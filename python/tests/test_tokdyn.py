@@ -390,3 +390,78 @@ except KeyboardInterrupt:
     # A run after the interruption is not stopped by the old request.
     assert child.stdout.readline().strip() == "True"
     assert child.wait(timeout=60) == 0
+
+
+# --- bad arrays (issue 26) ----------------------------------------------------------------
+
+
+def test_field_and_order_parameters_refuse_complex_non_finite_zero_and_overflowing_input():
+    rng = np.random.default_rng(3)
+    X = unit_rows(rng, 20, 3)
+    A, V = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    with pytest.raises(ValueError, match=r"^X: complex"):
+        tokdyn.field(X + 1e-3j, A, V)
+    with pytest.raises(ValueError, match=r"^A\[0\]: complex"):
+        tokdyn.field(X, A + 1j, V)
+    with pytest.raises(ValueError, match=r"^X: complex"):
+        tokdyn.order_parameters(X.astype(complex))
+    Z = X.copy()
+    Z[4] = 0.0
+    with pytest.raises(ValueError, match=r"^X\[4\]: a zero row"):
+        tokdyn.field(Z, A, V)
+    with pytest.raises(ValueError, match=r"^X\[4\]: a zero row"):
+        tokdyn.order_parameters(Z)
+    W = X.copy()
+    W[2, 1] = np.inf
+    with pytest.raises(ValueError, match=r"^X\[2\]\[1\]: not a finite"):
+        tokdyn.order_parameters(W)
+    with pytest.raises(ValueError, match=r"^beta, A, V: the usa field overflows"):
+        tokdyn.field(X, np.eye(3), np.eye(3), kernel="usa", beta=800.0)
+    with pytest.raises(ValueError, match="overflows"):
+        tokdyn.field(X, np.eye(3) * 1e200, np.eye(3) * 1e200)
+
+
+def test_rows_are_normalised_so_any_scale_gives_the_same_result():
+    rng = np.random.default_rng(4)
+    X = unit_rows(rng, 50, 3)
+    A, V = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    base = tokdyn.order_parameters(X)
+    scales = np.array([1e200, 1e-200, 3.0])[np.arange(50) % 3][:, None]
+    for Y in (X * 1e200, X * 1e-300, X * scales):
+        o = tokdyn.order_parameters(Y)
+        assert np.isfinite(o["r1"]) and abs(o["r2"] - base["r2"]) < 1e-14
+        assert o["r1"] == pytest.approx(base["r1"], abs=1e-14)
+        assert o["nematic"] == pytest.approx(base["nematic"], abs=1e-12)
+    f = tokdyn.field(X, A, V, kernel="sa")
+    g = tokdyn.field(X * scales, A, V, kernel="sa")
+    assert np.max(np.abs(f - g)) < 1e-13
+    # The field is that of the normalised rows (numpy_field of the unit rows).
+    assert np.max(np.abs(f - numpy_field(X, [(A, V)], "sa", 1.0))) < 1e-12
+
+
+def test_one_ctrl_c_stops_a_sweep_within_a_second(tmp_path):
+    """A sweep interrupted once returns to Python within a second, its lock removed."""
+    import signal
+    import threading
+    import time
+
+    base = tmp_path / "base.toml"
+    base.write_text(
+        'name = "b"\n[model]\nkernel = "sa"\nbeta = 1.0\nd = 2\nA = "identity"\n'
+        'V = [["v11", 0.5], [-0.5, "-v11"]]\n[params]\nv11 = 0.2\n'
+        '[tokens]\nn = 400\ninit = "poisson"\nseed = 1\nr0 = 0.3\n[time]\nt_end = 30.0\nsamples = 11\n'
+    )
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        'name = "sw"\nscenario = "base.toml"\n[axes]\nv11 = { from = 0.05, to = 0.45, steps = 40 }\n'
+    )
+    out = tmp_path / "out"
+    timer = threading.Timer(0.5, lambda: signal.raise_signal(signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        tokdyn.sweep(sweep, out=out)
+    interrupted = time.monotonic()
+    assert interrupted - started < 0.5 + 1.0
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".lock") or ".tmp-" in p.name]
+    assert leftovers == []

@@ -190,19 +190,72 @@ def sweep(sweep, *, set=None, out=None):
     return _columns(table, text_columns=_TEXT_COLUMNS)
 
 
+def _real(value, name):
+    """``value`` as a real numpy array; complex or non-numeric input is a ValueError naming
+    ``name`` (numpy would drop an imaginary part silently)."""
+    a = _np.asarray(value)
+    if _np.iscomplexobj(a):
+        raise ValueError(
+            f"{name}: complex values are not accepted (the imaginary part would be dropped)"
+        )
+    if a.dtype.kind not in "fiub":
+        raise ValueError(f"{name}: expected real numbers, got an array of dtype {a.dtype}")
+    return a
+
+
+def _directions(X, name="X"):
+    """Tokens X (n x d) checked and scaled row by row by a power of two (exact), so that no
+    row's norm overflows or underflows; a non-finite entry or a zero row is a ValueError."""
+    a = _real(X, name)
+    if a.ndim != 2:
+        return a  # the library reports the shape
+    a = a.astype(_np.float64, copy=False)
+    bad = _np.argwhere(~_np.isfinite(a))
+    if len(bad):
+        i, j = bad[0]
+        raise ValueError(f"{name}[{i}][{j}]: not a finite number")
+    if a.size == 0:
+        return a
+    size = _np.max(_np.abs(a), axis=1)
+    zero = _np.flatnonzero(size == 0)
+    if len(zero):
+        raise ValueError(
+            f"{name}[{zero[0]}]: a zero row has no direction (rows are normalised to unit length)"
+        )
+    return _np.ldexp(a, -_np.frexp(size)[1][:, None])
+
+
 def field(X, A, V, *, kernel="lsa", beta=1.0):
     """One evaluation of the sphere field at the tokens X (n x d).
 
     ``A`` and ``V`` are d x d matrices (one head) or equal-length lists of them (heads whose
     fields add). Arrays may be float32 or float64, C or Fortran order; the result is a new
-    float64 array n x d. Rows of X are used as given (put them on the sphere).
+    float64 array n x d. Each row of X is normalised to unit length first (the field is that
+    of the points x_k / |x_k| on the sphere); A and V are used as given. Complex arrays,
+    non-finite entries, zero rows of X and a field that overflows (e.g. ``usa`` with a large
+    beta) raise ValueError naming the argument.
     """
     heads_a = [A] if _np.ndim(A) == 2 else list(A)
     heads_v = [V] if _np.ndim(V) == 2 else list(V)
-    return _native.field(X, heads_a, heads_v, str(kernel), float(beta))
+    heads_a = [_real(a, f"A[{h}]") for h, a in enumerate(heads_a)]
+    heads_v = [_real(v, f"V[{h}]") for h, v in enumerate(heads_v)]
+    result = _native.field(_directions(X), heads_a, heads_v, str(kernel), float(beta))
+    if not _np.all(_np.isfinite(result)):
+        raise ValueError(
+            f"beta, A, V: the {kernel} field overflows at these tokens (a weight or a product "
+            "is beyond the largest float); lower beta or the scale of A and V"
+        )
+    return result
 
 
 def order_parameters(X):
     """Order parameters of tokens X (n x d): a dict with ``r2`` (complex), ``r1``, ``nematic``
-    and ``axis`` (the leading eigenvector of S when d > 2, else None)."""
-    return _native.order_parameters(X)
+    and ``axis`` (the leading eigenvector of S when d > 2, else None).
+
+    Each row of X is normalised to unit length first, so any non-zero scale of a row gives the
+    same result; complex arrays, non-finite entries and zero rows raise ValueError naming X.
+    """
+    a = _directions(X)
+    if a.ndim == 2 and a.size:
+        a = a / _np.linalg.norm(a, axis=1, keepdims=True)
+    return _native.order_parameters(a)

@@ -242,7 +242,7 @@ fn explicit_layers(
             (
                 Arc::new(built.formed),
                 Arc::new(built.factored),
-                Value::Array(built.resolved),
+                compact_heads(built.resolved),
             )
         };
         let duration = duration(t.duration, &format!("{at}.duration"), ctx.file)?;
@@ -261,6 +261,43 @@ fn explicit_layers(
     Ok(layers)
 }
 
+/// A layer's resolved heads with every `A` and `V` that is exactly the identity or zero
+/// written as that word (a deep stack of such layers then costs a few bytes a layer in the
+/// resolved scenario, not d^2 numbers).
+fn compact_heads(resolved: Vec<Value>) -> Value {
+    let compact = |mut head: Value| {
+        if let Value::Table(t) = &mut head {
+            for key in ["A", "V"] {
+                if let Some(word) = t.get(key).and_then(matrix_word) {
+                    t.insert(key.into(), Value::String(word.into()));
+                }
+            }
+        }
+        head
+    };
+    Value::Array(resolved.into_iter().map(compact).collect())
+}
+
+/// `"identity"` or `"zero"` when the rows of numbers `m` are exactly that matrix.
+fn matrix_word(m: &Value) -> Option<&'static str> {
+    let rows = m.as_array()?;
+    let d = rows.len();
+    let entry = |i: usize, j: usize| rows[i].as_array().and_then(|r| r.get(j)?.as_float());
+    let is = |diagonal: f64| {
+        rows.iter()
+            .all(|r| r.as_array().is_some_and(|r| r.len() == d))
+            && (0..d)
+                .all(|i| (0..d).all(|j| entry(i, j) == Some(if i == j { diagonal } else { 0.0 })))
+    };
+    if d > 0 && is(1.0) {
+        Some("identity")
+    } else if d > 0 && is(0.0) {
+        Some("zero")
+    } else {
+        None
+    }
+}
+
 /// For each layer entry, the index of the first entry written the same way (its matrices,
 /// not its duration).
 fn distinct_entries(tables: &[RawLayer]) -> Vec<usize> {
@@ -273,6 +310,17 @@ fn distinct_entries(tables: &[RawLayer]) -> Vec<usize> {
             *seen.entry(text).or_insert(i)
         })
         .collect()
+}
+
+/// Whether every matrix of an entry is written `"identity"` or `"zero"` (its resolved form is
+/// then the same words).
+fn written_as_words(t: &RawLayer) -> bool {
+    let word = |v: &Value| matches!(v.as_str(), Some("identity" | "zero"));
+    match (&t.a, &t.v, &t.heads) {
+        (Some(a), Some(v), None) => word(a) && word(v),
+        (None, None, Some(h)) => h.iter().all(|h| word(&h.a) && word(&h.v)),
+        _ => false,
+    }
 }
 
 /// Heads an entry declares (before its matrices are built).
@@ -291,7 +339,9 @@ fn check_stack_memory(
     let mut written = 0u64;
     for (i, t) in tables.iter().enumerate() {
         let entries = memory::layer_entries(declared_heads(t), ctx.d);
-        written = written.saturating_add(entries);
+        if !written_as_words(t) {
+            written = written.saturating_add(entries);
+        }
         if first_of[i] == i {
             distinct = distinct.saturating_add(entries);
         }
@@ -299,7 +349,7 @@ fn check_stack_memory(
     let need = memory::stack_bytes(distinct, written, tables.len(), true);
     let unique = first_of.iter().enumerate().filter(|(i, f)| i == *f).count();
     let what = format!(
-        "a stack of {} layers ({unique} distinct) of d = {} (the resolved scenario.toml lists every layer's matrices)",
+        "a stack of {} layers ({unique} distinct) of d = {} (the resolved scenario.toml lists the matrices of every layer not written \"identity\" or \"zero\")",
         tables.len(),
         ctx.d
     );

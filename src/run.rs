@@ -105,6 +105,9 @@ pub struct Summary {
     /// For a stack of layers: its size, passes, and what the label was read on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack: Option<crate::layers::StackInfo>,
+    /// Pre-LN: the range of the stream's norms |x_k| at the last sample.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_norms: Option<simulation::NormRange>,
 }
 
 impl Summary {
@@ -151,6 +154,7 @@ impl Summary {
             scenario: scenario.resolved.clone(),
             compare: None,
             stack: None,
+            stream_norms: simulation::stream_norms(scenario, model, &solution.final_state),
         }
     }
 }

@@ -247,6 +247,8 @@ pub fn build_with_tokens(
     model: ModelKind,
     tokens: Vec<f64>,
 ) -> Result<Simulation, ScenarioError> {
+    // The reductions and the group model do not hold under a mask or pre-LN (`compare` too).
+    crate::scenario::check_run_model(model, &scenario.model, &scenario.file)?;
     let n = scenario.tokens.n;
     let tokens = std::sync::Arc::new(tokens);
     // The reductions and the group model read every head as A and V.
@@ -403,6 +405,30 @@ fn factored_scratch_bytes(scenario: &Scenario) -> usize {
     widest.map_or(0, |d_h| {
         crate::model::factored_scratch_numbers(scenario.tokens.n, d_h, kernel).saturating_mul(8)
     })
+}
+
+/// The smallest and largest norm of a pre-LN stream (summary.json `stream_norms`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct NormRange {
+    /// min_k |x_k|.
+    pub min: f64,
+    /// max_k |x_k|.
+    pub max: f64,
+}
+
+/// The norms' range of the full model's final stream under pre-LN; `None` otherwise.
+pub fn stream_norms(scenario: &Scenario, model: ModelKind, state: &[f64]) -> Option<NormRange> {
+    let pre = scenario.model.normalization == NormalizationKind::Pre;
+    if !pre || model != ModelKind::Full || state.is_empty() {
+        return None;
+    }
+    let norms = state
+        .chunks_exact(scenario.model.d)
+        .map(|x| x.iter().map(|v| v * v).sum::<f64>().sqrt());
+    let (min, max) = norms.fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
+        (lo.min(r), hi.max(r))
+    });
+    Some(NormRange { min, max })
 }
 
 /// Memory available to this process (Linux `MemAvailable`), if known.

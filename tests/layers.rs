@@ -175,8 +175,14 @@ fn direct_maps(
 }
 
 /// Multi-head softmax attention of tokens X (rows) without biases and norms, in the models'
-/// own convention: out = sum_h softmax(X W_Q^h (X W_K^h)^T / sqrt(d_h)) X W_V^h W_O^h.
-fn attention_output(x: &DMatrix<f64>, maps: &[DMatrix<f64>; 4], heads: usize) -> DMatrix<f64> {
+/// own convention: out = sum_h softmax(X W_Q^h (X W_K^h)^T / sqrt(d_h)) X W_V^h W_O^h; with
+/// `causal`, the scores of keys j > k are -inf (a decoder's mask).
+fn attention_output(
+    x: &DMatrix<f64>,
+    maps: &[DMatrix<f64>; 4],
+    heads: usize,
+    causal: bool,
+) -> DMatrix<f64> {
     let (n, d) = x.shape();
     let dh = d / heads;
     let mut out = DMatrix::zeros(n, d);
@@ -185,6 +191,13 @@ fn attention_output(x: &DMatrix<f64>, maps: &[DMatrix<f64>; 4], heads: usize) ->
         let k = x * maps[1].columns(h * dh, dh);
         let v = x * maps[2].columns(h * dh, dh);
         let mut scores = &q * k.transpose() / (dh as f64).sqrt();
+        if causal {
+            for r in 0..n {
+                for c in r + 1..n {
+                    scores[(r, c)] = f64::NEG_INFINITY;
+                }
+            }
+        }
         for mut row in scores.row_iter_mut() {
             let m = row.max();
             row.apply(|s| *s = (*s - m).exp());
@@ -248,7 +261,11 @@ fn checkpoint_field_is_the_attention_output_projected_on_the_tangent_space() {
             let tensors = random_checkpoint(format, 2, d, vocab, 7, prefix);
             let file = format!("{format}-{prefix}-{dtype:?}.safetensors");
             write_file(dir.path(), &file, &serialize(&tensors, dtype));
-            for center in [false, true] {
+            // The default mask (gpt2: causal, bert: none), then each one set.
+            for (center, mask) in [false, true]
+                .into_iter()
+                .flat_map(|c| [(c, None), (c, Some("none")), (c, Some("causal"))])
+            {
                 let text = scenario_text(
                     &file,
                     format,
@@ -256,8 +273,14 @@ fn checkpoint_field_is_the_attention_output_projected_on_the_tangent_space() {
                     heads,
                     &format!("center = {center}"),
                 );
+                let sets: Vec<String> = mask
+                    .map(|m| format!("model.mask={m}"))
+                    .into_iter()
+                    .collect();
+                let causal =
+                    mask.unwrap_or(if format == "gpt2" { "causal" } else { "none" }) == "causal";
                 let s =
-                    Scenario::from_toml_str(&text, Path::new("s.toml"), dir.path(), &[]).unwrap();
+                    Scenario::from_toml_str(&text, Path::new("s.toml"), dir.path(), &sets).unwrap();
                 assert_eq!((s.model.d, s.tokens.n, s.model.layers.len()), (d, 6, 2));
                 let sim = simulation::build(&s, ModelKind::Full).unwrap();
 
@@ -290,7 +313,7 @@ fn checkpoint_field_is_the_attention_output_projected_on_the_tangent_space() {
 
                 // The field of the first layer of the stack is checkpoint layer 1.
                 let maps = direct_maps(&tensors, format, 1, d, dtype);
-                let y = attention_output(&x, &maps, heads);
+                let y = attention_output(&x, &maps, heads, causal);
                 let mut dy = vec![0.0; 6 * d];
                 sim.dynamics.rhs(&sim.initial_state, &mut dy);
                 let got = DMatrix::from_row_slice(6, d, &dy);
@@ -312,7 +335,7 @@ fn checkpoint_field_is_the_attention_output_projected_on_the_tangent_space() {
             }
         }
     }
-    assert_eq!(checked, 24);
+    assert_eq!(checked, 72);
 }
 
 // ---------------------------------------------------------------- layer boundaries
@@ -845,6 +868,27 @@ fn example_checkpoint_is_the_seeded_one() {
         fs::write(&path, &bytes).unwrap();
     }
     assert!(bytes.len() < 200 * 1024);
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        bytes,
+        "regenerate with TOKDYN_WRITE_EXAMPLE=1"
+    );
+}
+
+/// `scenarios/tiny-gpt2-causal.safetensors` (the `real-gpt2-causal` scenario's checkpoint):
+/// 2 layers of width 32, a vocabulary of 64, seeded weights. `TOKDYN_WRITE_EXAMPLE=1 cargo test
+/// example` writes it; otherwise the test checks that the file in `scenarios/` is this one.
+#[test]
+fn example_causal_checkpoint_is_the_seeded_one() {
+    let bytes = serialize(
+        &random_checkpoint("gpt2", 2, 32, 64, 2028, false),
+        Dtype::F32,
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/tiny-gpt2-causal.safetensors");
+    if std::env::var_os("TOKDYN_WRITE_EXAMPLE").is_some() {
+        fs::write(&path, &bytes).unwrap();
+    }
+    assert!(bytes.len() < 64 * 1024);
     assert_eq!(
         fs::read(&path).unwrap(),
         bytes,

@@ -1,5 +1,5 @@
 //! Attention weights: the kernel h, the inverse temperature beta, the heads, the mask and the
-//! normalisation (docs/MATH.md §1 and §"Real transformers").
+//! normalisation (docs/MATH.md §1 and §9).
 //!
 //! A head is given either formed, as the d x d matrices A (query-key) and V (value), or by its
 //! factors in the checkpoints' row-vector convention, Q, K, V (d x d_h) and O (d_h x d):

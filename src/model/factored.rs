@@ -1,5 +1,5 @@
 //! The field of heads kept factored: scores from d_h-dimensional queries and keys, values
-//! through V then O, no d x d matrix formed (docs/MATH.md §"Real transformers").
+//! through V then O, no d x d matrix formed (docs/MATH.md §9).
 //!
 //! For one head with factors Q, K, V (d x d_h) and O (d_h x d), row-vector convention,
 //!

@@ -21,7 +21,7 @@
 //! Sums over tokens use fixed chunks (`parallel.rs`), so the field is bit-identical for
 //! any number of threads.
 //!
-//! Real transformers (docs/MATH.md §"Real transformers"): under the causal mask token k sums
+//! Real transformers (docs/MATH.md §9): under the causal mask token k sums
 //! over j <= k only (`sa` normalises over them, `lsa` / `usa` divide by k counted from 1; the
 //! symmetric-A shortcut is not used, the tiled kernel skips the tiles above the diagonal and
 //! `lsa` keeps a running sum, see `linear_sums`); factored heads add their field through

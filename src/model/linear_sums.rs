@@ -1,5 +1,5 @@
 //! The linear-attention sums with queries, keys and values of any width, with or without the
-//! causal mask (docs/MATH.md §"Real transformers").
+//! causal mask (docs/MATH.md §9).
 //!
 //! ```text
 //! no mask:  f_k = C q_k,     C   = (1/n) sum_{j=1..n} u_j kappa_j^T

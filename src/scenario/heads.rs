@@ -1,6 +1,6 @@
 //! The heads of a layer: `{ A, V }` (formed, d x d each) or `{ Q, K, V, O }` (factored, in the
 //! checkpoints' row-vector convention: A = Q K^T / sqrt(d_h), value matrix (V O)^T; docs/MATH.md
-//! §"Real transformers").
+//! §9).
 //!
 //! A factor is rows of entries (numbers or expressions over `[params]`) or `{ file = ... }`
 //! (.npy / .csv). d_h is read off Q (its row length, or the width of its file among the

@@ -39,6 +39,7 @@ pub use kinds::{
     UnknownWord, LABELS,
 };
 pub use overrides::{apply_set, parse_set_value, set_value};
+pub use real::check_run_model;
 pub(crate) use schema::deserialize_at;
 pub(crate) use validate::check_name;
 pub use validate::{check_description, MAX_D, MAX_SAMPLES, MIN_T_END};

@@ -1,6 +1,6 @@
 //! The real-transformer keys of `[model]`: `beta = { log_n = gamma }`, `mask` (with its
 //! checkpoint default) and `normalization`, and the models that hold under them
-//! (docs/MATH.md §"Real transformers").
+//! (docs/MATH.md §9).
 //!
 //! ```text
 //! beta = gamma ln n      (long context, gamma > 0)

@@ -318,7 +318,9 @@ fn written_as_words(t: &RawLayer) -> bool {
     let word = |v: &Value| matches!(v.as_str(), Some("identity" | "zero"));
     match (&t.a, &t.v, &t.heads) {
         (Some(a), Some(v), None) => word(a) && word(v),
-        (None, None, Some(h)) => h.iter().all(|h| word(&h.a) && word(&h.v)),
+        (None, None, Some(h)) => h
+            .iter()
+            .all(|h| h.a.as_ref().is_some_and(word) && h.v.as_ref().is_some_and(word)),
         _ => false,
     }
 }

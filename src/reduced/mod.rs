@@ -16,6 +16,7 @@
 //! case): the tokens are x_k(t) = Phi(t) x_k(0) / |Phi(t) x_k(0)| with one d x d matrix flow
 //! Phi' = M Phi.
 
+pub mod clusters;
 pub mod coefficients;
 pub mod group;
 pub(crate) mod moebius;

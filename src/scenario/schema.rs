@@ -17,7 +17,7 @@ use super::error::ScenarioError;
 use super::kinds::{InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind};
 
 /// Top-level keys of a scenario.
-pub const TOP_KEYS: [&str; 11] = [
+pub const TOP_KEYS: [&str; 12] = [
     "name",
     "description",
     "expect",
@@ -29,10 +29,11 @@ pub const TOP_KEYS: [&str; 11] = [
     "run",
     "output",
     "layers",
+    "clusters",
 ];
 
 /// Tables that may be absent from a file (and that `--set` may therefore create).
-pub const OPTIONAL_TABLES: [&str; 4] = ["params", "solver", "run", "output"];
+pub const OPTIONAL_TABLES: [&str; 5] = ["params", "solver", "run", "output", "clusters"];
 
 /// The keys of a table section, or `None` for `params` (any identifier) and non-tables.
 pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
@@ -56,6 +57,7 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
         "run" => Some(&["model"]),
         "output" => Some(&["trajectory", "animation", "window", "snapshots", "figure"]),
+        "clusters" => Some(&["threshold"]),
         _ => None,
     }
 }
@@ -96,6 +98,15 @@ pub struct RawScenario {
     pub output: RawOutput,
     /// The stack of layers spelled `[[layers]]` (same as `[[model.layers]]`).
     pub layers: Option<Vec<RawLayer>>,
+    #[serde(default)]
+    pub clusters: RawClusters,
+}
+
+/// `[clusters]`: the angle that makes a cluster tight.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawClusters {
+    pub threshold: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

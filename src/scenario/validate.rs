@@ -30,6 +30,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let solver = solver_spec(&raw, file)?;
     let run = run_spec(&raw, file, &checked.model)?;
     let output = output_spec(file, &raw.output)?;
+    let clusters = cluster_rule(file, &raw.clusters)?;
     if let Some(description) = &raw.description {
         check_description(description).map_err(|m| ScenarioError::at(file, "description", m))?;
     }
@@ -44,6 +45,10 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         output: &output,
     }
     .table();
+    let mut resolved = resolved;
+    let mut clusters_table = toml::Table::new();
+    clusters_table.insert("threshold".into(), Value::Float(clusters.threshold));
+    resolved.insert("clusters".into(), Value::Table(clusters_table));
     Ok(Scenario {
         name: raw.name,
         description: raw.description,
@@ -55,6 +60,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         solver,
         run,
         output,
+        clusters,
         file: file.to_path_buf(),
         resolved,
     })
@@ -585,4 +591,22 @@ pub fn check_description(text: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `[clusters] threshold`: an angle in (0, pi), default [`DEFAULT_THRESHOLD`](crate::observe::clusters::DEFAULT_THRESHOLD).
+fn cluster_rule(
+    file: &Path,
+    raw: &super::schema::RawClusters,
+) -> Result<crate::observe::clusters::ClusterRule, ScenarioError> {
+    use crate::observe::clusters::ClusterRule;
+    match raw.threshold {
+        None => Ok(ClusterRule::default()),
+        Some(theta) => ClusterRule::new(theta).ok_or_else(|| {
+            ScenarioError::at(
+                file,
+                "clusters.threshold",
+                format!("must be an angle in radians with 0 < threshold < pi, got {theta}"),
+            )
+        }),
+    }
 }

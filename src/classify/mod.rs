@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::observe::OrderSeries;
 
 pub mod certainty;
+pub mod metastable;
 pub mod period;
 
 pub use certainty::{certain, Certainty, CertaintyWatch};

@@ -22,6 +22,7 @@ pub mod group;
 pub(crate) mod moebius;
 pub mod ott_antonsen;
 pub mod phase;
+pub mod staircase;
 pub mod watanabe_strogatz;
 
 pub use coefficients::SecondHarmonic;

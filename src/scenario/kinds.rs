@@ -156,6 +156,8 @@ word_enum!(
         Oa = "oa",
         /// The exact group model (LSA in any d as a d x d matrix flow).
         Group = "group",
+        /// The full model until tight clusters form, then k weighted points (any kernel, any d).
+        Clusters = "clusters",
     ]
 );
 
@@ -197,7 +199,7 @@ mod tests {
         }
         assert_eq!(KernelKind::ALL.len(), 3);
         assert_eq!(MethodKind::ALL.len(), 3);
-        assert_eq!(ModelKind::ALL.len(), 5);
+        assert_eq!(ModelKind::ALL.len(), 6);
         assert_eq!(InitKind::ALL.len(), 6);
     }
 

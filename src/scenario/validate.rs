@@ -415,8 +415,17 @@ fn run_spec(raw: &RawScenario, file: &Path, model: &ModelSpec) -> Result<RunSpec
             ),
         ));
     }
-    if !matches!(run.model, ModelKind::Full | ModelKind::Group)
-        && (d != 2 || model.kernel != KernelKind::Lsa)
+    if run.model == ModelKind::Clusters && !model.layers.is_empty() {
+        return Err(ScenarioError::at(
+            file,
+            "run.model",
+            "the cluster model follows one layer acting for ever; this scenario has a stack of layers",
+        ));
+    }
+    if !matches!(
+        run.model,
+        ModelKind::Full | ModelKind::Group | ModelKind::Clusters
+    ) && (d != 2 || model.kernel != KernelKind::Lsa)
     {
         return Err(ScenarioError::at(
             file,

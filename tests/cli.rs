@@ -466,14 +466,7 @@ fn compare_writes_the_table_and_agrees_with_the_full_model() {
     for k in ["full", "phase", "ws", "oa", "group"] {
         assert!(c["seconds"][k].as_f64().unwrap() >= 0.0);
     }
-    // compare needs d = 2 and lsa.
-    let s = write(
-        dir.path(),
-        "u.toml",
-        &BASE.replace("kernel = \"lsa\"", "kernel = \"usa\""),
-    );
-    let line = fails(tokdyn().arg("compare").arg(&s), 2);
-    assert!(line.contains("lsa"), "{line}");
+    // For usa / sa compare runs full and the cluster model (tests/clusters.rs).
 }
 
 #[test]

@@ -67,6 +67,8 @@ pub struct Scenario {
     pub run: RunSpec,
     /// `[output]`.
     pub output: OutputSpec,
+    /// `[clusters]`.
+    pub clusters: crate::observe::clusters::ClusterRule,
     /// The scenario path as given (for messages and provenance).
     pub file: PathBuf,
     /// The scenario after overrides, with every matrix expanded to rows of numbers and every

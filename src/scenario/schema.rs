@@ -19,7 +19,7 @@ use super::kinds::{
 };
 
 /// Top-level keys of a scenario.
-pub const TOP_KEYS: [&str; 11] = [
+pub const TOP_KEYS: [&str; 12] = [
     "name",
     "description",
     "expect",
@@ -31,10 +31,11 @@ pub const TOP_KEYS: [&str; 11] = [
     "run",
     "output",
     "layers",
+    "clusters",
 ];
 
 /// Tables that may be absent from a file (and that `--set` may therefore create).
-pub const OPTIONAL_TABLES: [&str; 4] = ["params", "solver", "run", "output"];
+pub const OPTIONAL_TABLES: [&str; 5] = ["params", "solver", "run", "output", "clusters"];
 
 /// The keys of a table section, or `None` for `params` (any identifier) and non-tables.
 pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
@@ -60,6 +61,7 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
         "run" => Some(&["model"]),
         "output" => Some(&["trajectory", "animation", "window", "snapshots", "figure"]),
+        "clusters" => Some(&["threshold"]),
         _ => None,
     }
 }
@@ -102,6 +104,15 @@ pub struct RawScenario {
     pub output: RawOutput,
     /// The stack of layers spelled `[[layers]]` (same as `[[model.layers]]`).
     pub layers: Option<Vec<RawLayer>>,
+    #[serde(default)]
+    pub clusters: RawClusters,
+}
+
+/// `[clusters]`: the angle that makes a cluster tight.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawClusters {
+    pub threshold: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -35,6 +35,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     }
     let run = run_spec(&raw, file, &checked.model)?;
     let output = output_spec(file, &raw.output)?;
+    let clusters = cluster_rule(file, &raw.clusters)?;
     if let Some(description) = &raw.description {
         check_description(description).map_err(|m| ScenarioError::at(file, "description", m))?;
     }
@@ -49,6 +50,10 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         output: &output,
     }
     .table();
+    let mut resolved = resolved;
+    let mut clusters_table = toml::Table::new();
+    clusters_table.insert("threshold".into(), Value::Float(clusters.threshold));
+    resolved.insert("clusters".into(), Value::Table(clusters_table));
     Ok(Scenario {
         name: raw.name,
         description: raw.description,
@@ -60,6 +65,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         solver,
         run,
         output,
+        clusters,
         file: file.to_path_buf(),
         resolved,
     })
@@ -418,8 +424,17 @@ fn run_spec(raw: &RawScenario, file: &Path, model: &ModelSpec) -> Result<RunSpec
             ),
         ));
     }
-    if !matches!(run.model, ModelKind::Full | ModelKind::Group)
-        && (d != 2 || model.kernel != KernelKind::Lsa)
+    if run.model == ModelKind::Clusters && !model.layers.is_empty() {
+        return Err(ScenarioError::at(
+            file,
+            "run.model",
+            "the cluster model follows one layer acting for ever; this scenario has a stack of layers",
+        ));
+    }
+    if !matches!(
+        run.model,
+        ModelKind::Full | ModelKind::Group | ModelKind::Clusters
+    ) && (d != 2 || model.kernel != KernelKind::Lsa)
     {
         return Err(ScenarioError::at(
             file,
@@ -594,4 +609,22 @@ pub fn check_description(text: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `[clusters] threshold`: an angle in (0, pi), default [`DEFAULT_THRESHOLD`](crate::observe::clusters::DEFAULT_THRESHOLD).
+fn cluster_rule(
+    file: &Path,
+    raw: &super::schema::RawClusters,
+) -> Result<crate::observe::clusters::ClusterRule, ScenarioError> {
+    use crate::observe::clusters::ClusterRule;
+    match raw.threshold {
+        None => Ok(ClusterRule::default()),
+        Some(theta) => ClusterRule::new(theta).ok_or_else(|| {
+            ScenarioError::at(
+                file,
+                "clusters.threshold",
+                format!("must be an angle in radians with 0 < threshold < pi, got {theta}"),
+            )
+        }),
+    }
 }

@@ -1,0 +1,360 @@
+//! Clusters and metastability (softmax attention): clusters.csv, summary.json `clusters`, the
+//! metastable-clusters label, the energy, the cluster model and compare for usa / sa.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+fn tokdyn() -> Command {
+    Command::cargo_bin("tokdyn").unwrap()
+}
+
+fn scenario(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    fs::write(&p, format!("name = \"{name}\"\n{body}")).unwrap();
+    p
+}
+
+fn softmax(kernel: &str, beta: f64, d: usize, tokens: &str, time: &str) -> String {
+    format!(
+        "[model]\nkernel = \"{kernel}\"\nbeta = {beta}\nd = {d}\nA = \"identity\"\nV = \"identity\"\n\
+         [tokens]\n{tokens}\n[time]\n{time}\n"
+    )
+}
+
+fn run(path: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
+    tokdyn()
+        .arg("run")
+        .arg(path)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .assert()
+        .success();
+    serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// I_k(x) by its power series (independent of the crate's Bessel code).
+fn bessel_i(k: u32, x: f64) -> f64 {
+    let mut term = (x / 2.0).powi(k as i32) / (1..=k).map(f64::from).product::<f64>();
+    let mut sum = 0.0;
+    for m in 0..200u32 {
+        sum += term;
+        term *= (x / 2.0).powi(2) / (f64::from(m + 1) * f64::from(m + 1 + k));
+    }
+    sum
+}
+
+/// The fastest mode of the uniform state on the circle: argmax_k k^2 I_k(beta).
+fn fastest_mode(beta: f64) -> usize {
+    (1..40u32)
+        .max_by(|&a, &b| {
+            let f = |k: u32| f64::from(k * k) * bessel_i(k, beta);
+            f(a).total_cmp(&f(b))
+        })
+        .unwrap() as usize
+}
+
+fn csv_rows(path: &Path) -> (String, Vec<Vec<String>>) {
+    let text = fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap().to_string();
+    let rows = lines
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    (header, rows)
+}
+
+#[test]
+fn the_evenly_spaced_circle_start_sits_in_the_fastest_modes_clusters() {
+    let dir = tempfile::tempdir().unwrap();
+    for (beta, t_end) in [(2.0, 40.0), (5.0, 40.0), (10.0, 40.0), (16.0, 22.0)] {
+        let k_star = fastest_mode(beta);
+        let s = scenario(
+            dir.path(),
+            "circle",
+            &softmax(
+                "sa",
+                beta,
+                2,
+                "n = 400\ninit = \"circle\"\neps = 0.01\nseed = 1",
+                &format!("t_end = {t_end}\nsamples = 111"),
+            ),
+        );
+        let out = dir.path().join(format!("o{beta}"));
+        let summary = run(&s, &out, &[]);
+        let c = &summary["clusters"];
+        assert_eq!(
+            summary["label"], "metastable-clusters",
+            "beta {beta}: {summary}"
+        );
+        assert_eq!(c["count"].as_u64().unwrap() as usize, k_star, "beta {beta}");
+        assert_eq!(c["metastable"]["count"], c["count"]);
+        // The first clustered plateau is the fastest mode's.
+        let first = c["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["count"].as_u64().unwrap() > 0)
+            .unwrap();
+        assert_eq!(first["count"].as_u64().unwrap() as usize, k_star);
+    }
+    assert_eq!(
+        [2.0, 5.0, 10.0, 16.0].map(fastest_mode),
+        [2, 3, 4, 6],
+        "the published counts"
+    );
+}
+
+#[test]
+fn the_issues_examples_are_labelled_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("sa", 4.0, 2, "metastable-clusters", Some(2)),
+        ("sa", 9.0, 2, "metastable-clusters", Some(3)),
+        ("sa", 4.0, 3, "metastable-clusters", Some(2)),
+        ("usa", 1.0, 3, "converged-clusters", Some(1)),
+    ];
+    for (i, (kernel, beta, d, label, count)) in cases.into_iter().enumerate() {
+        let s = scenario(
+            dir.path(),
+            "ex",
+            &softmax(
+                kernel,
+                beta,
+                d,
+                "n = 300\nseed = 2",
+                "t_end = 50.0\nsamples = 201",
+            ),
+        );
+        let summary = run(&s, &dir.path().join(format!("o{i}")), &[]);
+        assert_eq!(
+            summary["label"], label,
+            "{kernel} beta {beta} d {d}: {summary}"
+        );
+        assert_eq!(
+            summary["clusters"]["count"].as_u64().map(|c| c as usize),
+            count
+        );
+    }
+}
+
+#[test]
+fn clusters_csv_agrees_with_single_linkage_of_the_final_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (d, beta)) in [(2, 9.0), (3, 4.0), (5, 6.0)].into_iter().enumerate() {
+        let s = scenario(
+            dir.path(),
+            "sl",
+            &softmax(
+                "sa",
+                beta,
+                d,
+                "n = 150\nseed = 5",
+                "t_end = 30.0\nsamples = 61",
+            ),
+        );
+        let out = dir.path().join(format!("o{i}"));
+        let summary = run(&s, &out, &[]);
+        let (header, rows) = csv_rows(&out.join("clusters.csv"));
+        assert_eq!(header, "t,count,largest,diameter,separation,energy");
+        assert_eq!(rows.len(), 61);
+        let last = rows.last().unwrap();
+        let count: usize = last[1].parse().unwrap();
+        assert_eq!(
+            summary["clusters"]["count"].as_u64().unwrap() as usize,
+            count
+        );
+        // Single linkage at the threshold over all pairs of the final tokens.
+        let (_, tokens) = csv_rows(&out.join("tokens_final.csv"));
+        let x: Vec<Vec<f64>> = tokens
+            .iter()
+            .map(|r| r.iter().map(|v| v.parse().unwrap()).collect())
+            .collect();
+        let theta = summary["clusters"]["threshold"].as_f64().unwrap();
+        let angle = |a: &[f64], b: &[f64]| {
+            let c: f64 = a.iter().zip(b).map(|(p, q)| p * q).sum();
+            c.clamp(-1.0, 1.0).acos()
+        };
+        let n = x.len();
+        let mut group: Vec<usize> = (0..n).collect();
+        for a in 0..n {
+            for b in 0..n {
+                if group[a] != group[b] && angle(&x[a], &x[b]) <= theta {
+                    let (keep, drop) = (group[a].min(group[b]), group[a].max(group[b]));
+                    group
+                        .iter_mut()
+                        .filter(|g| **g == drop)
+                        .for_each(|g| *g = keep);
+                }
+            }
+        }
+        let mut distinct = group.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(count > 0, "d = {d}: the run should end clustered");
+        assert_eq!(distinct.len(), count, "d = {d}");
+        let mut sizes: Vec<usize> = distinct
+            .iter()
+            .map(|g| group.iter().filter(|h| *h == g).count())
+            .collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let reported: Vec<usize> = summary["clusters"]["sizes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as usize)
+            .collect();
+        assert_eq!(sizes, reported);
+    }
+}
+
+#[test]
+fn the_energy_equals_its_formula_at_zero_and_never_decreases() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (kernel, d)) in [("usa", 2), ("sa", 2), ("usa", 3), ("sa", 3), ("lsa", 3)]
+        .into_iter()
+        .enumerate()
+    {
+        let beta = 3.0;
+        let n = 60;
+        let s = scenario(
+            dir.path(),
+            "en",
+            &softmax(
+                kernel,
+                beta,
+                d,
+                &format!("n = {n}\ninit = \"circle\""),
+                "t_end = 20.0\nsamples = 101",
+            ),
+        );
+        // Start off the symmetric state: perturb by eps.
+        let out = dir.path().join(format!("o{i}"));
+        run(&s, &out, &["--set", "tokens.eps=0.3"]);
+        let (_, rows) = csv_rows(&out.join("clusters.csv"));
+        let energy: Vec<f64> = rows.iter().map(|r| r[5].parse().unwrap()).collect();
+        for w in energy.windows(2) {
+            assert!(w[1] >= w[0] - 1e-12 * w[0].abs(), "{kernel} d {d}: {w:?}");
+        }
+        assert!(
+            energy.last().unwrap() > &(energy[0] + 1e-6),
+            "{kernel} d {d}"
+        );
+        // At t = 0 with eps = 0 (tokens at 2 pi k / n) the formula by hand.
+        let out0 = dir.path().join(format!("z{i}"));
+        run(
+            &s,
+            &out0,
+            &["--set", "time.t_end=0.1", "--set", "time.samples=2"],
+        );
+        let (_, rows) = csv_rows(&out0.join("clusters.csv"));
+        let e0: f64 = rows[0][5].parse().unwrap();
+        let t: Vec<f64> = (0..n)
+            .map(|k| 2.0 * std::f64::consts::PI * k as f64 / n as f64)
+            .collect();
+        let mut sum = 0.0;
+        for a in &t {
+            for b in &t {
+                let dot = (a - b).cos();
+                sum += if kernel == "lsa" {
+                    beta * dot * dot
+                } else {
+                    (beta * dot).exp() / beta
+                };
+            }
+        }
+        let want = sum / (2.0 * (n * n) as f64);
+        assert!(
+            (e0 - want).abs() < 1e-10 * want,
+            "{kernel} d {d}: {e0} vs {want}"
+        );
+    }
+    // No energy where V != A.
+    let s = scenario(
+        dir.path(),
+        "none",
+        &softmax("sa", 2.0, 2, "n = 20", "t_end = 1.0\nsamples = 3")
+            .replace("V = \"identity\"", "V = [[1.0, 0.5], [-0.5, 1.0]]"),
+    );
+    let out = dir.path().join("none");
+    run(&s, &out, &[]);
+    let (_, rows) = csv_rows(&out.join("clusters.csv"));
+    assert!(rows.iter().all(|r| r[5].is_empty()));
+}
+
+#[test]
+fn a_bad_threshold_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["0.0", "-1", "3.2", "nan"] {
+        let s = scenario(
+            dir.path(),
+            "bad",
+            &format!(
+                "{}[clusters]\nthreshold = {bad}\n",
+                softmax("sa", 2.0, 2, "n = 20", "t_end = 1.0\nsamples = 3")
+            ),
+        );
+        let out = tokdyn()
+            .arg("run")
+            .arg(&s)
+            .arg("--out")
+            .arg(dir.path().join("x"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(
+            err.starts_with("error:") && err.contains("clusters.threshold"),
+            "{err}"
+        );
+        assert!(!dir.path().join("x").exists());
+    }
+}
+
+#[test]
+fn compare_runs_full_and_the_cluster_model_for_softmax_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    for kernel in ["usa", "sa"] {
+        let s = scenario(
+            dir.path(),
+            "cmp",
+            &softmax(
+                kernel,
+                4.0,
+                2,
+                "n = 200\nseed = 2",
+                "t_end = 30.0\nsamples = 61",
+            ),
+        );
+        let out = dir.path().join(kernel);
+        let assert = tokdyn()
+            .arg("compare")
+            .arg(&s)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .success();
+        let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+        assert!(stdout.contains("clusters"), "{stdout}");
+        let (header, rows) = csv_rows(&out.join("compare.csv"));
+        assert_eq!(
+            header,
+            "t,full_re,full_im,clusters_re,clusters_im,full_count,clusters_count"
+        );
+        assert_eq!(rows.len(), 61);
+        let summary: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        let c = &summary["compare"];
+        assert!(c["seconds"]["clusters"].as_f64().unwrap() >= 0.0);
+        // Once the cluster model has taken over it keeps the full model's count and R2.
+        let last = rows.last().unwrap();
+        assert_eq!(last[5], last[6], "{kernel}");
+        assert!(
+            c["clusters_vs_full"].as_f64().unwrap() < 1e-3,
+            "{kernel}: {c}"
+        );
+        assert!(c["merges"]["full"].is_array() && c["merges"]["clusters"].is_array());
+    }
+}

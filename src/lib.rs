@@ -20,6 +20,7 @@
 //! - [`layers`]: stacks of layers (`layers.csv`, the stroboscopic series of a loop);
 //! - [`checkpoint`]: attention heads from `.safetensors` checkpoints; [`inspect`]: their spectra;
 //! - [`predict`]: OA fixed points, stability, limit cycles and the predicted label;
+//! - [`bifurcation`]: the OA field's derivatives and normal forms (l1, fold coefficient);
 //! - [`plot`]: the pictures; [`sweep`]: grids, shards, refinement and continuation;
 //! - [`run`], [`compare`], [`portrait`]: the commands, as library functions.
 //!
@@ -33,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bifurcation;
 pub mod checkpoint;
 pub mod classify;
 pub mod compare;

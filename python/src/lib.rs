@@ -148,11 +148,21 @@ fn into_folder(
             }
         };
         let dir = command(&target)?;
+        // A name starting with `?` is optional: an empty text when the file is absent.
         files
             .iter()
             .map(|f| {
-                let path = dir.join(f);
-                std::fs::read_to_string(&path).map_err(Error::io(&path))
+                let (optional, name) = match f.strip_prefix('?') {
+                    Some(name) => (true, name),
+                    None => (false, *f),
+                };
+                let path = dir.join(name);
+                match std::fs::read_to_string(&path) {
+                    Err(e) if optional && e.kind() == std::io::ErrorKind::NotFound => {
+                        Ok(String::new())
+                    }
+                    text => text.map_err(Error::io(&path)),
+                }
             })
             .collect()
     })
@@ -175,7 +185,8 @@ fn compare(
     Ok((texts.pop().unwrap_or_default(), csv))
 }
 
-/// `sweep`: (summary.json text, sweep.csv text).
+/// `sweep`: the texts of summary.json, sweep.csv, branches.csv, curves.csv and
+/// special_points.json (the last three empty when the sweep has no continuation).
 #[pyfunction]
 #[pyo3(signature = (sweep, sets=None, out=None))]
 fn sweep(
@@ -183,9 +194,16 @@ fn sweep(
     sweep: PathBuf,
     sets: Option<&Bound<'_, PyDict>>,
     out: Option<PathBuf>,
-) -> PyResult<(String, String)> {
+) -> PyResult<Vec<String>> {
     let sets = sets_to_strings(sets)?;
-    let mut texts = into_folder(py, out, &["summary.json", "sweep.csv"], move |dir| {
+    let files = &[
+        "summary.json",
+        "sweep.csv",
+        "?branches.csv",
+        "?curves.csv",
+        "?special_points.json",
+    ];
+    into_folder(py, out, files, move |dir| {
         let opts = tokdyn::sweep::SweepOptions {
             out: Some(dir.into()),
             command_line: vec!["python: tokdyn.sweep".into()],
@@ -193,9 +211,7 @@ fn sweep(
             ..Default::default()
         };
         tokdyn::sweep::sweep(&sweep, &opts)
-    })?;
-    let csv = texts.pop().unwrap_or_default();
-    Ok((texts.pop().unwrap_or_default(), csv))
+    })
 }
 
 /// `predict`: the JSON text of predict.json (without a simulated label).

@@ -465,3 +465,23 @@ def test_one_ctrl_c_stops_a_sweep_within_a_second(tmp_path):
     assert interrupted - started < 0.5 + 1.0
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".lock") or ".tmp-" in p.name]
     assert leftovers == []
+def test_sweep_returns_curves_and_special_points(tmp_path):
+    family = CASE4.parent / "random-family.toml"
+    sweep = tmp_path / "codim2.toml"
+    sweep.write_text(
+        f'name = "py-codim2"\nscenario = "{family.as_posix()}"\nmodel = "oa"\n'
+        "[axes]\nv11 = { from = 0.2, to = 0.2, steps = 1 }\n"
+        '[codim2]\nparameters = ["v11", "v12"]\nfrom = [-0.2, -0.6]\nto = [0.7, 0.4]\nstep = 0.01\n'
+    )
+    out = tmp_path / "cli"
+    cli("sweep", sweep, "--out", out)
+    result = tokdyn.sweep(sweep)
+    table = read_csv(out / "curves.csv")
+    assert list(result.curves) == list(table)
+    assert np.array_equal(result.curves["v11"], table["v11"])
+    assert set(result.curves["kind"]) <= {"fold", "hopf", "neutral-saddle"}
+    specials = json.loads((out / "special_points.json").read_text())
+    assert result.special_points == specials
+    assert any(s["type"] == "BT" for s in result.special_points)
+    assert result.branches is None
+    assert list(result["v11"]) == [0.2]

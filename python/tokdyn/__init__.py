@@ -176,18 +176,37 @@ def predict(scenario, *, set=None):
     return _json.loads(_native.predict(_source(scenario), _sets(set)))
 
 
+class SweepResult(dict):
+    """sweep.csv as a dict of numpy columns, with the continuations' results as attributes:
+    ``branches`` (branches.csv's columns, or None), ``curves`` (curves.csv's columns, or
+    None) and ``special_points`` (special_points.json's records as a list of dicts)."""
+
+    branches = None
+    curves = None
+    special_points = ()
+
+
 def sweep(sweep, *, set=None, out=None):
     """Runs a sweep file; returns its sweep.csv as a dict of numpy columns.
 
     Numbers are float64 (empty cells, e.g. ``period``, are NaN); ``label``, ``error`` and
     ``reason`` are str arrays. ``pandas.DataFrame(tokdyn.sweep(...))`` gives the table.
     ``out=None`` keeps no files; a folder keeps them there (summary.json, pictures).
+    With ``[continuation]`` or ``[codim2]`` the result also has ``.branches``, ``.curves``
+    (``curve``, ``kind``, the two parameters, ``r2_re``, ``r2_im``, ``point``) and
+    ``.special_points`` (``type``, ``parameters``, ``r2``, ``eigenvalues``, ``l1``).
     """
     path = _source(sweep)
     if isinstance(path, dict):
         raise TypeError("sweep: expected the path of a sweep file")
-    _summary, table = _native.sweep(path, _sets(set), _out(out))
-    return _columns(table, text_columns=_TEXT_COLUMNS)
+    _summary, table, branches, curves, special = _native.sweep(path, _sets(set), _out(out))
+    result = SweepResult(_columns(table, text_columns=_TEXT_COLUMNS))
+    if branches:
+        result.branches = _columns(branches, text_columns=("stable", "point"))
+    if curves:
+        result.curves = _columns(curves, text_columns=("kind", "point"))
+    result.special_points = _json.loads(special) if special else []
+    return result
 
 
 def _real(value, name):

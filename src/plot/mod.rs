@@ -36,6 +36,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::classify::Label;
 
 pub mod bifurcation;
+pub mod codim2;
 pub mod compare;
 pub mod kymograph;
 pub mod order;
@@ -52,7 +53,7 @@ pub use compare::compare_plot;
 pub use kymograph::{kymograph_plot, AngleHistory};
 pub use order::{order_plot, OrderView};
 pub use portrait::{portrait_plot, CycleCurve, CycleKind};
-pub use regime::{regime_map, zero_level, Theory};
+pub use regime::{codim2_map, regime_map, zero_level, Theory};
 pub use scaling::{loglog_slope, scaling_plot, ScalingSeries};
 pub use snapshots::{snapshot_times, TokenSnapshots};
 pub use tokens::{tokens_gif, tokens_plot, MAX_PANELS};

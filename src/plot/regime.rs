@@ -96,8 +96,37 @@ pub fn regime_map(
         boundary,
         theory,
         title,
+        overlay: None,
     };
     super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
+}
+
+/// Writes `codim2.png` (and its SVG): the regime map of `regime_map` with the curves and
+/// special points of a two-parameter continuation on top (`super::codim2`).
+#[allow(clippy::too_many_arguments)]
+pub fn codim2_map(
+    x_name: &str,
+    xs: &[f64],
+    y_name: &str,
+    ys: &[f64],
+    labels: &[Option<Label>],
+    overlay: &super::codim2::Overlay,
+    title: &str,
+    figure: Figure,
+    dir: &Path,
+) -> io::Result<()> {
+    let pic = RegimePicture {
+        x_name,
+        xs,
+        y_name,
+        ys,
+        labels,
+        boundary: &[],
+        theory: None,
+        title,
+        overlay: Some(overlay),
+    };
+    super::render(&pic, dir, "codim2", figure.size(REGIME_SIZE), figure).map(|_| ())
 }
 
 struct RegimePicture<'a> {
@@ -109,6 +138,7 @@ struct RegimePicture<'a> {
     boundary: &'a [(f64, f64)],
     theory: Option<&'a Theory>,
     title: &'a str,
+    overlay: Option<&'a super::codim2::Overlay>,
 }
 
 /// The extent (lo, hi) of the cell of each grid value: halfway to the neighbours, the outer
@@ -160,7 +190,10 @@ impl Picture for RegimePicture<'_> {
             .copied()
             .filter(|p| p.0.is_finite() && p.1.is_finite())
             .collect();
-        let entries = self.legend(cells.counts, !pts.is_empty());
+        let mut entries = self.legend(cells.counts, !pts.is_empty());
+        if let Some(o) = self.overlay {
+            entries.extend(o.legend());
+        }
         // Paper: the legend in rows below the map; otherwise a column on the right.
         let (left, right) = if is_paper() {
             (legend_below(&area, &entries)?, None)
@@ -172,7 +205,12 @@ impl Picture for RegimePicture<'_> {
             finite_range(
                 xe.iter()
                     .flat_map(|e| [e.0, e.1])
-                    .chain(self.boundary.iter().map(|b| b.0)),
+                    .chain(self.boundary.iter().map(|b| b.0))
+                    .chain(
+                        self.overlay
+                            .into_iter()
+                            .flat_map(|o| o.coordinates().map(|c| c.0)),
+                    ),
             ),
             0.0,
         );
@@ -180,7 +218,12 @@ impl Picture for RegimePicture<'_> {
             finite_range(
                 ye.iter()
                     .flat_map(|e| [e.0, e.1])
-                    .chain(self.boundary.iter().map(|b| b.1)),
+                    .chain(self.boundary.iter().map(|b| b.1))
+                    .chain(
+                        self.overlay
+                            .into_iter()
+                            .flat_map(|o| o.coordinates().map(|c| c.1)),
+                    ),
             ),
             0.0,
         );
@@ -216,6 +259,9 @@ impl Picture for RegimePicture<'_> {
         cells.draw(&mut chart, borders)?;
         if let Some(theory) = self.theory {
             draw_theory(&mut chart, theory)?;
+        }
+        if let Some(o) = self.overlay {
+            o.draw(&mut chart)?;
         }
         chart
             .draw_series(pts.iter().map(|&p| Circle::new(p, px(6), WHITE.filled())))

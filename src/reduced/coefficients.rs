@@ -97,6 +97,19 @@ impl SecondHarmonic {
         Ok(sh)
     }
 
+    /// The model of given coefficients (c0, c1, c2, g0, g1, g2), as [`SecondHarmonic::coefficients`]
+    /// returns them.
+    pub fn from_coefficients(c: [Complex64; 6]) -> Self {
+        SecondHarmonic {
+            c0: c[0],
+            c1: c[1],
+            c2: c[2],
+            g0: c[3],
+            g1: c[4],
+            g2: c[5],
+        }
+    }
+
     /// The coefficients (c0, c1, c2, g0, g1, g2) of omega(R) = Im(c0 + c1 conj(R) + c2 R) and
     /// H(R) = g0 + g1 R + g2 conj(R).
     pub fn coefficients(

@@ -23,18 +23,26 @@
 //! after `max_points` points. Where the boundary circle is a continuum of fixed points (g = 0
 //! identically, e.g. V = I), its points are not continued.
 //!
+//! At every H point the first Lyapunov coefficient l1 is computed (docs/MATH.md §9.1) and
+//! given in summary.json's `special_points` (`l1`, null at LP points). With progress on, the
+//! continuation reports on stderr like the other long stages (the seed and the points traced).
+//!
 //! `branches.csv`: `branch,<parameter>,r2_re,r2_im,r2_abs,stable,unstable,point,ev1_re,ev1_im,
 //! ev2_re,ev2_im`: `branch` numbers the branches from 1, the parameter column is named after the
 //! parameter, `stable` is `true` when both eigenvalues have negative real parts, `unstable`
 //! counts the eigenvalues with positive real part, `point` is `LP`, `H` or empty; rows follow
 //! each branch in arclength order, the special points in their place.
 
+use std::cell::RefCell;
+
 use nalgebra::{Matrix2, Matrix3, Vector2, Vector3};
 use num_complex::Complex64;
 use serde::Serialize;
 use toml::Value;
 
+use crate::bifurcation::{first_lyapunov, CubicField};
 use crate::error::Error;
+use crate::observe::progress::Reporter;
 use crate::predict::{boundary_zeros, fixed_points, oa_jacobian};
 use crate::reduced::SecondHarmonic;
 use crate::scenario::{set_value, ModelKind, Scenario};
@@ -51,6 +59,8 @@ const NEWTON_MAX: usize = 12;
 const NEWTON_TOL: f64 = 1e-11;
 /// Bisection steps locating a special point.
 const LOCATE_STEPS: usize = 60;
+/// The message of an interrupted continuation.
+const INTERRUPTED: &str = "interrupted during the continuation";
 
 /// What a continuation writes.
 pub struct Report {
@@ -70,6 +80,8 @@ pub struct BranchPoint {
     pub eigenvalues: [Complex64; 2],
     /// `Some("LP")` or `Some("H")` for a located special point.
     pub special: Option<&'static str>,
+    /// The first Lyapunov coefficient at an H point (docs/MATH.md §9.1), else None.
+    pub l1: Option<f64>,
 }
 
 impl BranchPoint {
@@ -91,16 +103,64 @@ type Linearised = (Vector2<f64>, Matrix2<f64>, Vector2<f64>);
 pub struct Family<'a> {
     plan: &'a Plan,
     key: &'a str,
+    /// The coefficients as a function of p, when known without building the scenario.
+    fast: Option<&'a Coefficients<'a>>,
+    /// Progress on stderr, ticked at every branch point.
+    ticker: Option<RefCell<Ticker>>,
 }
+
+/// The progress of a continuation: the seed being traced and the points so far.
+struct Ticker {
+    reporter: Reporter,
+    parameter: String,
+    seed: usize,
+    seeds: usize,
+    points: usize,
+}
+
+impl Ticker {
+    fn show(&mut self, p: f64) {
+        let what = format!(
+            "seed {} of {}, {} points, {} = {}",
+            self.seed + 1,
+            self.seeds,
+            self.points,
+            self.parameter,
+            crate::plot::short_number(p)
+        );
+        let fraction = self.seed as f64 / self.seeds as f64;
+        self.reporter.show(fraction, &what);
+    }
+}
+
+/// The coefficients as a function of the parameter.
+pub type Coefficients<'a> = dyn Fn(f64) -> SecondHarmonic + 'a;
 
 impl<'a> Family<'a> {
     /// The family of `plan`'s base scenario along the dotted key `key`.
     pub fn new(plan: &'a Plan, key: &'a str) -> Self {
-        Family { plan, key }
+        Family {
+            plan,
+            key,
+            fast: None,
+            ticker: None,
+        }
+    }
+
+    /// One more point traced, at parameter p.
+    fn tick(&self, p: f64) {
+        if let Some(t) = &self.ticker {
+            let mut t = t.borrow_mut();
+            t.points += 1;
+            t.show(p);
+        }
     }
 
     /// The second-harmonic coefficients at parameter `p`.
     pub fn coefficients(&self, p: f64) -> Result<SecondHarmonic, String> {
+        if let Some(f) = self.fast {
+            return Ok(f(p));
+        }
         let mut table = self.plan.template.clone();
         set_value(&mut table, self.key, Value::Float(p))?;
         let scenario =
@@ -183,11 +243,15 @@ impl<'a> Family<'a> {
     fn point(&self, y: Vector3<f64>, special: Option<&'static str>) -> Result<BranchPoint, String> {
         let sh = self.coefficients(y[2])?;
         let r = Complex64::new(y[0], y[1]);
+        let l1 = (special == Some("H"))
+            .then(|| first_lyapunov(&CubicField::new(&sh), Vector2::new(y[0], y[1])))
+            .flatten();
         Ok(BranchPoint {
             p: y[2],
             r,
             eigenvalues: eigenvalues(&oa_jacobian(&sh, r)),
             special,
+            l1,
         })
     }
 
@@ -230,6 +294,9 @@ fn trace(
     let mut out = Vec::new();
     let mut ys = Vec::new();
     while out.len() < budget {
+        if crate::interrupt::is_requested() {
+            return Err(INTERRUPTED.to_string());
+        }
         let pred = y + t * ds;
         let Some(y1) = fam.correct(pred, t, t.dot(&y) + ds)? else {
             ds /= 2.0;
@@ -289,6 +356,7 @@ fn trace(
         }
         out.push(fam.point(y1, None)?);
         ys.push(y1);
+        fam.tick(y1[2]);
         // Closed curve: back at the start.
         if out.len() > 3 && (y1 - y0).norm() < 0.5 * ds {
             break;
@@ -400,20 +468,60 @@ pub fn check(plan: &Plan, spec: &ContinuationSpec) -> Result<(), Error> {
     Ok(())
 }
 
-/// Continues the OA fixed points of the base scenario along `spec.parameter`.
-pub fn run(plan: &Plan, spec: &ContinuationSpec) -> Result<Report, Error> {
-    let fail = |m: String| Error::Input(format!("{}: continuation: {m}", plan.file.display()));
-    let branches = trace_all(plan, spec).map_err(fail)?;
+/// Continues the OA fixed points of the base scenario along `spec.parameter`; with
+/// `progress`, reports the seeds done on stderr like the other long stages.
+pub fn run(plan: &Plan, spec: &ContinuationSpec, progress: bool) -> Result<Report, Error> {
+    run_with(plan, spec, progress, None)
+}
+
+/// [`run`] with the coefficients given as a function of the parameter (`fast`), when the
+/// caller has them without building the scenario.
+pub fn run_with(
+    plan: &Plan,
+    spec: &ContinuationSpec,
+    progress: bool,
+    fast: Option<&Coefficients<'_>>,
+) -> Result<Report, Error> {
+    let fail = |m: String| {
+        if m == INTERRUPTED {
+            Error::Interrupted("during the continuation".into())
+        } else {
+            Error::Input(format!("{}: continuation: {m}", plan.file.display()))
+        }
+    };
+    let ticker = progress.then(|| {
+        RefCell::new(Ticker {
+            reporter: Reporter::new(&format!("{} continuation", plan.name)),
+            parameter: spec.parameter.clone(),
+            seed: 0,
+            seeds: seeds(spec).len(),
+            points: 0,
+        })
+    });
+    let fam = Family {
+        fast,
+        ticker,
+        ..Family::new(plan, &spec.key)
+    };
+    let branches = trace_all(&fam, spec).map_err(fail)?;
+    if let Some(t) = &fam.ticker {
+        t.borrow_mut().reporter.finish();
+    }
     Ok(report(spec, &branches))
 }
 
 /// Traces a branch through every fixed point found at the seed parameters (once per branch).
-fn trace_all(plan: &Plan, spec: &ContinuationSpec) -> Result<Vec<Traced>, String> {
-    let fam = Family::new(plan, &spec.key);
+fn trace_all(fam: &Family<'_>, spec: &ContinuationSpec) -> Result<Vec<Traced>, String> {
     let direction = (spec.to - spec.from).signum();
     let mut branches: Vec<Traced> = Vec::new();
     let tol = (spec.step * 0.5).max(1e-6);
-    for p in seeds(spec) {
+    let all = seeds(spec);
+    for (k, p) in all.iter().copied().enumerate() {
+        if let Some(t) = &fam.ticker {
+            let mut t = t.borrow_mut();
+            t.seed = k;
+            t.show(p);
+        }
         let sh = fam.coefficients(p)?;
         let continuum = boundary_zeros(&sh).1;
         for fp in fixed_points(&sh) {
@@ -429,7 +537,7 @@ fn trace_all(plan: &Plan, spec: &ContinuationSpec) -> Result<Vec<Traced>, String
             };
             // Forward: towards `to` (from `from`), backward from `to`; inner seeds both ways.
             let forward = if t0[2] * direction >= 0.0 { t0 } else { -t0 };
-            branches.push(trace_from(&fam, spec, p, y0, forward)?);
+            branches.push(trace_from(fam, spec, p, y0, forward)?);
         }
     }
     Ok(branches)
@@ -514,6 +622,7 @@ fn report(spec: &ContinuationSpec, branches: &[Traced]) -> Report {
                     parameter: pt.p,
                     r2_re: pt.r.re,
                     r2_im: pt.r.im,
+                    l1: pt.l1,
                 });
             }
         }
@@ -541,4 +650,6 @@ struct Special {
     parameter: f64,
     r2_re: f64,
     r2_im: f64,
+    /// l1 at H points (null at LP).
+    l1: Option<f64>,
 }

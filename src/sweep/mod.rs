@@ -19,6 +19,7 @@
 //! - `summary.json`: counts per label, failed points, timings, provenance;
 //! - `boundaries.csv` when the sweep file has `[refine]` (`refine`);
 //! - `branches.csv` when it has `[continuation]` (`continuation`);
+//! - `curves.csv` when it has `[codim2]` (`codim2`), and `special_points.json` with either;
 //! - `shard-K-of-N.csv` (+ `.json`) for `--shard K/N`; `tokdyn merge DIR` assembles them.
 //!
 //! Result files are written to a temporary file beside them and renamed, so they are never
@@ -26,6 +27,8 @@
 //! is not staged as a whole): it holds one sweep, and an unsharded run of a different sweep
 //! (another grid or base scenario) clears the old sweep's files first.
 
+pub(crate) mod codim2;
+pub(crate) mod coefficient_model;
 pub(crate) mod continuation;
 pub(crate) mod format;
 pub(crate) mod pictures;
@@ -172,6 +175,8 @@ struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     continuation: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    codim2: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     merged_from: Option<Vec<String>>,
     wall_seconds: f64,
     threads: usize,
@@ -208,7 +213,13 @@ fn tally<'a>(
 fn is_sweep_file(name: &str) -> bool {
     matches!(
         name,
-        "sweep.csv" | "summary.json" | "boundaries.csv" | "branches.csv" | "sweep.progress"
+        "sweep.csv"
+            | "summary.json"
+            | "boundaries.csv"
+            | "branches.csv"
+            | "curves.csv"
+            | "special_points.json"
+            | "sweep.progress"
     ) || (name.starts_with("shard-")
         && (name.ends_with(".csv") || name.ends_with(".json") || name.ends_with(".progress")))
 }
@@ -284,6 +295,9 @@ pub fn sweep_with_env(
     if let Some(c) = &plan.continuation {
         continuation::check(&plan, c)?;
     }
+    // The two-parameter curves come first: a continuation that cannot start says so before
+    // the grid's long work.
+    let curves = codim2_before_grid(&plan, shard.is_some(), options.progress)?;
     let out = options
         .out
         .clone()
@@ -367,11 +381,20 @@ pub fn sweep_with_env(
     } else if boundaries_path.exists() {
         fs::remove_file(&boundaries_path).map_err(Error::io(&boundaries_path))?;
     }
-    let traced = continue_branches(&plan, &dir, &mut summary)?;
+    let traced = continue_branches(&plan, &dir, options.progress, &mut summary)?;
+    write_codim2(&plan, &dir, &traced, curves.as_ref(), &mut summary)?;
 
     let outcomes: Vec<(Vec<f64>, &Outcome)> =
         rows.iter().map(|(i, o)| (plan.coords(*i), o)).collect();
-    pictures::draw(&plan, &outcomes, &boundary_points, &traced, &dir)?;
+    let traced_curves = curves.as_ref().map_or(&[][..], |r| r.curves.as_slice());
+    pictures::draw(
+        &plan,
+        &outcomes,
+        &boundary_points,
+        &traced,
+        traced_curves,
+        &dir,
+    )?;
 
     summary.wall_seconds = started.elapsed().as_secs_f64();
     let json = dir.join("summary.json");
@@ -541,6 +564,7 @@ fn grid_summary(
         shard: None,
         refine: None,
         continuation: None,
+        codim2: None,
         merged_from: None,
         wall_seconds: 0.0,
         threads: rayon::current_num_threads(),
@@ -671,6 +695,7 @@ fn refine_boundaries(
 fn continue_branches(
     plan: &Plan,
     dir: &Path,
+    progress: bool,
     summary: &mut Summary,
 ) -> Result<Vec<Vec<continuation::BranchPoint>>, Error> {
     let branches_path = dir.join("branches.csv");
@@ -680,10 +705,67 @@ fn continue_branches(
         }
         return Ok(Vec::new());
     };
-    let report = continuation::run(plan, c)?;
+    let report = continuation::run(plan, c, progress)?;
     write_atomic(&branches_path, report.csv.as_bytes()).map_err(Error::io(&branches_path))?;
     summary.continuation = Some(report.summary);
     Ok(report.branches)
+}
+
+/// `[codim2]`'s curves (not for a shard, which writes no curves); a curve that cannot start
+/// is reported on stderr at once and in summary.json at the end.
+fn codim2_before_grid(
+    plan: &Plan,
+    shard: bool,
+    progress: bool,
+) -> Result<Option<codim2::Report>, Error> {
+    let Some(c) = plan.codim2.as_ref().filter(|_| !shard) else {
+        return Ok(None);
+    };
+    codim2::check(plan, c)?;
+    let report = codim2::run(plan, c, progress)?;
+    if let Some(m) = report.summary["message"].as_str() {
+        eprintln!("warning: {}: codim2: {m}", plan.file.display());
+    }
+    Ok(Some(report))
+}
+
+/// Writes `curves.csv` and `special_points.json` (or removes stale ones).
+fn write_codim2(
+    plan: &Plan,
+    dir: &Path,
+    branches: &[Vec<continuation::BranchPoint>],
+    curves: Option<&codim2::Report>,
+    summary: &mut Summary,
+) -> Result<(), Error> {
+    let curves_path = dir.join("curves.csv");
+    let special_path = dir.join("special_points.json");
+    match curves {
+        Some(report) => {
+            write_atomic(&curves_path, report.csv.as_bytes()).map_err(Error::io(&curves_path))?;
+            summary.codim2 = Some(report.summary.clone());
+        }
+        None if curves_path.exists() => {
+            fs::remove_file(&curves_path).map_err(Error::io(&curves_path))?
+        }
+        None => {}
+    }
+    let one = plan
+        .continuation
+        .as_ref()
+        .map(|c| (c.parameter.as_str(), branches));
+    let two = plan
+        .codim2
+        .as_ref()
+        .zip(curves)
+        .map(|(c, r)| (c, r.specials.as_slice()));
+    if one.is_none() && two.is_none() {
+        if special_path.exists() {
+            fs::remove_file(&special_path).map_err(Error::io(&special_path))?;
+        }
+        return Ok(());
+    }
+    let records = codim2::special_records(one, two);
+    write_json_atomic(&special_path, &records).map_err(Error::io(&special_path))
 }
 
 /// Compact listing of indices: `3, 7, 10-12` (at most `limit` items, then `...`).
@@ -775,6 +857,7 @@ pub fn merge(dir: &Path) -> Result<PathBuf, Error> {
         shard: None,
         refine: None,
         continuation: None,
+        codim2: None,
         merged_from: Some(shards.names),
         wall_seconds: shards.wall_seconds + started.elapsed().as_secs_f64(),
         threads: rayon::current_num_threads(),

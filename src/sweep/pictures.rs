@@ -11,6 +11,7 @@ use std::path::Path;
 
 use num_complex::Complex64;
 
+use super::codim2::{self, Curve, CurveKind, CurvePoint};
 use super::continuation::BranchPoint;
 use super::point::Outcome;
 use super::spec::Plan;
@@ -18,6 +19,7 @@ use crate::classify::Label;
 use crate::error::Error;
 use crate::plot;
 use crate::plot::bifurcation::FixedKind;
+use crate::plot::codim2::{CurveStyle, Overlay};
 use crate::scenario::InitKind;
 
 fn label_of(o: &Outcome) -> Option<Label> {
@@ -102,12 +104,56 @@ fn theory_curve(plan: &Plan, x: usize, y: usize) -> Option<plot::Theory> {
     })
 }
 
+/// The curves of `[codim2]` in the map's coordinates, when its parameters are the map's axes.
+fn codim2_overlay(plan: &Plan, curves: &[Curve], x: usize, y: usize) -> Option<Overlay> {
+    let spec = plan.codim2.as_ref()?;
+    let (kx, ky) = (&plan.axes[x].key, &plan.axes[y].key);
+    let swap = if spec.keys[0] == *kx && spec.keys[1] == *ky {
+        false
+    } else if spec.keys[0] == *ky && spec.keys[1] == *kx {
+        true
+    } else {
+        return None;
+    };
+    let at = |p: [f64; 2]| if swap { (p[1], p[0]) } else { (p[0], p[1]) };
+    let style = |pt: &CurvePoint| match pt.kind {
+        CurveKind::Fold => CurveStyle::Fold,
+        CurveKind::NeutralSaddle => CurveStyle::NeutralSaddle,
+        CurveKind::Hopf if pt.l1.is_some_and(|l| l > 0.0) => CurveStyle::HopfSubcritical,
+        CurveKind::Hopf => CurveStyle::HopfSupercritical,
+    };
+    let mut overlay = Overlay::default();
+    for c in curves {
+        let mut pieces: Vec<(Vec<(f64, f64)>, CurveStyle)> = Vec::new();
+        for pt in c.points.iter().filter(|p| p.special.is_none()) {
+            let (xy, s) = (at(pt.p), style(pt));
+            match pieces.last_mut() {
+                Some((line, k)) if *k == s => line.push(xy),
+                Some((line, _)) => {
+                    let last = *line.last().unwrap_or(&xy);
+                    pieces.push((vec![last, xy], s));
+                }
+                None => pieces.push((vec![xy], s)),
+            }
+        }
+        overlay.curves.extend(pieces);
+    }
+    for pt in codim2::unique_specials(curves) {
+        let (px, py) = at(pt.p);
+        overlay
+            .points
+            .push((px, py, pt.special.unwrap_or("").to_string()));
+    }
+    Some(overlay)
+}
+
 /// Draws the pictures that fit the grid; grids of other shapes get none.
 pub fn draw(
     plan: &Plan,
     outcomes: &[(Vec<f64>, &Outcome)],
     boundary: &[Vec<f64>],
     branches: &[Vec<BranchPoint>],
+    curves: &[Curve],
     dir: &Path,
 ) -> Result<(), Error> {
     let varying: Vec<usize> = (0..plan.axes.len())
@@ -131,6 +177,20 @@ pub fn draw(
             let labels: Vec<Option<Label>> = outcomes.iter().map(|(_, o)| label_of(o)).collect();
             let points: Vec<(f64, f64)> = boundary.iter().map(|c| (c[*x], c[*y])).collect();
             let theory = theory_curve(plan, *x, *y);
+            if let Some(overlay) = codim2_overlay(plan, curves, *x, *y) {
+                plot::codim2_map(
+                    &plan.axes[*x].name,
+                    &values(*x),
+                    &plan.axes[*y].name,
+                    &values(*y),
+                    &labels,
+                    &overlay,
+                    &title,
+                    figure,
+                    dir,
+                )
+                .map_err(io)?;
+            }
             plot::regime_map(
                 &plan.axes[*x].name,
                 &values(*x),
@@ -187,8 +247,14 @@ pub fn draw(
                 .iter()
                 .flatten()
                 .filter_map(|pt| {
-                    pt.special
-                        .map(|s| (pt.p, Complex64::norm(pt.r), s.to_string()))
+                    pt.special.map(|s| {
+                        let name = match pt.l1 {
+                            Some(l1) if l1 < 0.0 => format!("{s} super"),
+                            Some(l1) if l1 > 0.0 => format!("{s} sub"),
+                            _ => s.to_string(),
+                        };
+                        (pt.p, Complex64::norm(pt.r), name)
+                    })
                 })
                 .collect();
             plot::bifurcation_plot(

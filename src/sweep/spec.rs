@@ -148,6 +148,35 @@ pub struct ContinuationSpec {
     pub max_points: usize,
 }
 
+/// A curve type of `[codim2]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CurveType {
+    /// Folds of fixed points: F = 0, det J = 0.
+    Fold,
+    /// Hopf points (and neutral saddles): F = 0, tr J = 0.
+    Hopf,
+}
+
+/// `[codim2]`: fold and Hopf curves in two parameters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Codim2Spec {
+    /// The two parameters as written.
+    pub parameters: [String; 2],
+    /// Their dotted scenario keys.
+    pub keys: [String; 2],
+    /// The box's lower corner (as written: `from`).
+    pub from: [f64; 2],
+    /// The box's other corner.
+    pub to: [f64; 2],
+    /// Largest arclength step.
+    pub step: f64,
+    /// The curve types to trace.
+    pub curves: Vec<CurveType>,
+    /// Most points per curve and direction.
+    pub max_points: usize,
+}
+
 /// A checked sweep file, ready to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -173,6 +202,8 @@ pub struct Plan {
     pub refine: Option<RefineSpec>,
     /// `[continuation]`: OA fixed points along a parameter.
     pub continuation: Option<ContinuationSpec>,
+    /// `[codim2]`: fold and Hopf curves in two parameters.
+    pub codim2: Option<Codim2Spec>,
     /// `[theory] boundary`: an expression over the axes (and the base `[params]`) whose zero
     /// level `regime_map.png` draws.
     pub theory: Option<String>,
@@ -260,6 +291,9 @@ impl Plan {
             "refine": refine,
             "continuation": self.continuation,
         });
+        if let Some(c) = &self.codim2 {
+            resolved["codim2"] = serde_json::json!(c);
+        }
         if self.label_source != LabelSource::Simulation {
             resolved["label"] = self.label_source.as_str().into();
         }
@@ -281,6 +315,7 @@ struct RawSweep {
     axes: toml::Table,
     refine: Option<RawRefine>,
     continuation: Option<RawContinuation>,
+    codim2: Option<RawCodim2>,
     theory: Option<RawTheory>,
 }
 
@@ -311,6 +346,18 @@ struct RawContinuation {
     from: f64,
     to: f64,
     step: Option<f64>,
+    max_points: Option<i64>,
+}
+
+/// `[codim2]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCodim2 {
+    parameters: Vec<String>,
+    from: Vec<f64>,
+    to: Vec<f64>,
+    step: Option<f64>,
+    curves: Option<Vec<String>>,
     max_points: Option<i64>,
 }
 
@@ -474,6 +521,10 @@ pub fn from_table_with_sets(
         .continuation
         .map(|c| continuation_spec(file, c, &template, &scenario_file, &base))
         .transpose()?;
+    let codim2 = raw
+        .codim2
+        .map(|c| codim2_spec(file, c, &template, &scenario_file, &base))
+        .transpose()?;
     let theory = theory_spec(file, raw.theory, &axes, &base)?;
 
     let plan = Plan {
@@ -488,6 +539,7 @@ pub fn from_table_with_sets(
         axes,
         refine,
         continuation,
+        codim2,
         theory,
         template,
         base,
@@ -856,6 +908,141 @@ fn continuation_spec(
         from,
         to,
         step,
+        max_points,
+    })
+}
+
+/// `[codim2]`: two distinct real parameters of an OA-analysable base, a box of positive size
+/// in both, a step > 0, curve types `fold` and `hopf`.
+fn codim2_spec(
+    file: &Path,
+    raw: RawCodim2,
+    template: &toml::Table,
+    scenario_file: &Path,
+    base: &Scenario,
+) -> Result<Codim2Spec, Error> {
+    let pair = |key: &str, n: usize| -> Result<(), Error> {
+        if n == 2 {
+            Ok(())
+        } else {
+            Err(at(
+                file,
+                key,
+                format!("needs two entries (one per parameter), found {n}"),
+            ))
+        }
+    };
+    pair("codim2.parameters", raw.parameters.len())?;
+    pair("codim2.from", raw.from.len())?;
+    pair("codim2.to", raw.to.len())?;
+    let mut keys = Vec::new();
+    for (i, name) in raw.parameters.iter().enumerate() {
+        let what = format!("codim2.parameters[{i}]");
+        let key = resolve_key(file, &what, name, template, scenario_file)?;
+        if is_integer_key(&key) {
+            return Err(at(
+                file,
+                &what,
+                format!("{key} holds an integer; continuation needs a real parameter"),
+            ));
+        }
+        keys.push(key);
+    }
+    if keys[0] == keys[1] {
+        return Err(at(
+            file,
+            "codim2.parameters[1]",
+            format!("sets {}, which parameters[0] sets already", keys[1]),
+        ));
+    }
+    let mut from = [0.0; 2];
+    let mut to = [0.0; 2];
+    for i in 0..2 {
+        from[i] = finite(file, &format!("codim2.from[{i}]"), raw.from[i])?;
+        to[i] = finite(file, &format!("codim2.to[{i}]"), raw.to[i])?;
+        for (key, v) in [("from", from[i]), ("to", to[i])] {
+            if v.abs() > MAX_CONTINUATION_VALUE {
+                return Err(at(
+                    file,
+                    &format!("codim2.{key}[{i}]"),
+                    format!(
+                        "{v} is out of range: values must lie within +-{MAX_CONTINUATION_VALUE:e}"
+                    ),
+                ));
+            }
+        }
+        if from[i] == to[i] {
+            return Err(at(
+                file,
+                &format!("codim2.to[{i}]"),
+                format!("the box has zero size: to[{i}] = from[{i}] = {}", from[i]),
+            ));
+        }
+    }
+    let step = match raw.step {
+        Some(v) => finite(file, "codim2.step", v)?,
+        None => (to[0] - from[0]).hypot(to[1] - from[1]) / 200.0,
+    };
+    if step <= 0.0 {
+        return Err(at(
+            file,
+            "codim2.step",
+            format!("must be > 0, found {step}"),
+        ));
+    }
+    let mut curves = Vec::new();
+    for (i, word) in raw
+        .curves
+        .unwrap_or_else(|| vec!["fold".into(), "hopf".into()])
+        .iter()
+        .enumerate()
+    {
+        let c = match word.as_str() {
+            "fold" => CurveType::Fold,
+            "hopf" => CurveType::Hopf,
+            other => {
+                return Err(at(
+                    file,
+                    &format!("codim2.curves[{i}]"),
+                    format!(
+                        "\"{}\" is not a curve (use \"fold\" or \"hopf\")",
+                        other.escape_debug()
+                    ),
+                ))
+            }
+        };
+        if !curves.contains(&c) {
+            curves.push(c);
+        }
+    }
+    if curves.is_empty() {
+        return Err(at(
+            file,
+            "codim2.curves",
+            "names no curve (use [\"fold\", \"hopf\"])",
+        ));
+    }
+    let max_points = match raw.max_points {
+        Some(i) => count(file, "codim2.max_points", i, 2)?,
+        None => 5000,
+    };
+    simulation::second_harmonic(base, ModelKind::Oa).map_err(|e| {
+        at(
+            file,
+            "codim2",
+            format!(
+                "continues Ott-Antonsen fixed points, which needs d = 2 and kernel = \"lsa\" ({})",
+                e.message()
+            ),
+        )
+    })?;
+    Ok(Codim2Spec {
+        parameters: [raw.parameters[0].clone(), raw.parameters[1].clone()],
+        keys: [keys[0].clone(), keys[1].clone()],
+        from,
+        to,
+        step,
+        curves,
         max_points,
     })
 }

@@ -401,6 +401,9 @@ pub fn classify_run(
     solution: &Solution,
     dir: &Path,
 ) -> Result<(Classification, Option<crate::layers::StackInfo>), Error> {
+    if scenario.noise.is_some() {
+        return Ok((classify_series(scenario, series), None));
+    }
     if scenario.model.layers.is_empty() {
         return Ok((classify(series), None));
     }
@@ -408,6 +411,16 @@ pub fn classify_run(
     crate::layers::write_layers_csv(&path, &solution.boundaries).map_err(Error::io(&path))?;
     let (c, info) = crate::layers::classify_stack(scenario, series, &solution.boundaries);
     Ok((c, Some(info)))
+}
+
+/// The label of a run's series: the stationary state under noise, else the long-term
+/// behaviour.
+pub fn classify_series(scenario: &Scenario, series: &OrderSeries) -> Classification {
+    if scenario.noise.is_some() {
+        crate::classify::classify_stationary(series, scenario.tokens.n)
+    } else {
+        classify(series)
+    }
 }
 
 /// How long the portrait's guide trajectories run.
@@ -512,7 +525,7 @@ pub fn run_in_memory(
         .solve(&mut observers)
         .map_err(Error::io(&scenario.file))?
         .succeeded(&scenario.name, sim.model)?;
-    let classification = classify(&watch.series);
+    let classification = classify_series(scenario, &watch.series);
     Ok(Summary::new(
         scenario,
         model,

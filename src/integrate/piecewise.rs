@@ -210,7 +210,9 @@ impl<'a> SegmentedStepper<'a> {
                 f64::INFINITY,
             ));
             let horizon = if end.is_finite() { end - start } else { 1e300 };
-            let finished = Stepper::new(stack.layer(i), self.method, &y, horizon);
+            let steps_before = self.counts().accepted;
+            let finished =
+                Stepper::continuing(stack.layer(i), self.method, &y, horizon, steps_before);
             let old = std::mem::replace(&mut self.current, finished);
             self.add_done(&old);
             self.start = start;

@@ -19,6 +19,7 @@ mod matrix;
 mod numfile;
 mod overrides;
 mod schema;
+mod stochastic;
 mod validate;
 
 #[cfg(test)]
@@ -35,6 +36,7 @@ pub use kinds::{
 };
 pub use overrides::{apply_set, parse_set_value, set_value};
 pub(crate) use schema::deserialize_at;
+pub use stochastic::{EnsembleSpec, NoiseSpec, DEFAULT_NOISE_DT, MAX_RUNS};
 pub(crate) use validate::check_name;
 pub use validate::{check_description, MAX_D, MAX_SAMPLES, MIN_T_END};
 
@@ -61,6 +63,10 @@ pub struct Scenario {
     pub run: RunSpec,
     /// `[output]`.
     pub output: OutputSpec,
+    /// `[noise]`: noisy tokens (full model only).
+    pub noise: Option<NoiseSpec>,
+    /// `[ensemble]`: runs over consecutive seeds.
+    pub ensemble: Option<EnsembleSpec>,
     /// The scenario path as given (for messages and provenance).
     pub file: PathBuf,
     /// The scenario after overrides, with every matrix expanded to rows of numbers and every

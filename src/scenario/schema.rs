@@ -17,7 +17,7 @@ use super::error::ScenarioError;
 use super::kinds::{InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind};
 
 /// Top-level keys of a scenario.
-pub const TOP_KEYS: [&str; 11] = [
+pub const TOP_KEYS: [&str; 13] = [
     "name",
     "description",
     "expect",
@@ -29,10 +29,12 @@ pub const TOP_KEYS: [&str; 11] = [
     "run",
     "output",
     "layers",
+    "noise",
+    "ensemble",
 ];
 
 /// Tables that may be absent from a file (and that `--set` may therefore create).
-pub const OPTIONAL_TABLES: [&str; 4] = ["params", "solver", "run", "output"];
+pub const OPTIONAL_TABLES: [&str; 6] = ["params", "solver", "run", "output", "noise", "ensemble"];
 
 /// The keys of a table section, or `None` for `params` (any identifier) and non-tables.
 pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
@@ -56,6 +58,8 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
         "run" => Some(&["model"]),
         "output" => Some(&["trajectory", "animation", "window", "snapshots", "figure"]),
+        "noise" => Some(&["temperature", "seed", "dt"]),
+        "ensemble" => Some(&["runs"]),
         _ => None,
     }
 }
@@ -96,6 +100,10 @@ pub struct RawScenario {
     pub output: RawOutput,
     /// The stack of layers spelled `[[layers]]` (same as `[[model.layers]]`).
     pub layers: Option<Vec<RawLayer>>,
+    /// `[noise]`: noisy tokens.
+    pub noise: Option<super::stochastic::RawNoise>,
+    /// `[ensemble]`: runs over consecutive seeds.
+    pub ensemble: Option<super::stochastic::RawEnsemble>,
 }
 
 #[derive(Debug, Deserialize)]

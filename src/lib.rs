@@ -36,6 +36,7 @@
 pub mod checkpoint;
 pub mod classify;
 pub mod compare;
+pub mod ensemble;
 pub mod error;
 pub mod input;
 pub mod inspect;

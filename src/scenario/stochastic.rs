@@ -95,12 +95,14 @@ pub fn noise_spec(
                 format!("must be a finite number > 0, found {dt}"),
             ))
         }
-        Some(dt) if dt > spacing * (1.0 + 1e-12) => return Err(err(
-            "noise.dt",
-            format!(
+        Some(dt) if dt > spacing * (1.0 + 1e-12) => {
+            return Err(err(
+                "noise.dt",
+                format!(
                 "must be at most the sample spacing t_end / (samples - 1) = {spacing}, found {dt}"
             ),
-        )),
+            ))
+        }
         Some(dt) => dt,
         None => DEFAULT_NOISE_DT.min(spacing),
     };

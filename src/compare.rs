@@ -18,9 +18,10 @@ use serde::Serialize;
 use crate::classify::classify;
 use crate::error::Error;
 use crate::integrate::solve;
+use crate::observe::cluster_series::ClusterSeries;
 use crate::observe::{Observer, OrderSeries};
 use crate::output::{write_json, write_tokens_csv, ResultKind, StagedDir};
-use crate::run::{check_memory, solve_into, RunOptions, Summary};
+use crate::run::{check_memory, solve_into, solve_into_observed, RunOptions, Summary};
 use crate::scenario::{ModelKind, Scenario};
 use crate::simulation;
 
@@ -53,6 +54,9 @@ pub struct CompareReport {
 /// Fields in alphabetical order, the order of the file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompareSummary {
+    /// max |R2 - R2_full| of the cluster model (usa / sa only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clusters_vs_full: Option<f64>,
     /// max |R2 - R2_full| of the group model.
     pub group_vs_full: Option<f64>,
     /// max |R2 - R2_full| of the Ott–Antonsen equation.
@@ -65,11 +69,26 @@ pub struct CompareSummary {
     pub unknowns: PerModel<usize>,
     /// max |R2 - R2_full| of Watanabe–Strogatz.
     pub ws_vs_full: Option<f64>,
+    /// usa / sa: the merges of the full model and of the cluster model, side by side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merges: Option<CompareMerges>,
+}
+
+/// The merges `{t, from_count, to_count}` of the full model and of the cluster model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareMerges {
+    /// The cluster model's.
+    pub clusters: Vec<crate::observe::cluster_series::Merge>,
+    /// The full model's.
+    pub full: Vec<crate::observe::cluster_series::Merge>,
 }
 
 /// One number per compared model (null for a model that did not run).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PerModel<T> {
+    /// The cluster model (usa / sa only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<T>,
     /// The full particle model.
     pub full: Option<T>,
     /// The group model.
@@ -87,6 +106,7 @@ impl<T> PerModel<T> {
     fn of(rows: &[ModelRow], value: impl Fn(&ModelRow) -> T) -> Self {
         let of = |model: ModelKind| rows.iter().find(|r| r.model == model).map(&value);
         PerModel {
+            clusters: of(ModelKind::Clusters),
             full: of(ModelKind::Full),
             group: of(ModelKind::Group),
             oa: of(ModelKind::Oa),
@@ -123,6 +143,9 @@ fn max_distance(a: &[Complex64], b: &[Complex64]) -> f64 {
 /// The models compared with `full`: the d = 2 reductions and `group` when the scenario is d = 2
 /// LSA, `group` alone for LSA in another dimension; other kernels are an error at `run.model`.
 fn compared_models(scenario: &Scenario) -> Result<Vec<ModelKind>, Error> {
+    if scenario.model.kernel != crate::scenario::KernelKind::Lsa {
+        return Ok(vec![ModelKind::Clusters]);
+    }
     if scenario.model.d != 2 && scenario.model.kernel == crate::scenario::KernelKind::Lsa {
         return Ok(vec![ModelKind::Group]);
     }
@@ -144,17 +167,24 @@ fn run_compared(
     tokens: &[f64],
     full_series: &OrderSeries,
     staged: &StagedDir,
-) -> Result<(ModelRow, OrderSeries), Error> {
+) -> Result<(ModelRow, OrderSeries, Option<ClusterSeries>), Error> {
     let sim = simulation::build_with_tokens(scenario, model, tokens.to_vec())?;
     let mut series = OrderSeries::new();
+    let mut clusters =
+        crate::run::cluster_series(scenario, model, None)?.filter(|_| model == ModelKind::Clusters);
     let started = Instant::now();
-    solve(
-        &sim.problem(),
-        sim.method,
-        &mut [&mut series as &mut dyn Observer],
-    )
-    .map_err(Error::io(staged.path()))?
-    .succeeded(&scenario.name, model)?;
+    let mut observers: Vec<&mut dyn Observer> = vec![&mut series];
+    if let Some(c) = clusters.as_mut() {
+        observers.push(c);
+    }
+    let solved = if sim.staircase.is_some() {
+        sim.solve(&mut observers)
+    } else {
+        solve(&sim.problem(), sim.method, &mut observers)
+    };
+    solved
+        .map_err(Error::io(staged.path()))?
+        .succeeded(&scenario.name, model)?;
     let seconds = started.elapsed().as_secs_f64();
     let row = ModelRow {
         model,
@@ -162,7 +192,7 @@ fn run_compared(
         seconds,
         max_dr2: max_distance(&series.r2, &full_series.r2),
     };
-    Ok((row, series))
+    Ok((row, series, clusters))
 }
 
 /// Writes compare.csv: R2 of every model at every sample.
@@ -209,12 +239,14 @@ fn write_compare_csv(
 fn compare_summary(rows: &[ModelRow]) -> CompareSummary {
     let dr2 = PerModel::of(rows, |r| r.max_dr2);
     CompareSummary {
+        clusters_vs_full: dr2.clusters,
         group_vs_full: dr2.group,
         oa_vs_full: dr2.oa,
         phase_vs_full: dr2.phase,
         seconds: PerModel::of(rows, |r| r.seconds),
         unknowns: PerModel::of(rows, |r| r.unknowns),
         ws_vs_full: dr2.ws,
+        merges: None,
     }
 }
 
@@ -231,7 +263,12 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
 
     let full = simulation::build_with_tokens(scenario, ModelKind::Full, tokens.clone())?;
     let started = Instant::now();
-    let (solution, full_series, snapshots) = solve_into(scenario, &full, staged.path(), options)?;
+    let mut full_clusters =
+        crate::run::cluster_series(scenario, ModelKind::Full, Some(staged.path()))?;
+    let (solution, full_series, snapshots) = match full_clusters.as_mut() {
+        Some(c) => solve_into_observed(scenario, &full, staged.path(), options, &mut [c])?,
+        None => solve_into(scenario, &full, staged.path(), options)?,
+    };
     let full_seconds = started.elapsed().as_secs_f64();
     let mut rows = vec![ModelRow {
         model: ModelKind::Full,
@@ -240,19 +277,26 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         max_dr2: 0.0,
     }];
     let mut others = Vec::new();
+    let mut model_clusters = None;
     for model in models {
-        let (row, series) = run_compared(scenario, model, &tokens, &full_series, &staged)?;
+        let (row, series, clusters) =
+            run_compared(scenario, model, &tokens, &full_series, &staged)?;
         rows.push(row);
         others.push((model, series));
+        model_clusters = model_clusters.or(clusters);
     }
     let path = staged.path().join("compare.csv");
-    write_compare_csv(&path, &full_series, &others)?;
+    match (&full_clusters, &model_clusters) {
+        (Some(f), Some(c)) => write_cluster_compare_csv(&path, &full_series, &others, f, c)?,
+        _ => write_compare_csv(&path, &full_series, &others)?,
+    }
 
     if let Some(tokens) = full.dynamics.tokens(&solution.final_state) {
         let path = staged.path().join("tokens_final.csv");
         write_tokens_csv(&path, &tokens, scenario.model.d).map_err(Error::io(&path))?;
     }
-    let classification = classify(&full_series);
+    let (classification, cluster_summary) =
+        crate::run::label_clusters(scenario, classify(&full_series), &full_clusters);
     crate::run::draw_run_pictures(
         scenario,
         ModelKind::Full,
@@ -285,8 +329,58 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         options,
     );
     summary.compare = Some(compare_summary(&rows));
+    summary.clusters = cluster_summary;
+    if let (Some(compare), Some(f), Some(c)) =
+        (summary.compare.as_mut(), &full_clusters, &model_clusters)
+    {
+        compare.merges = Some(CompareMerges {
+            clusters: crate::observe::cluster_series::merges(c.rows()),
+            full: crate::observe::cluster_series::merges(f.rows()),
+        });
+    }
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
     let dir = staged.commit()?;
     Ok(CompareReport { dir, rows, summary })
+}
+
+/// One line of compare.csv for usa / sa: R2 and the cluster count of full and of the cluster
+/// model.
+#[derive(Serialize)]
+struct ClusterCompareRow {
+    t: f64,
+    full_re: f64,
+    full_im: f64,
+    clusters_re: Option<f64>,
+    clusters_im: Option<f64>,
+    full_count: Option<usize>,
+    clusters_count: Option<usize>,
+}
+
+/// Writes compare.csv for usa / sa (`t,full_re,full_im,clusters_re,clusters_im,full_count,clusters_count`).
+fn write_cluster_compare_csv(
+    path: &std::path::Path,
+    full_series: &OrderSeries,
+    others: &[(ModelKind, OrderSeries)],
+    full_clusters: &ClusterSeries,
+    model_clusters: &ClusterSeries,
+) -> Result<(), Error> {
+    let mut w =
+        csv::Writer::from_writer(BufWriter::new(File::create(path).map_err(Error::io(path))?));
+    let model = others.iter().find(|(m, _)| *m == ModelKind::Clusters);
+    for i in 0..full_series.len() {
+        let f = full_series.r2[i];
+        let c = model.and_then(|(_, s)| s.r2.get(i).copied());
+        w.serialize(ClusterCompareRow {
+            t: full_series.t[i],
+            full_re: f.re,
+            full_im: f.im,
+            clusters_re: c.map(|z| z.re),
+            clusters_im: c.map(|z| z.im),
+            full_count: full_clusters.rows().get(i).map(|r| r.count),
+            clusters_count: model_clusters.rows().get(i).map(|r| r.count),
+        })
+        .map_err(|e| Error::io(path)(std::io::Error::other(e)))?;
+    }
+    w.flush().map_err(Error::io(path))
 }

@@ -9,10 +9,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::classify::metastable::{self, RunClusters};
 use crate::classify::{classify, CertaintyWatch, Classification, Features, Label};
 use crate::error::Error;
 use crate::integrate::Solution;
+use crate::model::energy::Energy;
 use crate::model::KernelChoice;
+use crate::observe::cluster_series::{ClusterSeries, EnergyFn};
 use crate::observe::{Observer, OrderSeries, Progress};
 use crate::output::{write_json, write_tokens_csv, OrderCsv, ResultKind, StagedDir, TrajectoryNpy};
 use crate::plot::{self, TokenSnapshots};
@@ -105,6 +108,9 @@ pub struct Summary {
     /// For a stack of layers: its size, passes, and what the label was read on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack: Option<crate::layers::StackInfo>,
+    /// The tight clusters (models with tokens).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<crate::classify::metastable::RunClusters>,
 }
 
 impl Summary {
@@ -151,6 +157,7 @@ impl Summary {
             scenario: scenario.resolved.clone(),
             compare: None,
             stack: None,
+            clusters: None,
         }
     }
 }
@@ -443,9 +450,19 @@ pub fn run_observed(
     let target = options.folder(scenario);
     let staged = StagedDir::new(&target, ResultKind::Run)?;
     check_disk(scenario, staged.path())?;
-    let (solution, series, snapshots) =
-        solve_into_observed(scenario, &sim, staged.path(), options, extra)?;
+    let mut clusters = cluster_series(scenario, model, Some(staged.path()))?;
+    let (solution, series, snapshots) = {
+        let mut observers: Vec<&mut dyn Observer> = Vec::new();
+        for o in extra.iter_mut() {
+            observers.push(&mut **o);
+        }
+        if let Some(c) = clusters.as_mut() {
+            observers.push(c);
+        }
+        solve_into_observed(scenario, &sim, staged.path(), options, &mut observers)?
+    };
     let (classification, stack) = classify_run(scenario, &series, &solution, staged.path())?;
+    let (classification, cluster_summary) = label_clusters(scenario, classification, &clusters);
     // The pictures and tokens_final.csv are independent: written concurrently, a picture's
     // error reported first.
     let path = staged.path().join("tokens_final.csv");
@@ -473,6 +490,7 @@ pub fn run_observed(
     tokens.map_err(Error::io(&path))?;
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.stack = stack;
+    summary.clusters = cluster_summary;
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
     let dir = staged.commit()?;
@@ -517,20 +535,75 @@ pub fn run_in_memory(
     check_memory(scenario, model)?;
     let sim = simulation::build(scenario, model)?;
     let mut watch = CertaintyWatch::default();
+    let mut clusters = cluster_series(scenario, model, None)?;
     let mut observers: Vec<&mut dyn Observer> = vec![&mut watch];
     for o in extra.iter_mut() {
         observers.push(&mut **o);
+    }
+    if let Some(c) = clusters.as_mut() {
+        observers.push(c);
     }
     let solution = sim
         .solve(&mut observers)
         .map_err(Error::io(&scenario.file))?
         .succeeded(&scenario.name, sim.model)?;
-    let classification = classify_series(scenario, &watch.series);
-    Ok(Summary::new(
+    let (classification, cluster_summary) = label_clusters(
         scenario,
-        model,
-        &solution,
-        &classification,
-        options,
-    ))
+        classify_series(scenario, &watch.series),
+        &clusters,
+    );
+    let mut summary = Summary::new(scenario, model, &solution, &classification, options);
+    summary.clusters = cluster_summary;
+    Ok(summary)
+}
+
+/// The clusters observer of a run whose model has tokens (not `oa`), writing `clusters.csv`
+/// into `dir` when given; the energy column is filled where the flow has one (one layer,
+/// V = A symmetric, docs/MATH.md §13).
+pub fn cluster_series(
+    scenario: &Scenario,
+    model: ModelKind,
+    dir: Option<&Path>,
+) -> Result<Option<ClusterSeries>, Error> {
+    if model == ModelKind::Oa {
+        return Ok(None);
+    }
+    let d = scenario.model.d;
+    let energy = if scenario.model.layers.is_empty() {
+        Energy::of_attention(&simulation::attention(scenario))
+            .filter(|e| e.computable(scenario.tokens.n, d))
+    } else {
+        None
+    };
+    let energy = energy.map(|e| -> EnergyFn { Box::new(move |x: &[f64]| e.value(x, d)) });
+    let series = ClusterSeries::new(scenario.clusters, d, energy);
+    Ok(Some(match dir {
+        Some(dir) => {
+            let path = dir.join("clusters.csv");
+            series.with_csv(&path).map_err(Error::io(&path))?
+        }
+        None => series,
+    }))
+}
+
+/// The label refined by the clusters (docs/MATH.md §13) and summary.json `clusters`.
+pub fn label_clusters(
+    scenario: &Scenario,
+    c: Classification,
+    clusters: &Option<ClusterSeries>,
+) -> (Classification, Option<RunClusters>) {
+    let Some(series) = clusters else {
+        return (c, None);
+    };
+    let attention = scenario
+        .model
+        .layers
+        .is_empty()
+        .then(|| simulation::attention(scenario));
+    let (c, metastable) = metastable::refine(c, attention.as_ref(), series);
+    let summary = series.summary().map(|summary| RunClusters {
+        summary,
+        metastable,
+    });
+    (c, summary)
 }

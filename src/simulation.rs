@@ -36,6 +36,8 @@ pub struct Simulation {
     pub samples: usize,
     /// Latest time the run may go on to while its label is not certain.
     pub t_max: f64,
+    /// `clusters`: the cluster model that takes over once the tokens are tight.
+    pub staircase: Option<crate::reduced::staircase::ClusterPlan>,
 }
 
 impl Simulation {
@@ -54,6 +56,19 @@ impl Simulation {
         &self,
         observers: &mut [&mut dyn crate::observe::Observer],
     ) -> std::io::Result<crate::integrate::Solution> {
+        if let Some(plan) = &self.staircase {
+            let grid = (self.t_end, self.samples);
+            let dynamics = self.dynamics.as_ref();
+            return crate::reduced::staircase::solve_staircase(
+                dynamics,
+                plan,
+                &self.initial_state,
+                self.method,
+                grid,
+                observers,
+            )
+            .map(|(solution, _)| solution);
+        }
         crate::integrate::solve_until(&self.problem(), self.method, observers, self.t_max)
     }
 }
@@ -125,7 +140,7 @@ pub fn kernel_method(scenario: &Scenario) -> KernelMethod {
 /// The kernel the `full` model of `scenario` runs with (`Direct` for the reductions), or an
 /// error at `model.kernel_method` when `spectral` was asked for where it does not hold.
 pub fn kernel_choice(scenario: &Scenario, model: ModelKind) -> Result<KernelChoice, ScenarioError> {
-    if model != ModelKind::Full {
+    if !matches!(model, ModelKind::Full | ModelKind::Clusters) {
         return Ok(KernelChoice::Direct);
     }
     spectral::choose(
@@ -231,7 +246,7 @@ pub fn build_with_tokens(
     };
     let layer = |attention: Attention| -> Result<Box<dyn Dynamics + Send + Sync>, ScenarioError> {
         Ok(match model {
-            ModelKind::Full => Box::new(
+            ModelKind::Full | ModelKind::Clusters => Box::new(
                 SphereField::with_kernel_method(attention, n, kernel_method(scenario))
                     .map_err(|m| ScenarioError::at(&scenario.file, "model.kernel_method", m))?,
             ),
@@ -249,7 +264,7 @@ pub fn build_with_tokens(
         None => layer(attention(scenario))?,
     };
     let initial_state = match model {
-        ModelKind::Full => tokens.to_vec(),
+        ModelKind::Full | ModelKind::Clusters => tokens.to_vec(),
         ModelKind::Phase => PhaseModel::state_from_tokens(&tokens),
         ModelKind::Ws => WatanabeStrogatz::initial_state(),
         ModelKind::Oa => {
@@ -276,6 +291,10 @@ pub fn build_with_tokens(
         } else {
             scenario.time.t_max
         },
+        staircase: (model == ModelKind::Clusters).then(|| crate::reduced::staircase::ClusterPlan {
+            attention: attention(scenario),
+            rule: scenario.clusters,
+        }),
     })
 }
 
@@ -297,7 +316,7 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
     let n = scenario.tokens.n as u64;
     let d = scenario.model.d as u64;
     let state = match model {
-        ModelKind::Full => n.saturating_mul(d),
+        ModelKind::Full | ModelKind::Clusters => n.saturating_mul(d),
         ModelKind::Phase => n,
         ModelKind::Ws | ModelKind::Oa => 3,
         ModelKind::Group => d.saturating_mul(d),
@@ -307,10 +326,10 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         .ok()
         .and_then(KernelChoice::terms);
     let scratch = match model {
-        ModelKind::Full if spectral.is_some() => {
+        ModelKind::Full | ModelKind::Clusters if spectral.is_some() => {
             SpectralField::scratch_bytes(scenario.tokens.n, 2 * spectral.unwrap_or(0)) as u64
         }
-        ModelKind::Full => SphereField::scratch_bytes(
+        ModelKind::Full | ModelKind::Clusters => SphereField::scratch_bytes(
             scenario.tokens.n,
             scenario.model.d,
             attention(scenario).kernel,

@@ -105,6 +105,11 @@ fn rows_are_the_single_runs_with_their_seeds_for_noisy_and_deterministic_runs() 
             assert_eq!(row[0], i.to_string());
             assert_eq!(row[1], (5 + i).to_string());
             assert_eq!(row[2], s["label"].as_str().unwrap(), "run {i}");
+            assert_eq!(
+                row[3],
+                s["clusters"]["count"].to_string(),
+                "run {i} cluster_count"
+            );
             // serde_json reads decimals to within an ulp (not correctly rounded): 4e-16.
             for (k, key) in [
                 (4, "r2_abs_final"),
@@ -173,6 +178,12 @@ fn statistics_follow_from_the_rows_and_bytes_do_not_depend_on_threads() {
         }
     }
     assert_eq!(total, 12, "every row's label is counted");
+    let mut counts: Vec<u64> = rows.iter().map(|r| r[3].parse().unwrap()).collect();
+    counts.sort_unstable();
+    let q = &e["cluster_count"];
+    assert_eq!(q["min"], counts[0]);
+    assert_eq!(q["max"], counts[11]);
+    assert_eq!(number(&q["median"]), 0.5 * (counts[5] + counts[6]) as f64);
     assert_eq!(summary["label"].as_str().unwrap(), best.1);
     // The last row of ensemble_order.csv (t = t_end) is the mean and sd of the rows' finals.
     let order = std::fs::read_to_string(one.join("ensemble_order.csv")).unwrap();

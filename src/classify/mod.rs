@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::observe::OrderSeries;
 
 pub mod certainty;
+pub mod metastable;
 pub mod period;
 pub mod stationary;
 
@@ -74,17 +75,21 @@ pub enum Label {
     RotatingInterior,
     /// None of the above could be decided; the reason says what to change.
     Undetermined,
+    /// The tokens sit in k >= 1 tight clusters that are not the final state (a saddle of the
+    /// cluster model, or clusters that will still merge).
+    MetastableClusters,
 }
 
 impl Label {
     /// Every label, in the order of docs/MATH.md §6.
-    pub const ALL: [Label; 6] = [
+    pub const ALL: [Label; 7] = [
         Label::ConvergedClusters,
         Label::RotatingClusters,
         Label::Oscillation,
         Label::InteriorPoint,
         Label::RotatingInterior,
         Label::Undetermined,
+        Label::MetastableClusters,
     ];
 
     /// The label's word in outputs (and in a scenario's `expect`).
@@ -96,6 +101,7 @@ impl Label {
             Label::InteriorPoint => "interior-point",
             Label::RotatingInterior => "rotating-interior",
             Label::Undetermined => "undetermined",
+            Label::MetastableClusters => "metastable-clusters",
         }
     }
 

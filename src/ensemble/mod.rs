@@ -133,21 +133,27 @@ fn run_member(
     let s = member(scenario, i);
     let sim = simulation::build(&s, model)?;
     let mut watch = crate::classify::CertaintyWatch::default();
+    let mut clusters = crate::run::cluster_series(&s, model, None)?;
+    let mut observers: Vec<&mut dyn crate::observe::Observer> = vec![&mut watch];
+    if let Some(c) = clusters.as_mut() {
+        observers.push(c);
+    }
     let solution = sim
-        .solve(&mut [&mut watch])
+        .solve(&mut observers)
         .map_err(Error::io(&s.file))?
         .succeeded(
             &format!("{} (run {i}, seed {})", s.name, s.tokens.seed),
             model,
         )?;
     let series = watch.series;
-    let c = label_of(&s, &series, &solution);
+    let (c, cluster_summary) =
+        crate::run::label_clusters(&s, label_of(&s, &series, &solution), &clusters);
     let f = &c.features;
     let row = RunRow {
         run: i,
         seed: s.tokens.seed,
         label: c.label,
-        cluster_count: None,
+        cluster_count: cluster_summary.map(|r| r.summary.count),
         r2_abs_final: f.r2_abs_final,
         nematic_final: f.nematic_final,
         r1_abs_final: f.r1_abs_final,

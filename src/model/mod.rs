@@ -16,6 +16,7 @@
 pub mod attention;
 pub(crate) mod bessel;
 pub(crate) mod ddouble;
+pub mod energy;
 // Its docs link the crate-private `tiles` (for `--document-private-items`).
 pub(crate) mod exp;
 #[allow(rustdoc::private_intra_doc_links)]

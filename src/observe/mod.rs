@@ -5,6 +5,8 @@
 //! Writers, series recorders and progress reporting are observers; every hook defaults to
 //! doing nothing.
 
+pub mod cluster_series;
+pub mod clusters;
 pub mod order;
 pub mod progress;
 pub mod series;

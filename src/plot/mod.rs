@@ -124,13 +124,14 @@ pub fn register_fonts() {
 }
 
 /// Every label in legend order, `None` (a failed run) last.
-pub const LABELS: [Option<Label>; 7] = [
+pub const LABELS: [Option<Label>; 8] = [
     Some(Label::ConvergedClusters),
     Some(Label::RotatingClusters),
     Some(Label::Oscillation),
     Some(Label::InteriorPoint),
     Some(Label::RotatingInterior),
     Some(Label::Undetermined),
+    Some(Label::MetastableClusters),
     None,
 ];
 
@@ -147,6 +148,7 @@ pub fn label_color(label: Option<Label>) -> RGBColor {
         Some(Label::InteriorPoint) => RGBColor(230, 159, 0),
         Some(Label::RotatingInterior) => RGBColor(204, 121, 167),
         Some(Label::Undetermined) => RGBColor(190, 190, 190),
+        Some(Label::MetastableClusters) => RGBColor(86, 180, 233),
         None => RGBColor(70, 70, 70),
     }
 }

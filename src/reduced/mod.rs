@@ -16,11 +16,13 @@
 //! case): the tokens are x_k(t) = Phi(t) x_k(0) / |Phi(t) x_k(0)| with one d x d matrix flow
 //! Phi' = M Phi.
 
+pub mod clusters;
 pub mod coefficients;
 pub mod group;
 pub(crate) mod moebius;
 pub mod ott_antonsen;
 pub mod phase;
+pub mod staircase;
 pub mod watanabe_strogatz;
 
 pub use coefficients::SecondHarmonic;

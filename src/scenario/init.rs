@@ -1,6 +1,7 @@
 //! The initial tokens of a scenario (docs/MATH.md §7), exactly:
 //!
 //! - `splay`: t_k = pi k / n, token (cos t_k, sin t_k, 0, ..., 0);
+//! - `circle`: t_k = 2 pi k / n (evenly spaced on the whole circle), token as for splay;
 //! - `poisson`: s_k = e^{2 pi i k / n}, c = r0 e^{i phi0}, w_k = (s_k + c) / (1 + conj(c) s_k),
 //!   t_k = arg(w_k) / 2, token as for splay; then R2(0) = c up to O(r0^n);
 //! - `eps > 0` perturbs splay and poisson starts with N(0, eps^2) draws from
@@ -35,6 +36,10 @@ pub fn initial_tokens(s: &Scenario) -> Result<Vec<f64>, ScenarioError> {
     match tok.init {
         InitKind::Splay => {
             let angles = (0..n).map(|k| PI * k as f64 / n as f64).collect();
+            planar(&mut x, angles, d, tok.eps, tok.seed);
+        }
+        InitKind::Circle => {
+            let angles = (0..n).map(|k| 2.0 * PI * k as f64 / n as f64).collect();
             planar(&mut x, angles, d, tok.eps, tok.seed);
         }
         InitKind::Poisson => {

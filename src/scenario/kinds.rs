@@ -12,13 +12,14 @@ use crate::classify::Label;
 
 /// The words of the behaviour labels (docs/MATH.md §6) that `expect` may name: those of
 /// [`Label`], in the order of [`Label::ALL`].
-pub const LABELS: [&str; 6] = [
+pub const LABELS: [&str; 7] = [
     Label::ALL[0].as_str(),
     Label::ALL[1].as_str(),
     Label::ALL[2].as_str(),
     Label::ALL[3].as_str(),
     Label::ALL[4].as_str(),
     Label::ALL[5].as_str(),
+    Label::ALL[6].as_str(),
 ];
 
 /// A word that is not one of a kind's file words.
@@ -155,6 +156,8 @@ word_enum!(
         Oa = "oa",
         /// The exact group model (LSA in any d as a d x d matrix flow).
         Group = "group",
+        /// The full model until tight clusters form, then k weighted points (any kernel, any d).
+        Clusters = "clusters",
     ]
 );
 
@@ -171,6 +174,8 @@ word_enum!(
         File = "file",
         /// Rows of a checkpoint's embedding matrix (`tokens.ids`).
         Embedding = "embedding",
+        /// Equally spaced angles on the whole circle, t_k = 2 pi k / n.
+        Circle = "circle",
     ]
 );
 
@@ -194,8 +199,8 @@ mod tests {
         }
         assert_eq!(KernelKind::ALL.len(), 3);
         assert_eq!(MethodKind::ALL.len(), 3);
-        assert_eq!(ModelKind::ALL.len(), 5);
-        assert_eq!(InitKind::ALL.len(), 5);
+        assert_eq!(ModelKind::ALL.len(), 6);
+        assert_eq!(InitKind::ALL.len(), 6);
     }
 
     #[test]

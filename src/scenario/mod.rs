@@ -67,6 +67,8 @@ pub struct Scenario {
     pub noise: Option<NoiseSpec>,
     /// `[ensemble]`: runs over consecutive seeds.
     pub ensemble: Option<EnsembleSpec>,
+    /// `[clusters]`.
+    pub clusters: crate::observe::clusters::ClusterRule,
     /// The scenario path as given (for messages and provenance).
     pub file: PathBuf,
     /// The scenario after overrides, with every matrix expanded to rows of numbers and every

@@ -17,7 +17,7 @@ use super::error::ScenarioError;
 use super::kinds::{InitKind, KernelKind, KernelMethodKind, MethodKind, ModelKind};
 
 /// Top-level keys of a scenario.
-pub const TOP_KEYS: [&str; 13] = [
+pub const TOP_KEYS: [&str; 14] = [
     "name",
     "description",
     "expect",
@@ -31,10 +31,13 @@ pub const TOP_KEYS: [&str; 13] = [
     "layers",
     "noise",
     "ensemble",
+    "clusters",
 ];
 
 /// Tables that may be absent from a file (and that `--set` may therefore create).
-pub const OPTIONAL_TABLES: [&str; 6] = ["params", "solver", "run", "output", "noise", "ensemble"];
+pub const OPTIONAL_TABLES: [&str; 7] = [
+    "params", "solver", "run", "output", "noise", "ensemble", "clusters",
+];
 
 /// The keys of a table section, or `None` for `params` (any identifier) and non-tables.
 pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
@@ -60,6 +63,7 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "output" => Some(&["trajectory", "animation", "window", "snapshots", "figure"]),
         "noise" => Some(&["temperature", "seed", "dt"]),
         "ensemble" => Some(&["runs"]),
+        "clusters" => Some(&["threshold"]),
         _ => None,
     }
 }
@@ -104,6 +108,15 @@ pub struct RawScenario {
     pub noise: Option<super::stochastic::RawNoise>,
     /// `[ensemble]`: runs over consecutive seeds.
     pub ensemble: Option<super::stochastic::RawEnsemble>,
+    #[serde(default)]
+    pub clusters: RawClusters,
+}
+
+/// `[clusters]`: the angle that makes a cluster tight.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawClusters {
+    pub threshold: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -33,6 +33,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let output = output_spec(file, &raw.output)?;
     let noise = stochastic::noise_spec(raw.noise.as_ref(), file, (&tokens, &time, &run))?;
     let ensemble = stochastic::ensemble_spec(raw.ensemble.as_ref(), file, &tokens, noise.as_ref())?;
+    let clusters = cluster_rule(file, &raw.clusters)?;
     if let Some(description) = &raw.description {
         check_description(description).map_err(|m| ScenarioError::at(file, "description", m))?;
     }
@@ -57,6 +58,9 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             Value::Table(stochastic::ensemble_table(e)),
         );
     }
+    let mut clusters_table = toml::Table::new();
+    clusters_table.insert("threshold".into(), Value::Float(clusters.threshold));
+    resolved.insert("clusters".into(), Value::Table(clusters_table));
     Ok(Scenario {
         name: raw.name,
         description: raw.description,
@@ -70,6 +74,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         output,
         noise,
         ensemble,
+        clusters,
         file: file.to_path_buf(),
         resolved,
     })
@@ -424,8 +429,17 @@ fn run_spec(raw: &RawScenario, file: &Path, model: &ModelSpec) -> Result<RunSpec
             ),
         ));
     }
-    if !matches!(run.model, ModelKind::Full | ModelKind::Group)
-        && (d != 2 || model.kernel != KernelKind::Lsa)
+    if run.model == ModelKind::Clusters && !model.layers.is_empty() {
+        return Err(ScenarioError::at(
+            file,
+            "run.model",
+            "the cluster model follows one layer acting for ever; this scenario has a stack of layers",
+        ));
+    }
+    if !matches!(
+        run.model,
+        ModelKind::Full | ModelKind::Group | ModelKind::Clusters
+    ) && (d != 2 || model.kernel != KernelKind::Lsa)
     {
         return Err(ScenarioError::at(
             file,
@@ -600,4 +614,22 @@ pub fn check_description(text: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `[clusters] threshold`: an angle in (0, pi), default [`DEFAULT_THRESHOLD`](crate::observe::clusters::DEFAULT_THRESHOLD).
+fn cluster_rule(
+    file: &Path,
+    raw: &super::schema::RawClusters,
+) -> Result<crate::observe::clusters::ClusterRule, ScenarioError> {
+    use crate::observe::clusters::ClusterRule;
+    match raw.threshold {
+        None => Ok(ClusterRule::default()),
+        Some(theta) => ClusterRule::new(theta).ok_or_else(|| {
+            ScenarioError::at(
+                file,
+                "clusters.threshold",
+                format!("must be an angle in radians with 0 < threshold < pi, got {theta}"),
+            )
+        }),
+    }
 }

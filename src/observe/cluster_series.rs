@@ -1,0 +1,261 @@
+//! The clusters of a run at every sample, their plateaus and their merges (docs/MATH.md §13).
+//!
+//! At each sample the tokens' tight clusters are found ([`super::clusters`]) and one row is
+//! kept: t, the count, the largest cluster's fraction, the largest diameter, the smallest
+//! separation of the centres and the energy (when the flow has one, `crate::model::energy`).
+//!
+//! ```text
+//! plateau: a maximal run of samples with one count c      -> {count: c, from: t_first, to: t_last}
+//! merge:   the count falls from a >= 2 to b >= 1 (b < a), possibly through samples with count 0
+//!          (two clusters that link while their union is still wider than theta)
+//!                                                         -> {t: first sample with b, from_count: a, to_count: b}
+//! ```
+
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::clusters::{detect_clusters, ClusterRule, Clustering};
+use super::{Observer, Sample};
+
+/// One row of `clusters.csv`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClusterRow {
+    /// Sample time.
+    pub t: f64,
+    /// Number of tight clusters (0: not clustered).
+    pub count: usize,
+    /// Fraction of the tokens in the largest cluster.
+    pub largest: Option<f64>,
+    /// Largest angular diameter of a cluster.
+    pub diameter: Option<f64>,
+    /// Smallest angle between two centres.
+    pub separation: Option<f64>,
+    /// The energy of docs/MATH.md §13, where the flow is a gradient flow.
+    pub energy: Option<f64>,
+}
+
+/// A time span with one cluster count.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Plateau {
+    /// The count.
+    pub count: usize,
+    /// First sample time with it.
+    pub from: f64,
+    /// Last sample time with it.
+    pub to: f64,
+}
+
+/// A merge of clusters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Merge {
+    /// The first sample time with the new count.
+    pub t: f64,
+    /// Count before.
+    pub from_count: usize,
+    /// Count after.
+    pub to_count: usize,
+}
+
+/// summary.json `clusters`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterSummary {
+    /// Tight clusters at the last sample (0: not clustered).
+    pub count: usize,
+    /// Tokens per cluster, descending.
+    pub sizes: Vec<usize>,
+    /// Largest angular diameter of a cluster (radians).
+    pub diameter: Option<f64>,
+    /// Smallest angle between two centres; null when count <= 1.
+    pub separation: Option<f64>,
+    /// The angle that defines "tight".
+    pub threshold: f64,
+    /// Plateaus in time order.
+    pub history: Vec<Plateau>,
+    /// Merges in time order.
+    pub merges: Vec<Merge>,
+}
+
+/// A function of the tokens (n x d row-major): the energy of a gradient flow.
+pub type EnergyFn = Box<dyn Fn(&[f64]) -> f64 + Send + Sync>;
+
+/// Finds the clusters at every sample; writes `clusters.csv` when asked to.
+pub struct ClusterSeries {
+    rule: ClusterRule,
+    d: usize,
+    energy: Option<EnergyFn>,
+    rows: Vec<ClusterRow>,
+    last: Option<Clustering>,
+    csv: Option<csv::Writer<BufWriter<File>>>,
+}
+
+impl ClusterSeries {
+    /// A series for tokens in d dimensions, with the energy when given.
+    pub fn new(rule: ClusterRule, d: usize, energy: Option<EnergyFn>) -> Self {
+        ClusterSeries {
+            rule,
+            d,
+            energy,
+            rows: Vec::new(),
+            last: None,
+            csv: None,
+        }
+    }
+
+    /// The same, streaming `clusters.csv` to `path` (header `t,count,largest,diameter,separation,energy`).
+    pub fn with_csv(mut self, path: &Path) -> io::Result<Self> {
+        self.csv = Some(csv::Writer::from_writer(BufWriter::new(File::create(
+            path,
+        )?)));
+        Ok(self)
+    }
+
+    /// The rows so far.
+    pub fn rows(&self) -> &[ClusterRow] {
+        &self.rows
+    }
+
+    /// The clusters at the last sample.
+    pub fn last(&self) -> Option<&Clustering> {
+        self.last.as_ref()
+    }
+
+    /// The rule in use.
+    pub fn rule(&self) -> ClusterRule {
+        self.rule
+    }
+
+    /// Records the clusters of `tokens` at time t.
+    pub fn push(&mut self, t: f64, tokens: &[f64]) -> io::Result<()> {
+        let c = detect_clusters(tokens, self.d, self.rule);
+        let row = ClusterRow {
+            t,
+            count: c.count,
+            largest: c.largest_fraction(),
+            diameter: c.diameter,
+            separation: c.separation,
+            energy: self.energy.as_ref().map(|e| e(tokens)),
+        };
+        if let Some(w) = self.csv.as_mut() {
+            w.serialize(row).map_err(io::Error::other)?;
+        }
+        self.rows.push(row);
+        self.last = Some(c);
+        Ok(())
+    }
+
+    /// summary.json `clusters`, when a sample was seen.
+    pub fn summary(&self) -> Option<ClusterSummary> {
+        let last = self.last.as_ref()?;
+        Some(ClusterSummary {
+            count: last.count,
+            sizes: last.sizes.clone(),
+            diameter: last.diameter,
+            separation: last.separation,
+            threshold: self.rule.threshold,
+            history: plateaus(&self.rows),
+            merges: merges(&self.rows),
+        })
+    }
+}
+
+impl Observer for ClusterSeries {
+    fn wants_tokens(&self) -> bool {
+        true
+    }
+
+    fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()> {
+        match sample.tokens {
+            Some(tokens) => self.push(sample.t, tokens),
+            None => Ok(()),
+        }
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        match self.csv.as_mut() {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The plateaus of a series of rows (module docs).
+pub fn plateaus(rows: &[ClusterRow]) -> Vec<Plateau> {
+    let mut out: Vec<Plateau> = Vec::new();
+    for r in rows {
+        match out.last_mut() {
+            Some(p) if p.count == r.count => p.to = r.t,
+            _ => out.push(Plateau {
+                count: r.count,
+                from: r.t,
+                to: r.t,
+            }),
+        }
+    }
+    out
+}
+
+/// The merges of a series of rows (module docs).
+pub fn merges(rows: &[ClusterRow]) -> Vec<Merge> {
+    let mut out = Vec::new();
+    let mut current: Option<usize> = None;
+    for r in rows.iter().filter(|r| r.count > 0) {
+        if let Some(a) = current {
+            if r.count < a {
+                out.push(Merge {
+                    t: r.t,
+                    from_count: a,
+                    to_count: r.count,
+                });
+            }
+        }
+        current = Some(r.count);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(counts: &[usize]) -> Vec<ClusterRow> {
+        counts
+            .iter()
+            .enumerate()
+            .map(|(i, &count)| ClusterRow {
+                t: i as f64,
+                count,
+                largest: None,
+                diameter: None,
+                separation: None,
+                energy: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plateaus_and_merges_follow_the_counts() {
+        let r = rows(&[0, 0, 3, 3, 3, 0, 2, 2, 1, 1]);
+        let p = plateaus(&r);
+        let counts: Vec<(usize, f64, f64)> = p.iter().map(|p| (p.count, p.from, p.to)).collect();
+        assert_eq!(
+            counts,
+            vec![
+                (0, 0.0, 1.0),
+                (3, 2.0, 4.0),
+                (0, 5.0, 5.0),
+                (2, 6.0, 7.0),
+                (1, 8.0, 9.0)
+            ]
+        );
+        let m: Vec<(f64, usize, usize)> = merges(&r)
+            .iter()
+            .map(|m| (m.t, m.from_count, m.to_count))
+            .collect();
+        assert_eq!(m, vec![(6.0, 3, 2), (8.0, 2, 1)]);
+        // A split (count rising) is a plateau change but no merge.
+        assert!(merges(&rows(&[2, 3, 3])).is_empty());
+    }
+}

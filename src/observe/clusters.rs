@@ -1,0 +1,612 @@
+//! Tight clusters of the tokens at one sample (docs/MATH.md §13).
+//!
+//! The rule, with the angle theta = [`ClusterRule::threshold`] (default [`DEFAULT_THRESHOLD`]):
+//!
+//! ```text
+//! link x_i ~ x_j when angle(x_i, x_j) <= theta; the groups are the single-linkage components.
+//! The tokens are clustered when every group has angular diameter <= theta
+//! (max_{i, j in group} angle(x_i, x_j)) and there are at most max(1, ceil(sqrt n)) groups.
+//! Otherwise the count is 0 (not clustered).
+//! ```
+//!
+//! Groups of a clustered state are more than theta apart token to token (else they would be
+//! linked) and at most theta wide, so they are the clusters in any reasonable sense; the cap
+//! sqrt(n) keeps a few scattered tokens (small n, spacing above theta) from counting as
+//! clusters of one.
+//!
+//! Cost, no n x n matrix: d = 2 sorts the angles (the components are the arcs between gaps
+//! larger than theta, a component's diameter is its arc), O(n log n), exact. d >= 3 makes
+//! groups by one leader pass (a token joins the first leader within theta, else leads a new
+//! group; more leaders than the cap means not clustered), O(n k d), then verifies: a group is
+//! tight when twice its radius about its centre is <= theta, not tight when a true pair is
+//! wider than theta, and in between it is decided pair by pair when it holds at most
+//! [`EXACT_PAIRS`] pairs (a larger group counts as not tight: conservative, and only in the
+//! short transient when its radius is between theta / 2 and theta). Two groups are apart when
+//! their centres are more than theta + both radii apart, else pair by pair under the same
+//! limit. In a clustered state the leader pass finds exactly the components. Angles are
+//! formed as 2 asin(|x - y| / 2), accurate for the tiny angles of tight clusters.
+
+use std::f64::consts::PI;
+
+/// The default angle (radians) below which tokens count as one tight cluster.
+pub const DEFAULT_THRESHOLD: f64 = 0.1;
+/// Largest number of token pairs checked one by one when the bounds do not decide (d >= 3).
+pub const EXACT_PAIRS: usize = 1 << 22;
+
+/// The rule that says which tokens form a tight cluster.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClusterRule {
+    /// The angle theta (radians, 0 < theta < pi): the linking distance and the largest diameter.
+    pub threshold: f64,
+}
+
+impl Default for ClusterRule {
+    fn default() -> Self {
+        ClusterRule {
+            threshold: DEFAULT_THRESHOLD,
+        }
+    }
+}
+
+impl ClusterRule {
+    /// A rule with the angle `threshold`; `None` unless 0 < threshold < pi.
+    pub fn new(threshold: f64) -> Option<Self> {
+        (threshold > 0.0 && threshold < PI).then_some(ClusterRule { threshold })
+    }
+
+    /// The largest count that still counts as clustered for n tokens: max(1, ceil(sqrt n)).
+    pub fn max_clusters(n: usize) -> usize {
+        ((n as f64).sqrt().ceil() as usize).max(1)
+    }
+}
+
+/// The tight clusters of one configuration of tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clustering {
+    /// Number of tight clusters; 0 when the tokens are not clustered.
+    pub count: usize,
+    /// Tokens per cluster, descending (empty when not clustered).
+    pub sizes: Vec<usize>,
+    /// Unit centres (the normalised mean of each cluster's tokens), in the order of `sizes`.
+    pub centres: Vec<Vec<f64>>,
+    /// Largest angular diameter of a cluster (radians); `None` when not clustered.
+    pub diameter: Option<f64>,
+    /// Smallest angle between two centres; `None` when count <= 1.
+    pub separation: Option<f64>,
+    /// The rule's angle.
+    pub threshold: f64,
+    /// Number of tokens.
+    pub n: usize,
+}
+
+impl Clustering {
+    /// Whether the tokens sit in tight clusters (count >= 1).
+    pub fn is_clustered(&self) -> bool {
+        self.count > 0
+    }
+
+    /// Fraction of the tokens in the largest cluster; `None` when not clustered.
+    pub fn largest_fraction(&self) -> Option<f64> {
+        self.sizes.first().map(|&m| m as f64 / self.n.max(1) as f64)
+    }
+
+    /// Weights n_a / n of the clusters, in the order of `sizes`.
+    pub fn weights(&self) -> Vec<f64> {
+        let n = self.n.max(1) as f64;
+        self.sizes.iter().map(|&m| m as f64 / n).collect()
+    }
+
+    fn not_clustered(n: usize, threshold: f64) -> Self {
+        Clustering {
+            count: 0,
+            sizes: Vec::new(),
+            centres: Vec::new(),
+            diameter: None,
+            separation: None,
+            threshold,
+            n,
+        }
+    }
+}
+
+/// The tight clusters of tokens (n x d row-major, unit rows) under `rule`.
+///
+/// ```
+/// use tokdyn::observe::clusters::{detect_clusters, ClusterRule};
+/// // Two tight groups on the circle, at angles 0 and 2.
+/// let angles = [0.0, 0.01, -0.01, 2.0, 2.02];
+/// let tokens: Vec<f64> = angles.iter().flat_map(|t: &f64| [t.cos(), t.sin()]).collect();
+/// let c = detect_clusters(&tokens, 2, ClusterRule::default());
+/// assert_eq!((c.count, c.sizes.clone()), (2, vec![3, 2]));
+/// assert!((c.diameter.unwrap() - 0.02).abs() < 1e-12);
+/// ```
+pub fn detect_clusters(tokens: &[f64], d: usize, rule: ClusterRule) -> Clustering {
+    let n = tokens.len() / d.max(1);
+    if n == 0 || d < 2 {
+        return Clustering::not_clustered(n, rule.threshold);
+    }
+    let groups = if d == 2 {
+        circle_groups(tokens, rule.threshold)
+    } else {
+        leader_groups(tokens, d, rule.threshold)
+    };
+    match groups {
+        Some(groups) if groups.len() <= ClusterRule::max_clusters(n) => {
+            summarise(tokens, d, groups, rule.threshold)
+        }
+        _ => Clustering::not_clustered(n, rule.threshold),
+    }
+}
+
+/// The tight clusters of weighted points (k x d row-major, unit rows; point a stands for
+/// `counts[a]` tokens at one place): the same as [`detect_clusters`] of the tokens with every
+/// point repeated, in O(k^2 d) (the cluster model's states).
+pub fn detect_points(points: &[f64], counts: &[usize], d: usize, rule: ClusterRule) -> Clustering {
+    let n: usize = counts.iter().sum();
+    let k = counts.len();
+    let theta = rule.threshold;
+    let row = |a: usize| &points[a * d..(a + 1) * d];
+    let mut group: Vec<usize> = (0..k).collect();
+    // Single linkage by relabelling (k is small).
+    for a in 0..k {
+        for b in a + 1..k {
+            if group[a] != group[b] && angle_between(row(a), row(b)) <= theta {
+                let (keep, drop) = (group[a].min(group[b]), group[a].max(group[b]));
+                group
+                    .iter_mut()
+                    .filter(|g| **g == drop)
+                    .for_each(|g| *g = keep);
+            }
+        }
+    }
+    let mut labels: Vec<usize> = group.clone();
+    labels.sort_unstable();
+    labels.dedup();
+    if n == 0 || labels.len() > ClusterRule::max_clusters(n) {
+        return Clustering::not_clustered(n, theta);
+    }
+    let mut parts: Vec<(usize, f64, Vec<f64>, usize)> = Vec::new();
+    for &l in &labels {
+        let members: Vec<usize> = (0..k).filter(|&a| group[a] == l).collect();
+        let mut diameter: f64 = 0.0;
+        for (i, &a) in members.iter().enumerate() {
+            for &b in &members[i + 1..] {
+                diameter = diameter.max(angle_between(row(a), row(b)));
+            }
+        }
+        if diameter > theta {
+            return Clustering::not_clustered(n, theta);
+        }
+        let mut sum = vec![0.0; d];
+        for &a in &members {
+            for (s, v) in sum.iter_mut().zip(row(a)) {
+                *s += counts[a] as f64 * v;
+            }
+        }
+        let norm = sum.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let centre = if norm > 0.0 {
+            sum.iter().map(|v| v / norm).collect()
+        } else {
+            row(members[0]).to_vec()
+        };
+        let size = members.iter().map(|&a| counts[a]).sum();
+        parts.push((size, diameter, centre, members[0]));
+    }
+    parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.3.cmp(&b.3)));
+    let centres: Vec<Vec<f64>> = parts.iter().map(|p| p.2.clone()).collect();
+    Clustering {
+        count: parts.len(),
+        sizes: parts.iter().map(|p| p.0).collect(),
+        diameter: parts.iter().map(|p| p.1).reduce(f64::max),
+        separation: smallest_separation(&centres),
+        centres,
+        threshold: theta,
+        n,
+    }
+}
+
+/// A verified tight group: its token indices and its diameter.
+struct Group {
+    members: Vec<usize>,
+    diameter: f64,
+}
+
+/// The angle between unit vectors, 2 asin(|x - y| / 2) (accurate near 0).
+pub fn angle_between(x: &[f64], y: &[f64]) -> f64 {
+    let chord2: f64 = x.iter().zip(y).map(|(a, b)| (a - b) * (a - b)).sum();
+    2.0 * (chord2.sqrt() / 2.0).min(1.0).asin()
+}
+
+/// d = 2: the arcs between gaps wider than theta, when each arc is at most theta long.
+fn circle_groups(tokens: &[f64], theta: f64) -> Option<Vec<Group>> {
+    let n = tokens.len() / 2;
+    let mut order: Vec<(f64, usize)> = tokens
+        .chunks_exact(2)
+        .enumerate()
+        .map(|(k, x)| (x[1].atan2(x[0]), k))
+        .collect();
+    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let gap = |i: usize| -> f64 {
+        // The gap after sorted position i (the last one wraps around).
+        let next = if i + 1 == n {
+            order[0].0 + 2.0 * PI
+        } else {
+            order[i + 1].0
+        };
+        next - order[i].0
+    };
+    // Start after a gap wider than theta; none means one chain around the whole circle.
+    let start = (0..n).find(|&i| gap(i) > theta).map(|i| (i + 1) % n)?;
+    let mut groups = Vec::new();
+    let mut members = Vec::new();
+    let mut span = 0.0;
+    for step in 0..n {
+        let i = (start + step) % n;
+        members.push(order[i].1);
+        if gap(i) > theta {
+            if span > theta {
+                return None;
+            }
+            groups.push(Group {
+                members: std::mem::take(&mut members),
+                diameter: span,
+            });
+            span = 0.0;
+        } else {
+            span += gap(i);
+        }
+    }
+    Some(groups)
+}
+
+/// d >= 3: groups by one leader pass, then verified (module docs).
+fn leader_groups(tokens: &[f64], d: usize, theta: f64) -> Option<Vec<Group>> {
+    let n = tokens.len() / d;
+    let cap = ClusterRule::max_clusters(n);
+    let row = |k: usize| &tokens[k * d..(k + 1) * d];
+    let mut leaders: Vec<usize> = Vec::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for k in 0..n {
+        match leaders
+            .iter()
+            .position(|&l| angle_between(row(l), row(k)) <= theta)
+        {
+            Some(g) => members[g].push(k),
+            None => {
+                if leaders.len() == cap {
+                    return None;
+                }
+                leaders.push(k);
+                members.push(vec![k]);
+            }
+        }
+    }
+    let caps: Vec<Cap> = members.iter().map(|m| Cap::of(tokens, d, m)).collect();
+    let mut groups = Vec::with_capacity(members.len());
+    for (m, cap) in members.into_iter().zip(&caps) {
+        let diameter = tight_diameter(tokens, d, &m, cap, theta)?;
+        groups.push(Group {
+            members: m,
+            diameter,
+        });
+    }
+    for a in 0..groups.len() {
+        for b in a + 1..groups.len() {
+            if !apart(
+                tokens,
+                d,
+                (&groups[a], &caps[a]),
+                (&groups[b], &caps[b]),
+                theta,
+            ) {
+                return None;
+            }
+        }
+    }
+    Some(groups)
+}
+
+/// A group's centre, its radius about the centre and a true pairwise angle (a lower bound of
+/// the diameter, at least half of it).
+struct Cap {
+    centre: Vec<f64>,
+    radius: f64,
+    farthest_pair: f64,
+}
+
+impl Cap {
+    fn of(tokens: &[f64], d: usize, members: &[usize]) -> Cap {
+        let row = |k: usize| &tokens[k * d..(k + 1) * d];
+        let centre = mean_direction(members.iter().map(|&k| row(k)), d);
+        let (far, radius) = members
+            .iter()
+            .map(|&k| (k, angle_between(row(k), &centre)))
+            .fold(
+                (members[0], 0.0),
+                |best, x| if x.1 > best.1 { x } else { best },
+            );
+        let farthest_pair = members
+            .iter()
+            .map(|&k| angle_between(row(k), row(far)))
+            .fold(0.0, f64::max);
+        Cap {
+            centre,
+            radius,
+            farthest_pair,
+        }
+    }
+}
+
+/// The normalised sum of unit vectors (the first one when the sum vanishes).
+pub fn mean_direction<'a>(rows: impl Iterator<Item = &'a [f64]>, d: usize) -> Vec<f64> {
+    let mut sum = vec![0.0; d];
+    let mut first = None;
+    for x in rows {
+        first.get_or_insert_with(|| x.to_vec());
+        for (s, v) in sum.iter_mut().zip(x) {
+            *s += v;
+        }
+    }
+    let norm = sum.iter().map(|v| v * v).sum::<f64>().sqrt();
+    if norm > 0.0 {
+        sum.iter().map(|v| v / norm).collect()
+    } else {
+        first.unwrap_or(sum)
+    }
+}
+
+/// The diameter of a group when it is at most theta, else `None` (module docs).
+fn tight_diameter(
+    tokens: &[f64],
+    d: usize,
+    members: &[usize],
+    cap: &Cap,
+    theta: f64,
+) -> Option<f64> {
+    if cap.farthest_pair > theta {
+        return None;
+    }
+    let m = members.len();
+    if m.saturating_mul(m) / 2 <= EXACT_PAIRS {
+        let row = |k: usize| &tokens[k * d..(k + 1) * d];
+        let mut widest: f64 = 0.0;
+        for (i, &a) in members.iter().enumerate() {
+            for &b in &members[i + 1..] {
+                widest = widest.max(angle_between(row(a), row(b)));
+            }
+        }
+        return (widest <= theta).then_some(widest);
+    }
+    // Too many pairs: 2 r bounds the diameter; the farthest pair is reported.
+    (2.0 * cap.radius <= theta).then_some(cap.farthest_pair)
+}
+
+/// Whether every token of one group is more than theta from every token of the other.
+fn apart(tokens: &[f64], d: usize, a: (&Group, &Cap), b: (&Group, &Cap), theta: f64) -> bool {
+    let centres = angle_between(&a.1.centre, &b.1.centre);
+    if centres - a.1.radius - b.1.radius > theta {
+        return true;
+    }
+    if a.0.members.len().saturating_mul(b.0.members.len()) > EXACT_PAIRS {
+        return false;
+    }
+    let row = |k: usize| &tokens[k * d..(k + 1) * d];
+    a.0.members.iter().all(|&i| {
+        b.0.members
+            .iter()
+            .all(|&j| angle_between(row(i), row(j)) > theta)
+    })
+}
+
+/// Sizes, centres, diameter and separation of verified groups, largest first (ties: the group
+/// whose first token comes first).
+fn summarise(tokens: &[f64], d: usize, mut groups: Vec<Group>, threshold: f64) -> Clustering {
+    let n = tokens.len() / d;
+    for g in groups.iter_mut() {
+        g.members.sort_unstable();
+    }
+    groups.sort_by(|a, b| {
+        b.members
+            .len()
+            .cmp(&a.members.len())
+            .then(a.members[0].cmp(&b.members[0]))
+    });
+    let row = |k: usize| &tokens[k * d..(k + 1) * d];
+    let centres: Vec<Vec<f64>> = groups
+        .iter()
+        .map(|g| mean_direction(g.members.iter().map(|&k| row(k)), d))
+        .collect();
+    Clustering {
+        count: groups.len(),
+        sizes: groups.iter().map(|g| g.members.len()).collect(),
+        diameter: groups.iter().map(|g| g.diameter).reduce(f64::max),
+        separation: smallest_separation(&centres),
+        centres,
+        threshold,
+        n,
+    }
+}
+
+/// The smallest angle between two of the centres; `None` for fewer than two.
+pub fn smallest_separation(centres: &[Vec<f64>]) -> Option<f64> {
+    let mut best: Option<f64> = None;
+    for (i, a) in centres.iter().enumerate() {
+        for b in &centres[i + 1..] {
+            let s = angle_between(a, b);
+            best = Some(best.map_or(s, |x| x.min(s)));
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+    use rand_distr::{Distribution, StandardNormal};
+
+    /// Single linkage by union-find over all pairs, with the diameter of each component:
+    /// the count of the module's rule computed the slow, independent way.
+    fn single_linkage_count(tokens: &[f64], d: usize, theta: f64) -> usize {
+        let n = tokens.len() / d;
+        let row = |k: usize| &tokens[k * d..(k + 1) * d];
+        let angle = |i: usize, j: usize| {
+            let c: f64 = row(i).iter().zip(row(j)).map(|(a, b)| a * b).sum();
+            c.clamp(-1.0, 1.0).acos()
+        };
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn root(p: &mut [usize], mut i: usize) -> usize {
+            while p[i] != i {
+                p[i] = p[p[i]];
+                i = p[i];
+            }
+            i
+        }
+        for i in 0..n {
+            for j in i + 1..n {
+                if angle(i, j) <= theta {
+                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                    parent[a] = b;
+                }
+            }
+        }
+        let roots: Vec<usize> = (0..n).map(|i| root(&mut parent, i)).collect();
+        for i in 0..n {
+            for j in i + 1..n {
+                if roots[i] == roots[j] && angle(i, j) > theta {
+                    return 0;
+                }
+            }
+        }
+        let mut distinct = roots.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() > ClusterRule::max_clusters(n) {
+            0
+        } else {
+            distinct.len()
+        }
+    }
+
+    /// `k` clusters of random spread around random centres in d dimensions.
+    fn cloud(rng: &mut ChaCha8Rng, n: usize, d: usize, k: usize, spread: f64) -> Vec<f64> {
+        let centres: Vec<Vec<f64>> = (0..k).map(|_| unit(rng, d, 1.0, None)).collect();
+        (0..n)
+            .flat_map(|i| unit(rng, d, spread, Some(&centres[i % k])))
+            .collect()
+    }
+
+    fn unit(rng: &mut ChaCha8Rng, d: usize, spread: f64, around: Option<&[f64]>) -> Vec<f64> {
+        let v: Vec<f64> = (0..d)
+            .map(|c| {
+                let g: f64 = StandardNormal.sample(rng);
+                around.map_or(g, |a| a[c]) + spread * g * around.map_or(0.0, |_| 1.0)
+            })
+            .collect();
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        v.iter().map(|x| x / norm).collect()
+    }
+
+    #[test]
+    fn agrees_with_single_linkage_on_random_configurations() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut clustered = 0;
+        for trial in 0..300 {
+            let d = 2 + trial % 4;
+            let k = 1 + trial % 5;
+            let n = 20 + (trial * 7) % 60;
+            let spread = [0.0, 0.005, 0.02, 0.05, 0.2][trial % 5];
+            let tokens = cloud(&mut rng, n, d, k, spread);
+            let theta = [0.1, 0.3][trial % 2];
+            let c = detect_clusters(&tokens, d, ClusterRule::new(theta).unwrap());
+            assert_eq!(
+                c.count,
+                single_linkage_count(&tokens, d, theta),
+                "trial {trial}: d = {d}, k = {k}, n = {n}, spread {spread}"
+            );
+            assert_eq!(
+                c.sizes.iter().sum::<usize>(),
+                if c.count > 0 { n } else { 0 }
+            );
+            clustered += (c.count > 0) as usize;
+        }
+        assert!(clustered > 50 && clustered < 290, "{clustered}");
+    }
+
+    #[test]
+    fn the_leader_pass_matches_the_sort_on_the_circle() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for trial in 0..200 {
+            let tokens = cloud(&mut rng, 50, 2, 1 + trial % 6, [0.0, 0.01, 0.04][trial % 3]);
+            let sorted = circle_groups(&tokens, 0.1).map(|g| g.len());
+            let leaders = leader_groups(&tokens, 2, 0.1).map(|g| g.len());
+            assert_eq!(sorted.filter(|&k| k <= 8), leaders.filter(|&k| k <= 8));
+        }
+    }
+
+    #[test]
+    fn uniform_tokens_are_not_clustered_and_point_masses_are() {
+        let n = 2000;
+        let circle: Vec<f64> = (0..n)
+            .flat_map(|k| {
+                let t = 2.0 * PI * k as f64 / n as f64;
+                [t.cos(), t.sin()]
+            })
+            .collect();
+        assert_eq!(detect_clusters(&circle, 2, ClusterRule::default()).count, 0);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let sphere: Vec<f64> = (0..n).flat_map(|_| unit(&mut rng, 5, 1.0, None)).collect();
+        let c = detect_clusters(&sphere, 5, ClusterRule::default());
+        assert_eq!((c.count, c.diameter, c.largest_fraction()), (0, None, None));
+        // Three exact points with 5, 3, 2 copies: diameters 0, separation 2 pi / 3.
+        let points: Vec<f64> = [0usize, 0, 0, 0, 0, 1, 1, 1, 2, 2]
+            .iter()
+            .flat_map(|&a| {
+                let t = 2.0 * PI * a as f64 / 3.0;
+                [t.cos(), 0.0, t.sin()]
+            })
+            .collect();
+        let c = detect_clusters(&points, 3, ClusterRule::default());
+        assert_eq!((c.count, c.sizes.clone()), (3, vec![5, 3, 2]));
+        assert_eq!(c.diameter, Some(0.0));
+        assert!((c.separation.unwrap() - 2.0 * PI / 3.0).abs() < 1e-12);
+        assert_eq!(c.largest_fraction(), Some(0.5));
+    }
+
+    #[test]
+    fn weighted_points_count_as_their_repeated_tokens() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        for trial in 0..100 {
+            let d = 2 + trial % 3;
+            let points = cloud(&mut rng, 6, d, 1 + trial % 4, [0.0, 0.03, 0.08][trial % 3]);
+            let counts = [5, 1, 3, 2, 4, 1];
+            let tokens: Vec<f64> = points
+                .chunks_exact(d)
+                .zip(counts)
+                .flat_map(|(p, m)| std::iter::repeat_n(p, m).flatten().copied())
+                .collect();
+            let rule = ClusterRule::default();
+            let a = detect_points(&points, &counts, d, rule);
+            let b = detect_clusters(&tokens, d, rule);
+            assert_eq!((a.count, &a.sizes), (b.count, &b.sizes), "trial {trial}");
+        }
+    }
+
+    #[test]
+    fn the_threshold_must_be_an_angle_between_zero_and_pi() {
+        assert!(ClusterRule::new(0.0).is_none());
+        assert!(ClusterRule::new(PI).is_none());
+        assert!(ClusterRule::new(f64::NAN).is_none());
+        assert!(ClusterRule::new(0.5).is_some());
+    }
+
+    #[test]
+    fn tiny_diameters_are_resolved() {
+        let eps: f64 = 1e-9;
+        let tokens = [1.0, 0.0, 0.0, eps.cos(), eps.sin(), 0.0];
+        let c = detect_clusters(&tokens, 3, ClusterRule::default());
+        assert_eq!(c.count, 1);
+        assert!((c.diameter.unwrap() - eps).abs() < 1e-15);
+    }
+}

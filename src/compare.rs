@@ -253,6 +253,7 @@ fn compare_summary(rows: &[ModelRow]) -> CompareSummary {
 /// Runs full and the models it is compared with on `scenario` and writes the comparison
 /// folder: full, phase, ws, oa and group for d = 2 LSA; full and group for LSA in another d.
 pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareReport, Error> {
+    simulation::require_no_noise(scenario, "compare")?;
     let models = compared_models(scenario)?;
     check_memory(scenario, ModelKind::Full)?;
     let tokens = scenario.initial_tokens()?;

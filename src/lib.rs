@@ -38,6 +38,7 @@ pub mod bifurcation;
 pub mod checkpoint;
 pub mod classify;
 pub mod compare;
+pub mod ensemble;
 pub mod error;
 pub mod input;
 pub mod inspect;

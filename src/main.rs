@@ -279,7 +279,11 @@ fn run(
         sets.push(format!("run.model={m}"));
     }
     let scenario = Scenario::load(scenario, &sets)?;
-    let report = tokdyn::run::run(&scenario, &options(out))?;
+    let report = if scenario.ensemble.is_some() {
+        tokdyn::ensemble::run(&scenario, &options(out))?
+    } else {
+        tokdyn::run::run(&scenario, &options(out))?
+    };
     let s = &report.summary;
     println!(
         "{}: {} ({}) in {:.2} s, {} field evaluations -> {}",

@@ -69,6 +69,7 @@ pub fn read_r2_path(path: &std::path::Path) -> Result<Vec<Complex64>, Error> {
 
 /// Draws `portrait.png` / `portrait.svg` into the scenario's output folder.
 pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, PathSource), Error> {
+    simulation::require_no_noise(scenario, "portrait")?;
     simulation::require_single_layer(scenario, "portrait")?;
     let sh = simulation::second_harmonic(scenario, ModelKind::Oa)?;
     let dir = options.folder(scenario);

@@ -412,6 +412,9 @@ pub fn classify_run(
     solution: &Solution,
     dir: &Path,
 ) -> Result<(Classification, Option<crate::layers::StackInfo>), Error> {
+    if scenario.noise.is_some() {
+        return Ok((classify_series(scenario, series), None));
+    }
     if scenario.model.layers.is_empty() {
         return Ok((classify(series), None));
     }
@@ -419,6 +422,16 @@ pub fn classify_run(
     crate::layers::write_layers_csv(&path, &solution.boundaries).map_err(Error::io(&path))?;
     let (c, info) = crate::layers::classify_stack(scenario, series, &solution.boundaries);
     Ok((c, Some(info)))
+}
+
+/// The label of a run's series: the stationary state under noise, else the long-term
+/// behaviour.
+pub fn classify_series(scenario: &Scenario, series: &OrderSeries) -> Classification {
+    if scenario.noise.is_some() {
+        crate::classify::classify_stationary(series, scenario.tokens.n)
+    } else {
+        classify(series)
+    }
 }
 
 /// How long the portrait's guide trajectories run.
@@ -538,8 +551,11 @@ pub fn run_in_memory(
         .solve(&mut observers)
         .map_err(Error::io(&scenario.file))?
         .succeeded(&scenario.name, sim.model)?;
-    let (classification, cluster_summary) =
-        label_clusters(scenario, classify(&watch.series), &clusters);
+    let (classification, cluster_summary) = label_clusters(
+        scenario,
+        classify_series(scenario, &watch.series),
+        &clusters,
+    );
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.clusters = cluster_summary;
     Ok(summary)

@@ -9,7 +9,7 @@
 //! | `oa` | (Re R, Im R) | r0 e^{i phi0} for `poisson`, else R2 of the tokens |
 //! | `group` | Phi (d x d, column-major) | Phi = I, with the tokens as constants |
 
-use crate::integrate::{Dynamics, Method, Piecewise, Problem};
+use crate::integrate::{Dynamics, Method, NoiseSettings, Piecewise, Problem};
 use crate::model::spectral::{self, KernelChoice, KernelMethod, SpectralField};
 use crate::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
 use crate::observe::order_parameter_r2;
@@ -198,8 +198,17 @@ pub fn kernel_choice(scenario: &Scenario, model: ModelKind) -> Result<KernelChoi
     .map_err(|message| ScenarioError::at(&scenario.file, "model.kernel_method", message))
 }
 
-/// The integration method of a scenario.
+/// The integration method of a scenario: the stochastic Heun scheme when it has `[noise]`
+/// (only the full model runs with noise: validation refuses the others).
 pub fn method(scenario: &Scenario) -> Method {
+    if let Some(noise) = &scenario.noise {
+        return Method::StochasticHeun(NoiseSettings {
+            temperature: noise.temperature,
+            dt: noise.dt,
+            seed: noise.seed,
+            d: scenario.model.d,
+        });
+    }
     let s = &scenario.solver;
     match s.method {
         MethodKind::Dop853 => Method::Dop853 {
@@ -234,6 +243,21 @@ pub fn require_single_layer(scenario: &Scenario, command: &str) -> Result<(), Sc
         format!(
             "`{command}` reads one layer acting for ever; this scenario has a stack of {} layers",
             scenario.model.layers.len()
+        ),
+    ))
+}
+
+/// An error for commands that run or analyse deterministic models beside (or instead of)
+/// the full one (`compare`, `predict`, `portrait`) when the scenario has `[noise]`.
+pub fn require_no_noise(scenario: &Scenario, command: &str) -> Result<(), ScenarioError> {
+    if scenario.noise.is_none() {
+        return Ok(());
+    }
+    Err(ScenarioError::at(
+        &scenario.file,
+        "noise.temperature",
+        format!(
+            "`{command}` reads the deterministic reduced models, which have no noise; use `tokdyn run` (full model) for noisy tokens"
         ),
     ))
 }
@@ -311,7 +335,12 @@ pub fn build_with_tokens(
         method: method(scenario),
         t_end: scenario.time.t_end,
         samples: scenario.time.samples,
-        t_max: scenario.time.t_max,
+        // A noisy run has no certain label to wait for: it stops at t_end.
+        t_max: if scenario.noise.is_some() {
+            scenario.time.t_end
+        } else {
+            scenario.time.t_max
+        },
         staircase: (model == ModelKind::Clusters).then(|| crate::reduced::staircase::ClusterPlan {
             attention: attention(scenario),
             rule: scenario.clusters,

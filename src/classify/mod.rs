@@ -33,8 +33,10 @@ use crate::observe::OrderSeries;
 pub mod certainty;
 pub mod metastable;
 pub mod period;
+pub mod stationary;
 
 pub use certainty::{certain, Certainty, CertaintyWatch};
+pub use stationary::classify_stationary;
 
 /// Fraction of the samples that make the tail.
 pub const TAIL_FRACTION: f64 = 0.25;
@@ -161,6 +163,18 @@ pub struct Features {
     pub clusters: Option<Clusters>,
     /// Start time of the tail the features are measured on.
     pub tail_start: f64,
+    /// Noisy runs: the time average of |R1| over the tail (the last half of the samples).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub r1_abs_mean: Option<f64>,
+    /// Noisy runs: the standard deviation of |R1| over the tail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub r1_abs_sd: Option<f64>,
+    /// Noisy runs: the time average of s over the tail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nematic_mean: Option<f64>,
+    /// Noisy runs: the standard deviation of s over the tail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nematic_sd: Option<f64>,
 }
 
 /// A label with its reason and the features it was read from.
@@ -404,6 +418,10 @@ pub fn classify_prefix(series: &OrderSeries, len: usize) -> Classification {
         algebraic_exponent: None,
         clusters: None,
         tail_start: t.first().copied().unwrap_or(0.0),
+        r1_abs_mean: None,
+        r1_abs_sd: None,
+        nematic_mean: None,
+        nematic_sd: None,
     };
     if len < 8 {
         return Classification {

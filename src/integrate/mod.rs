@@ -13,10 +13,13 @@
 
 pub(crate) mod dop853;
 mod dop853_tableau;
+pub mod gaussian;
 mod piecewise;
 mod stepper;
+pub mod stochastic;
 
 pub use piecewise::{Boundary, Piecewise};
+pub use stochastic::NoiseSettings;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -128,6 +131,8 @@ pub enum Method {
         /// The largest step.
         dt: f64,
     },
+    /// Noisy tokens: the stochastic Heun scheme on the sphere ([`stochastic`]), fixed steps.
+    StochasticHeun(NoiseSettings),
 }
 
 /// How a run ended.

@@ -240,7 +240,9 @@ impl<'a> SegmentedStepper<'a> {
             ));
             let horizon = if end.is_finite() { end - start } else { 1e300 };
             crate::interrupt::set_clock_offset(start);
-            let finished = Stepper::new(stack.layer(i), self.method, &y, horizon);
+            let steps_before = self.counts().accepted;
+            let finished =
+                Stepper::continuing(stack.layer(i), self.method, &y, horizon, steps_before);
             let old = std::mem::replace(&mut self.current, finished);
             self.add_done(&old);
             self.start = start;

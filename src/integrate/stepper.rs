@@ -15,6 +15,7 @@ use ode_solvers::dop_shared::IntegrationError;
 use ode_solvers::{DVector, Dopri5, OutputType, Rk4, System};
 
 use super::dop853::Dop853;
+use super::stochastic::StochasticStepper;
 use super::{Dynamics, Method, Status};
 
 /// Bytes of solver output (accepted states) allowed per solver object.
@@ -55,12 +56,29 @@ pub enum Stepper<'a> {
     },
     /// `dopri5`, `rk4`: `ode_solvers`, restarted at each output time.
     Restarting(Restarting<'a>),
+    /// Noisy tokens: fixed stochastic Heun steps.
+    Stochastic(StochasticStepper<'a>),
 }
 
 impl<'a> Stepper<'a> {
     /// Starts a run from `y0` (projected onto the manifold) that ends at `t_end`.
     pub fn new(dynamics: &'a dyn Dynamics, method: Method, y0: &[f64], t_end: f64) -> Self {
+        Self::continuing(dynamics, method, y0, t_end, 0)
+    }
+
+    /// [`Stepper::new`] for a run that has taken `steps_before` steps already (a later layer:
+    /// the noise's increments are keyed by the step number from the run's start).
+    pub fn continuing(
+        dynamics: &'a dyn Dynamics,
+        method: Method,
+        y0: &[f64],
+        t_end: f64,
+        steps_before: u64,
+    ) -> Self {
         match method {
+            Method::StochasticHeun(noise) => {
+                Stepper::Stochastic(StochasticStepper::new(dynamics, noise, y0, steps_before))
+            }
             Method::Dop853 { rtol, atol } => Stepper::Dense {
                 dynamics,
                 solver: Box::new(Dop853::new(dynamics, y0, t_end, rtol, atol)),
@@ -93,6 +111,7 @@ impl<'a> Stepper<'a> {
                 Ok(())
             }
             Stepper::Restarting(r) => r.advance_to(t, out),
+            Stepper::Stochastic(s) => s.advance_to(t, out),
         }
     }
 
@@ -105,6 +124,7 @@ impl<'a> Stepper<'a> {
                 rejected: solver.rejected,
             },
             Stepper::Restarting(r) => r.counts(),
+            Stepper::Stochastic(s) => s.counts(),
         }
     }
 
@@ -113,6 +133,7 @@ impl<'a> Stepper<'a> {
         match self {
             Stepper::Dense { solver, .. } => solver.step_drift_max,
             Stepper::Restarting(r) => r.step_drift_max,
+            Stepper::Stochastic(s) => s.step_drift_max(),
         }
     }
 }

@@ -38,6 +38,7 @@ use crate::classify::Label;
 pub mod bifurcation;
 pub mod codim2;
 pub mod compare;
+pub mod ensemble;
 pub mod kymograph;
 pub mod order;
 pub mod portrait;
@@ -50,6 +51,7 @@ pub mod vector;
 
 pub use bifurcation::bifurcation_plot;
 pub use compare::compare_plot;
+pub use ensemble::{ensemble_plot, EnsembleView};
 pub use kymograph::{kymograph_plot, AngleHistory};
 pub use order::{order_plot, OrderView};
 pub use portrait::{portrait_plot, CycleCurve, CycleKind};

@@ -74,6 +74,7 @@ pub struct PredictReport {
 
 /// Predicts, compares with a finished run of the same scenario, writes `predict.json`.
 pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<PredictReport, Error> {
+    simulation::require_no_noise(scenario, "predict")?;
     simulation::require_single_layer(scenario, "predict")?;
     let p = prediction_with_cycles(scenario)?;
     let dir = options.folder(scenario);

@@ -22,6 +22,7 @@ mod numfile;
 mod overrides;
 mod real;
 mod schema;
+mod stochastic;
 mod validate;
 
 #[cfg(test)]
@@ -41,6 +42,7 @@ pub use kinds::{
 pub use overrides::{apply_set, parse_set_value, set_value};
 pub use real::check_run_model;
 pub(crate) use schema::deserialize_at;
+pub use stochastic::{EnsembleSpec, NoiseSpec, DEFAULT_NOISE_DT, MAX_RUNS};
 pub(crate) use validate::check_name;
 pub use validate::{check_description, MAX_D, MAX_SAMPLES, MIN_T_END};
 
@@ -67,6 +69,10 @@ pub struct Scenario {
     pub run: RunSpec,
     /// `[output]`.
     pub output: OutputSpec,
+    /// `[noise]`: noisy tokens (full model only).
+    pub noise: Option<NoiseSpec>,
+    /// `[ensemble]`: runs over consecutive seeds.
+    pub ensemble: Option<EnsembleSpec>,
     /// `[clusters]`.
     pub clusters: crate::observe::clusters::ClusterRule,
     /// The scenario path as given (for messages and provenance).

@@ -19,7 +19,7 @@ use super::kinds::{
 };
 
 /// Top-level keys of a scenario.
-pub const TOP_KEYS: [&str; 12] = [
+pub const TOP_KEYS: [&str; 14] = [
     "name",
     "description",
     "expect",
@@ -31,11 +31,15 @@ pub const TOP_KEYS: [&str; 12] = [
     "run",
     "output",
     "layers",
+    "noise",
+    "ensemble",
     "clusters",
 ];
 
 /// Tables that may be absent from a file (and that `--set` may therefore create).
-pub const OPTIONAL_TABLES: [&str; 5] = ["params", "solver", "run", "output", "clusters"];
+pub const OPTIONAL_TABLES: [&str; 7] = [
+    "params", "solver", "run", "output", "noise", "ensemble", "clusters",
+];
 
 /// The keys of a table section, or `None` for `params` (any identifier) and non-tables.
 pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
@@ -61,6 +65,8 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
         "run" => Some(&["model"]),
         "output" => Some(&["trajectory", "animation", "window", "snapshots", "figure"]),
+        "noise" => Some(&["temperature", "seed", "dt"]),
+        "ensemble" => Some(&["runs"]),
         "clusters" => Some(&["threshold"]),
         _ => None,
     }
@@ -104,6 +110,10 @@ pub struct RawScenario {
     pub output: RawOutput,
     /// The stack of layers spelled `[[layers]]` (same as `[[model.layers]]`).
     pub layers: Option<Vec<RawLayer>>,
+    /// `[noise]`: noisy tokens.
+    pub noise: Option<super::stochastic::RawNoise>,
+    /// `[ensemble]`: runs over consecutive seeds.
+    pub ensemble: Option<super::stochastic::RawEnsemble>,
     #[serde(default)]
     pub clusters: RawClusters,
 }

@@ -12,6 +12,7 @@ use super::kinds::{InitKind, KernelKind, ModelKind, LABELS};
 use super::layers;
 use super::matrix::{build_matrix, describe, matrix_to_toml, MatrixContext};
 use super::schema::{RawModel, RawScenario, RawTokens};
+use super::stochastic;
 use super::{HeadSpec, ModelSpec, OutputSpec, RunSpec, Scenario, SolverSpec, TimeSpec, TokenSpec};
 use crate::classify::Label;
 
@@ -35,6 +36,8 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     }
     let run = run_spec(&raw, file, &checked.model)?;
     let output = output_spec(file, &raw.output)?;
+    let noise = stochastic::noise_spec(raw.noise.as_ref(), file, (&tokens, &time, &run))?;
+    let ensemble = stochastic::ensemble_spec(raw.ensemble.as_ref(), file, &tokens, noise.as_ref())?;
     let clusters = cluster_rule(file, &raw.clusters)?;
     if let Some(description) = &raw.description {
         check_description(description).map_err(|m| ScenarioError::at(file, "description", m))?;
@@ -51,6 +54,15 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     }
     .table();
     let mut resolved = resolved;
+    if let Some(n) = &noise {
+        resolved.insert("noise".into(), Value::Table(stochastic::noise_table(n)));
+    }
+    if let Some(e) = &ensemble {
+        resolved.insert(
+            "ensemble".into(),
+            Value::Table(stochastic::ensemble_table(e)),
+        );
+    }
     let mut clusters_table = toml::Table::new();
     clusters_table.insert("threshold".into(), Value::Float(clusters.threshold));
     resolved.insert("clusters".into(), Value::Table(clusters_table));
@@ -65,6 +77,8 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         solver,
         run,
         output,
+        noise,
+        ensemble,
         clusters,
         file: file.to_path_buf(),
         resolved,

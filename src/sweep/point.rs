@@ -171,7 +171,10 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
     if series.len() < 2 {
         return Outcome::failure("the run produced fewer than two samples");
     }
-    let c = classify(&series);
+    let c = match scenario.noise {
+        Some(_) => crate::classify::classify_stationary(&series, scenario.tokens.n),
+        None => classify(&series),
+    };
     let f = &c.features;
     Outcome {
         r2_abs_final: Some(f.r2_abs_final),

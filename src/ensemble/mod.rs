@@ -1,0 +1,371 @@
+//! `[ensemble] runs = N`: the scenario run N times, run i with the token seed
+//! `tokens.seed + i` and the noise seed `noise.seed + i` (docs/MATH.md §14).
+//!
+//! Every run is exactly the single run of the scenario with those seeds (same field, same
+//! integrator, same classifier). Runs go in parallel over the cores in batches and are folded
+//! in run order, so every output has the same bytes for any thread count. Outputs (in the
+//! run's folder):
+//!
+//! - `ensemble.csv`: `run,seed,label,cluster_count,r2_abs_final,nematic_final,r1_abs_final,t_final`,
+//!   one row per run (`seed` is the token seed);
+//! - `ensemble_order.csv`: `t,r1_mean,r1_sd,nematic_mean,nematic_sd` on the sample grid up to
+//!   t_end (mean and sample standard deviation over the runs);
+//! - `summary.json`: the summary of run 0, with `label` the most frequent label and
+//!   `ensemble` = `{runs, labels: {label: {count, share, low, high}}, cluster_count: {min,
+//!   median, max}}` (Wilson 95% intervals; `cluster_count` null while no run counts clusters);
+//! - `ensemble.png` (+ `.svg`, `.pdf`): the shares with their intervals and the mean order
+//!   parameters with a one-sd band.
+
+pub mod stats;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::classify::{Classification, Label};
+use crate::error::Error;
+use crate::integrate::Solution;
+use crate::observe::OrderSeries;
+use crate::output::{write_json, ResultKind, StagedDir};
+use crate::run::{RunOptions, RunReport, Summary};
+use crate::scenario::{ModelKind, Scenario};
+use crate::simulation;
+use stats::{count_quantiles, label_shares, most_frequent, CountQuantiles, LabelShare};
+
+/// The header of `ensemble.csv`.
+pub const ENSEMBLE_COLUMNS: &str =
+    "run,seed,label,cluster_count,r2_abs_final,nematic_final,r1_abs_final,t_final";
+/// The header of `ensemble_order.csv`.
+pub const ORDER_COLUMNS: &str = "t,r1_mean,r1_sd,nematic_mean,nematic_sd";
+
+/// One run of an ensemble: its seed and what it ended in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    /// Index of the run, from 0.
+    pub run: usize,
+    /// Its token seed (`tokens.seed + run`).
+    pub seed: u64,
+    /// Its label.
+    pub label: Label,
+    /// Tight clusters at the last sample, when the model counts them.
+    pub cluster_count: Option<usize>,
+    /// |R2| at the last sample.
+    pub r2_abs_final: f64,
+    /// s at the last sample.
+    pub nematic_final: f64,
+    /// |R1| at the last sample (none for the OA model).
+    pub r1_abs_final: Option<f64>,
+    /// The time the run reached.
+    pub t_final: f64,
+    /// The tail average of |R1| (noisy runs) or |R1| at the end.
+    pub r1_abs_mean: Option<f64>,
+    /// The tail average of s (noisy runs) or s at the end.
+    pub nematic_mean: f64,
+}
+
+/// summary.json `ensemble`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnsembleSummary {
+    /// Number of runs.
+    pub runs: usize,
+    /// The labels that occurred: count, share and Wilson 95% interval.
+    pub labels: BTreeMap<&'static str, LabelShare>,
+    /// Quantiles of the cluster count (null when no run counts clusters).
+    pub cluster_count: Option<CountQuantiles>,
+}
+
+/// The mean and spread of the order parameters over the runs, sample by sample.
+#[derive(Debug, Clone, Default)]
+pub struct OrderMoments {
+    /// Sample times (the grid up to t_end).
+    pub t: Vec<f64>,
+    /// |R1| (none when a run has no R1).
+    pub r1: Option<stats::SeriesMoments>,
+    /// s.
+    pub nematic: stats::SeriesMoments,
+}
+
+/// An ensemble's result: one row per run, the statistics, and run 0 in full.
+pub struct Ensemble {
+    /// The rows, in run order.
+    pub rows: Vec<RunRow>,
+    /// Mean and spread over time.
+    pub order: OrderMoments,
+    /// The label statistics.
+    pub summary: EnsembleSummary,
+    /// The most frequent label.
+    pub label: Label,
+    /// Its share of the runs.
+    pub label_share: f64,
+    /// Run 0: its solution and classification (for the summary).
+    pub first: (Solution, Classification),
+}
+
+/// The scenario of run `i`: token and noise seeds moved on by `i`.
+pub fn member(scenario: &Scenario, i: usize) -> Scenario {
+    let mut s = scenario.clone();
+    s.tokens.seed += i as u64;
+    if let Some(noise) = &mut s.noise {
+        noise.seed += i as u64;
+    }
+    s.ensemble = None;
+    s
+}
+
+/// The label of one run's series: the stationary state under noise, the stack's reading for
+/// layers, else the long-term behaviour.
+fn label_of(scenario: &Scenario, series: &OrderSeries, solution: &Solution) -> Classification {
+    if scenario.noise.is_none() && !scenario.model.layers.is_empty() {
+        return crate::layers::classify_stack(scenario, series, &solution.boundaries).0;
+    }
+    crate::run::classify_series(scenario, series)
+}
+
+/// Runs one member in memory: its row, its series (up to t_end), solution and label.
+fn run_member(
+    scenario: &Scenario,
+    model: ModelKind,
+    i: usize,
+) -> Result<(RunRow, OrderSeries, Solution, Classification), Error> {
+    let s = member(scenario, i);
+    let sim = simulation::build(&s, model)?;
+    let mut watch = crate::classify::CertaintyWatch::default();
+    let mut clusters = crate::run::cluster_series(&s, model, None)?;
+    let mut observers: Vec<&mut dyn crate::observe::Observer> = vec![&mut watch];
+    if let Some(c) = clusters.as_mut() {
+        observers.push(c);
+    }
+    let solution = sim
+        .solve(&mut observers)
+        .map_err(Error::io(&s.file))?
+        .succeeded(
+            &format!("{} (run {i}, seed {})", s.name, s.tokens.seed),
+            model,
+        )?;
+    let series = watch.series;
+    let (c, cluster_summary) =
+        crate::run::label_clusters(&s, label_of(&s, &series, &solution), &clusters);
+    let f = &c.features;
+    let row = RunRow {
+        run: i,
+        seed: s.tokens.seed,
+        label: c.label,
+        cluster_count: cluster_summary.map(|r| r.summary.count),
+        r2_abs_final: f.r2_abs_final,
+        nematic_final: f.nematic_final,
+        r1_abs_final: f.r1_abs_final,
+        t_final: solution.t_last,
+        r1_abs_mean: f.r1_abs_mean.or(f.r1_abs_final),
+        nematic_mean: f.nematic_mean.unwrap_or(f.nematic_final),
+    };
+    Ok((row, series, solution, c))
+}
+
+/// Runs the ensemble of `scenario` with `model` in memory.
+pub fn simulate(scenario: &Scenario, model: ModelKind) -> Result<Ensemble, Error> {
+    let runs = scenario.ensemble.map_or(1, |e| e.runs);
+    let samples = scenario.time.samples;
+    let batch = (rayon::current_num_threads() * 4).max(8);
+    let mut rows = Vec::with_capacity(runs);
+    let mut order = OrderMoments::default();
+    let mut first = None;
+    let mut start = 0;
+    while start < runs {
+        if crate::interrupt::is_requested() {
+            return Err(Error::Interrupted(format!("after {start} of {runs} runs")));
+        }
+        let end = (start + batch).min(runs);
+        let done: Vec<_> = (start..end)
+            .into_par_iter()
+            .map(|i| run_member(scenario, model, i))
+            .collect();
+        for result in done {
+            let (row, series, solution, c) = result?;
+            fold_series(&mut order, &series, samples);
+            if row.run == 0 {
+                first = Some((solution, c));
+            }
+            rows.push(row);
+        }
+        start = end;
+    }
+    let labels: Vec<Label> = rows.iter().map(|r| r.label).collect();
+    let counts: Vec<usize> = rows.iter().filter_map(|r| r.cluster_count).collect();
+    let (label, label_share) = most_frequent(&labels).unwrap_or((Label::Undetermined, 0.0));
+    Ok(Ensemble {
+        summary: EnsembleSummary {
+            runs,
+            labels: label_shares(&labels),
+            cluster_count: count_quantiles(&counts),
+        },
+        rows,
+        order,
+        label,
+        label_share,
+        first: first.expect("run 0 is in the first batch"),
+    })
+}
+
+/// Adds one run's |R1| and s (the first `samples` samples) to the moments.
+fn fold_series(order: &mut OrderMoments, series: &OrderSeries, samples: usize) {
+    let len = samples.min(series.len());
+    if order.t.is_empty() {
+        order.t = series.t[..len].to_vec();
+        order.r1 = Some(stats::SeriesMoments::default());
+    }
+    let r1: Option<Vec<f64>> = series.r1[..len].iter().copied().collect();
+    match r1 {
+        Some(r1) if order.r1.is_some() => order.r1.as_mut().unwrap().add(&r1),
+        _ => order.r1 = None,
+    }
+    order.nematic.add(&series.nematic[..len]);
+}
+
+/// A number as the shortest decimal that reads back; empty for none.
+fn cell(x: Option<f64>) -> String {
+    x.map(|v| ryu::Buffer::new().format(v).to_string())
+        .unwrap_or_default()
+}
+
+/// Writes `ensemble.csv`.
+pub fn write_rows(path: &Path, rows: &[RunRow]) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "{ENSEMBLE_COLUMNS}")?;
+    for r in rows {
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{}",
+            r.run,
+            r.seed,
+            r.label,
+            r.cluster_count.map(|c| c.to_string()).unwrap_or_default(),
+            cell(Some(r.r2_abs_final)),
+            cell(Some(r.nematic_final)),
+            cell(r.r1_abs_final),
+            cell(Some(r.t_final)),
+        )?;
+    }
+    w.flush()
+}
+
+/// Writes `ensemble_order.csv`.
+pub fn write_order(path: &Path, order: &OrderMoments) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "{ORDER_COLUMNS}")?;
+    let r1_sd = order.r1.as_ref().map(|m| m.sd());
+    let s_sd = order.nematic.sd();
+    for (i, t) in order.t.iter().enumerate() {
+        writeln!(
+            w,
+            "{},{},{},{},{}",
+            cell(Some(*t)),
+            cell(order.r1.as_ref().map(|m| m.mean()[i])),
+            cell(r1_sd.as_ref().map(|sd| sd[i])),
+            cell(Some(order.nematic.mean()[i])),
+            cell(Some(s_sd[i])),
+        )?;
+    }
+    w.flush()
+}
+
+/// Refuses (exit 2) an ensemble whose files would not fit where `dir` lives: about 120
+/// bytes a row of ensemble.csv, 100 a sample of ensemble_order.csv, and the pictures.
+pub fn check_disk(scenario: &Scenario, dir: &Path) -> Result<(), Error> {
+    let runs = scenario.ensemble.map_or(1, |e| e.runs) as u64;
+    let need = runs
+        .saturating_mul(120)
+        .saturating_add((scenario.time.samples as u64).saturating_mul(100))
+        .saturating_add(16 << 20);
+    let what = format!("{}: ensemble.runs", scenario.file.display());
+    crate::output::check_free_space(dir, need, &what)
+}
+
+/// Runs the ensemble of `scenario` (its `run.model`) and writes its folder.
+pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error> {
+    let model = scenario.run.model;
+    crate::run::check_memory(scenario, model)?;
+    let target = options.folder(scenario);
+    let staged = StagedDir::new(&target, ResultKind::Run)?;
+    check_disk(scenario, staged.path())?;
+    let ensemble = simulate(scenario, model)?;
+    let dir = staged.path();
+    let path = dir.join("ensemble.csv");
+    write_rows(&path, &ensemble.rows).map_err(Error::io(&path))?;
+    let path = dir.join("ensemble_order.csv");
+    write_order(&path, &ensemble.order).map_err(Error::io(&path))?;
+    crate::plot::ensemble_plot(
+        &ensemble_picture(scenario, &ensemble),
+        scenario.output.figure,
+        dir,
+    )
+    .map_err(Error::io(dir))?;
+    let summary = ensemble_run_summary(scenario, model, &ensemble, options);
+    let path = dir.join("summary.json");
+    write_json(&path, &summary).map_err(Error::io(&path))?;
+    let dir = staged.commit()?;
+    Ok(RunReport {
+        dir,
+        summary: summary.summary,
+    })
+}
+
+/// summary.json of an ensemble: run 0's summary (with the most frequent label) and
+/// `ensemble`.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnsembleRunSummary {
+    /// Run 0's summary, its label replaced by the most frequent one.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// The statistics over the runs.
+    pub ensemble: EnsembleSummary,
+}
+
+/// The summary of run 0 with the ensemble's most frequent label and its statistics.
+pub fn ensemble_run_summary(
+    scenario: &Scenario,
+    model: ModelKind,
+    ensemble: &Ensemble,
+    options: &RunOptions,
+) -> EnsembleRunSummary {
+    let (solution, c) = &ensemble.first;
+    let mut summary = Summary::new(scenario, model, solution, c, options);
+    summary.label = ensemble.label;
+    summary.label_reason = format!(
+        "the most frequent label of {} runs (share {:.4}); run 0: {} ({})",
+        ensemble.summary.runs, ensemble.label_share, c.label, c.reason
+    );
+    summary.expect_met = scenario.expect.map(|e| e == ensemble.label);
+    EnsembleRunSummary {
+        summary,
+        ensemble: ensemble.summary.clone(),
+    }
+}
+
+/// What `ensemble.png` shows, read from the result.
+fn ensemble_picture(scenario: &Scenario, e: &Ensemble) -> crate::plot::EnsembleView {
+    crate::plot::EnsembleView {
+        title: format!(
+            "{}: {} runs, n = {}, d = {}{}",
+            scenario.name,
+            e.summary.runs,
+            scenario.tokens.n,
+            scenario.model.d,
+            scenario
+                .noise
+                .map(|n| format!(", T = {}", n.temperature))
+                .unwrap_or_default()
+        ),
+        shares: e
+            .summary
+            .labels
+            .iter()
+            .map(|(l, s)| (l.to_string(), s.share, s.low, s.high))
+            .collect(),
+        t: e.order.t.clone(),
+        r1: e.order.r1.as_ref().map(|m| (m.mean().to_vec(), m.sd())),
+        nematic: (e.order.nematic.mean().to_vec(), e.order.nematic.sd()),
+    }
+}

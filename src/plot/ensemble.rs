@@ -1,0 +1,161 @@
+//! `ensemble.png` / `.svg` / `.pdf`: an ensemble's label shares and its mean order parameters
+//! (docs/MATH.md §14).
+//!
+//! Left: one bar per label that occurred, its share, with the Wilson 95% interval as a
+//! whisker. Right: the mean over the runs of |R1| and of s against time, each with a band of
+//! one standard deviation.
+
+use std::io;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::order::{R2_COLOR, S_COLOR};
+use super::{draw_title, label_color, lw, padded, px, tick, Figure, OrIo, Picture};
+use crate::classify::Label;
+
+/// Width and height of `ensemble.png` (paper).
+pub const ENSEMBLE_SIZE: (u32, u32) = (1300, 600);
+
+/// What `ensemble.png` shows (read from an ensemble's result).
+#[derive(Debug, Clone)]
+pub struct EnsembleView {
+    /// The title.
+    pub title: String,
+    /// (label word, share, low, high) per label that occurred.
+    pub shares: Vec<(String, f64, f64, f64)>,
+    /// Sample times.
+    pub t: Vec<f64>,
+    /// Mean and sd of |R1| at each sample (none without R1).
+    pub r1: Option<(Vec<f64>, Vec<f64>)>,
+    /// Mean and sd of s at each sample.
+    pub nematic: (Vec<f64>, Vec<f64>),
+}
+
+/// Writes `ensemble.png`, `.svg` and `.pdf` into `dir`.
+pub fn ensemble_plot(view: &EnsembleView, figure: Figure, dir: &Path) -> io::Result<()> {
+    super::render(view, dir, "ensemble", figure.size(ENSEMBLE_SIZE), figure).map(|_| ())
+}
+
+impl Picture for EnsembleView {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
+        let area = draw_title(root, &self.title)?;
+        let (w, _) = area.dim_in_pixel();
+        let (left, right) = area.split_horizontally(w * 2 / 5);
+        self.draw_shares(&left)?;
+        self.draw_means(&right)
+    }
+}
+
+impl EnsembleView {
+    /// Bars of the shares with their Wilson intervals.
+    fn draw_shares<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> io::Result<()> {
+        let k = self.shares.len().max(1) as f64;
+        let mut chart = ChartBuilder::on(area)
+            .margin(px(12))
+            .x_label_area_size(px(60))
+            .y_label_area_size(px(70))
+            .build_cartesian_2d(-0.5..k - 0.5, 0.0..1.0)
+            .io()?;
+        let names: Vec<String> = self.shares.iter().map(|s| s.0.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(self.shares.len().max(1))
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&tick)
+            .y_desc("share of runs (Wilson 95%)")
+            .draw()
+            .io()?;
+        for (i, (word, share, low, high)) in self.shares.iter().enumerate() {
+            let x = i as f64;
+            let color = label_color(Label::from_word(word));
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x - 0.35, 0.0), (x + 0.35, *share)],
+                    color.filled(),
+                )))
+                .io()?;
+            let whisker = BLACK.stroke_width(lw(2));
+            chart
+                .draw_series([
+                    PathElement::new(vec![(x, *low), (x, *high)], whisker),
+                    PathElement::new(vec![(x - 0.1, *low), (x + 0.1, *low)], whisker),
+                    PathElement::new(vec![(x - 0.1, *high), (x + 0.1, *high)], whisker),
+                ])
+                .io()?;
+        }
+        Ok(())
+    }
+
+    /// The mean |R1| and s with one-sd bands.
+    fn draw_means<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> io::Result<()> {
+        let t0 = self.t.first().copied().unwrap_or(0.0);
+        let t1 = self.t.last().copied().unwrap_or(1.0).max(t0 + 1e-12);
+        let mut values = self.nematic.0.clone();
+        if let Some((m, _)) = &self.r1 {
+            values.extend(m);
+        }
+        let (lo, hi) = padded(super::finite_range(values), 0.1);
+        let mut chart = ChartBuilder::on(area)
+            .margin(px(12))
+            .margin_right(px(30))
+            .x_label_area_size(px(50))
+            .y_label_area_size(px(70))
+            .build_cartesian_2d(t0..t1, lo.min(0.0)..hi.max(1.0).min(1.05))
+            .io()?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
+            .x_desc("t")
+            .y_desc("mean over runs ± sd")
+            .draw()
+            .io()?;
+        let curves = [
+            (Some(&self.nematic), S_COLOR, "s"),
+            (self.r1.as_ref(), R2_COLOR, "|R1|"),
+        ];
+        for (curve, color, name) in curves {
+            let Some((mean, sd)) = curve else { continue };
+            let upper = self
+                .t
+                .iter()
+                .zip(mean.iter().zip(sd))
+                .map(|(t, (m, s))| (*t, m + s));
+            let lower = self
+                .t
+                .iter()
+                .zip(mean.iter().zip(sd))
+                .map(|(t, (m, s))| (*t, m - s));
+            let band: Vec<(f64, f64)> = upper.chain(lower.rev()).collect();
+            chart
+                .draw_series(std::iter::once(Polygon::new(band, color.mix(0.2).filled())))
+                .io()?;
+            chart
+                .draw_series(LineSeries::new(
+                    self.t.iter().copied().zip(mean.iter().copied()),
+                    color.stroke_width(lw(2)),
+                ))
+                .io()?
+                .label(name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .io()
+    }
+}

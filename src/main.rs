@@ -29,13 +29,13 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Model to integrate (overrides run.model).
-        #[arg(long, value_parser = ["full", "phase", "ws", "oa", "group"])]
+        #[arg(long, value_parser = ["full", "phase", "ws", "oa", "group", "clusters"])]
         model: Option<String>,
         /// Override a scenario key, e.g. params.v11=0.3 (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
     },
-    /// Run full, phase, ws, oa and group side by side (d = 2, lsa; full and group otherwise).
+    /// Run full, phase, ws, oa and group side by side (d = 2, lsa; full and group for lsa otherwise; full and clusters for usa, sa).
     Compare {
         /// The scenario file (TOML).
         scenario: PathBuf,

@@ -358,3 +358,128 @@ fn compare_runs_full_and_the_cluster_model_for_softmax_kernels() {
         assert!(c["merges"]["full"].is_array() && c["merges"]["clusters"].is_array());
     }
 }
+
+/// The first merge from `from` clusters in a summary's merges.
+fn merge_from(summary: &serde_json::Value, from: u64) -> f64 {
+    summary["clusters"]["merges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["from_count"].as_u64() == Some(from))
+        .unwrap_or_else(|| panic!("no merge from {from}: {summary}"))["t"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn the_cluster_model_merges_when_the_full_model_does_and_follows_the_staircase() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = scenario(
+        dir.path(),
+        "stair",
+        &softmax(
+            "sa",
+            6.0,
+            2,
+            "n = 100\nseed = 2",
+            "t_end = 200.0\nsamples = 2001",
+        ),
+    );
+    let full = run(&s, &dir.path().join("full"), &[]);
+    let reduced = run(&s, &dir.path().join("clusters"), &["--model", "clusters"]);
+    assert_eq!(reduced["model"], "clusters");
+    let (t_full, t_model) = (merge_from(&full, 3), merge_from(&reduced, 3));
+    assert!(
+        (t_model - t_full).abs() < 0.02 * t_full,
+        "full {t_full}, cluster model {t_model}"
+    );
+    // On to one cluster, far beyond what the full model could reach here, in seconds.
+    let started = std::time::Instant::now();
+    let long = run(
+        &s,
+        &dir.path().join("long"),
+        &[
+            "--model",
+            "clusters",
+            "--set",
+            "time.t_end=1e6",
+            "--set",
+            "time.samples=2001",
+        ],
+    );
+    assert!(started.elapsed().as_secs_f64() < 20.0);
+    assert_eq!(long["t_final"], 1e6);
+    assert_eq!(long["clusters"]["count"], 1, "{long}");
+    let merges = long["clusters"]["merges"].as_array().unwrap();
+    assert_eq!(merges.last().unwrap()["to_count"], 1);
+}
+
+#[test]
+fn the_cluster_model_is_the_ode_of_weighted_points() {
+    use tokdyn::integrate::{solve, Dynamics, Method, Problem};
+    use tokdyn::model::{Attention, Head, Kernel};
+    use tokdyn::observe::OrderSeries;
+    use tokdyn::reduced::clusters::ClusterModel;
+    // Three points on the circle with 5, 3 and 2 tokens, sa with A = V = I, beta = 3: in
+    // angles, a' = sum_b w_b e^{beta cos(b - a)} sin(b - a) / sum_b w_b e^{beta cos(b - a)}.
+    let (beta, w) = (3.0, [0.5, 0.3, 0.2]);
+    let angles0 = [0.0, 1.9, 4.1];
+    let field = |a: &[f64; 3]| {
+        let mut out = [0.0; 3];
+        for i in 0..3 {
+            let (mut num, mut den) = (0.0, 0.0);
+            for j in 0..3 {
+                let e = w[j] * (beta * (a[j] - a[i]).cos()).exp();
+                num += e * (a[j] - a[i]).sin();
+                den += e;
+            }
+            out[i] = num / den;
+        }
+        out
+    };
+    // Classical RK4 with a small step, written here.
+    let (t_end, h) = (4.0, 1e-3);
+    let mut a = angles0;
+    for _ in 0..(t_end / h) as usize {
+        let add = |x: &[f64; 3], k: &[f64; 3], s: f64| {
+            [x[0] + s * k[0], x[1] + s * k[1], x[2] + s * k[2]]
+        };
+        let k1 = field(&a);
+        let k2 = field(&add(&a, &k1, h / 2.0));
+        let k3 = field(&add(&a, &k2, h / 2.0));
+        let k4 = field(&add(&a, &k3, h));
+        for i in 0..3 {
+            a[i] += h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]);
+        }
+    }
+    let i = nalgebra::DMatrix::identity(2, 2);
+    let model = ClusterModel::new(
+        Attention::new(Kernel::Sa, beta, vec![Head { a: i.clone(), v: i }]),
+        vec![5, 3, 2],
+    );
+    let state: Vec<f64> = angles0
+        .iter()
+        .flat_map(|t: &f64| [t.cos(), t.sin()])
+        .collect();
+    let problem = Problem {
+        dynamics: &model,
+        initial_state: state,
+        t_end,
+        samples: 5,
+    };
+    let mut series = OrderSeries::new();
+    let method = Method::Dop853 {
+        rtol: 1e-12,
+        atol: 1e-14,
+    };
+    let solution = solve(&problem, method, &mut [&mut series]).unwrap();
+    let y = &solution.final_state;
+    for k in 0..3 {
+        let (c, s) = (a[k].cos(), a[k].sin());
+        assert!(
+            (y[2 * k] - c).abs() < 1e-9 && (y[2 * k + 1] - s).abs() < 1e-9,
+            "point {k}"
+        );
+    }
+    assert_eq!(model.tokens(y).unwrap().len(), 20);
+}

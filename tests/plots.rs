@@ -380,11 +380,15 @@ fn regime_map_has_the_colour_of_each_label_present_and_no_other() {
         assert!(img.count(rgb(label_color(l))) > 200, "{l:?}");
     }
     // (Undetermined is a grey that anti-aliased text may produce, so it is not checked.)
-    for l in [Some(Label::InteriorPoint), Some(Label::RotatingInterior)] {
+    for l in [
+        Some(Label::InteriorPoint),
+        Some(Label::RotatingInterior),
+        Some(Label::MetastableClusters),
+    ] {
         assert_eq!(img.count(rgb(label_color(l))), 0, "{l:?} is absent");
     }
     check_svg(&dir, "regime_map");
-    assert_eq!(LABELS.len(), 7);
+    assert_eq!(LABELS.len(), 8);
 }
 
 #[test]

@@ -75,11 +75,14 @@ class Run:
     Attributes: ``label`` and ``reason`` (the classifier's), ``features`` (dict), ``summary``
     (the content of summary.json), ``t`` (sample times), ``r2`` (complex128), ``r1`` (NaN for the
     oa model), ``nematic``, ``tokens`` (final tokens, n x d, None for the oa model) and
-    ``trajectory`` (samples x n x d, only with ``trajectory=True``; else None).
+    ``trajectory`` (samples x n x d, only with ``trajectory=True``; else None), ``clusters``
+    (summary.json ``clusters``: count, sizes, diameter, separation, threshold, history, merges,
+    metastable; None for the oa model).
     """
 
     __slots__ = (
         "summary",
+        "clusters",
         "label",
         "reason",
         "features",
@@ -96,6 +99,7 @@ class Run:
         self.label = self.summary["label"]
         self.reason = self.summary["label_reason"]
         self.features = self.summary["features"]
+        self.clusters = self.summary.get("clusters")
         self.t = native["t"]
         self.r2 = native["r2"]
         self.r1 = native["r1"]
@@ -114,7 +118,7 @@ class Run:
 def run(scenario, *, model=None, set=None, out=None, trajectory=False):
     """Runs a scenario (path or dict) and returns a Run.
 
-    ``model`` overrides run.model (full, phase, ws, oa, ...). ``out=None`` writes nothing; a
+    ``model`` overrides run.model (full, phase, ws, oa, group, clusters). ``out=None`` writes nothing; a
     folder writes the run's files there as ``tokdyn run --out`` does. ``trajectory=True`` keeps
     every sample's tokens (samples x n x d floats in memory).
     """

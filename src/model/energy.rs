@@ -1,4 +1,4 @@
-//! The interaction energy of a gradient flow (docs/MATH.md §13).
+//! The interaction energy of a gradient flow (docs/MATH.md §9).
 //!
 //! When every head has V = A with A symmetric, the flow is the (projected) gradient ascent of
 //!

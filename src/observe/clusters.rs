@@ -1,4 +1,4 @@
-//! Tight clusters of the tokens at one sample (docs/MATH.md §13).
+//! Tight clusters of the tokens at one sample (docs/MATH.md §9).
 //!
 //! The rule, with the angle theta = [`ClusterRule::threshold`] (default [`DEFAULT_THRESHOLD`]):
 //!
@@ -21,7 +21,10 @@
 //! tight when twice its radius about its centre is <= theta, not tight when a true pair is
 //! wider than theta, and in between it is decided pair by pair when it holds at most
 //! [`EXACT_PAIRS`] pairs (a larger group counts as not tight: conservative, and only in the
-//! short transient when its radius is between theta / 2 and theta). Two groups are apart when
+//! short transient when its radius is between theta / 2 and theta). The diameter reported for
+//! a group of more than [`EXACT_DIAMETER_TOKENS`] tokens proven tight by its radius is the
+//! farthest pair seen from its farthest token (a true pairwise angle, at least half the
+//! diameter); smaller groups get the exact one. Two groups are apart when
 //! their centres are more than theta + both radii apart, else pair by pair under the same
 //! limit. In a clustered state the leader pass finds exactly the components. Angles are
 //! formed as 2 asin(|x - y| / 2), accurate for the tiny angles of tight clusters.
@@ -32,6 +35,9 @@ use std::f64::consts::PI;
 pub const DEFAULT_THRESHOLD: f64 = 0.1;
 /// Largest number of token pairs checked one by one when the bounds do not decide (d >= 3).
 pub const EXACT_PAIRS: usize = 1 << 22;
+/// Up to this many tokens a tight group's diameter is computed pair by pair (d >= 3); a larger
+/// group proven tight by its radius reports the farthest pair seen from its farthest token.
+pub const EXACT_DIAMETER_TOKENS: usize = 256;
 
 /// The rule that says which tokens form a tight cluster.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -367,6 +373,10 @@ fn tight_diameter(
         return None;
     }
     let m = members.len();
+    if 2.0 * cap.radius <= theta && m > EXACT_DIAMETER_TOKENS {
+        // Tight by the radius bound; the farthest pair (at least half the diameter) is reported.
+        return Some(cap.farthest_pair);
+    }
     if m.saturating_mul(m) / 2 <= EXACT_PAIRS {
         let row = |k: usize| &tokens[k * d..(k + 1) * d];
         let mut widest: f64 = 0.0;

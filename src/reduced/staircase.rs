@@ -1,5 +1,5 @@
 //! `--model clusters`: the full model until its tokens sit in tight clusters, then the cluster
-//! model of those clusters to the end of the run (docs/MATH.md §13).
+//! model of those clusters to the end of the run (docs/MATH.md §9).
 //!
 //! The run keeps the scenario's output grid t_i = t_end i / (samples - 1). The full model is
 //! integrated [`FORMATION_WINDOW`] samples at a time; at the end of each window the clusters
@@ -79,7 +79,8 @@ pub fn solve_staircase(
             samples: steps + 1,
         };
         relay.shift(index as f64 * spacing, index);
-        let part = solve(&problem, method, &mut [&mut relay])?;
+        let mut part = solve(&problem, method, &mut [&mut relay])?;
+        part.t_last += index as f64 * spacing;
         let ok = part.status.is_success();
         state = part.final_state.clone();
         total = Some(join(total, part));
@@ -109,6 +110,11 @@ pub fn solve_staircase(
         };
         relay.shift(index as f64 * spacing, index);
         let mut part = solve(&problem, method, &mut [&mut relay])?;
+        part.t_last = if part.status.is_success() {
+            t_end
+        } else {
+            part.t_last + index as f64 * spacing
+        };
         part.final_state = model
             .tokens(&part.final_state)
             .map(|x| x.into_owned())
@@ -186,9 +192,15 @@ impl Observer for Relay<'_, '_> {
         if self.skip_first && s.index == 0 {
             return Ok(());
         }
+        let index = s.index + self.index_offset;
         let shifted = Sample {
-            index: s.index + self.index_offset,
-            t: s.t + self.time_offset,
+            index,
+            // The grid's last time exactly (offset + length may round).
+            t: if index + 1 == self.info.samples {
+                self.info.t_end
+            } else {
+                s.t + self.time_offset
+            },
             state: s.state,
             order: s.order,
             tokens: s.tokens,

@@ -183,7 +183,7 @@ fn eigenvector(j: &Matrix2<f64>, lambda: Complex64) -> CVector {
 pub fn first_lyapunov(field: &CubicField, x: Vector2<f64>) -> Option<f64> {
     let j = field.jacobian(x);
     let det = j.determinant();
-    if !(det > 0.0) {
+    if det.is_nan() || det <= 0.0 {
         return None;
     }
     let omega = det.sqrt();

@@ -22,7 +22,10 @@
 //!
 //! Start points: the folds (LP) and Hopf points (H) of one-parameter continuations along p2 on
 //! the lines p1 = const (five lines evenly inside the box, and the base scenario's p1 when it is
-//! inside) and along p1 on the lines p2 = const (the same), each corrected onto its curve. A
+//! inside) and along p1 on the lines p2 = const (the same), each corrected onto its curve; the
+//! places on those lines where tr J changes sign on a saddle (neutral saddles, which the
+//! one-parameter continuation does not report); and every BT point found, which starts the
+//! other curve through it. A
 //! start already on a traced curve is skipped; every other is traced both ways until the curve
 //! leaves the box (its last point exactly on the edge), leaves the closed unit disk, closes, or
 //! has `max_points` points each way.
@@ -363,13 +366,16 @@ pub struct Report {
     pub summary: serde_json::Value,
 }
 
+/// One direction of a curve: the points after the start, their y, whether the curve closed.
+type Half = (Vec<CurvePoint>, Vec<Vector4<f64>>, bool);
+
 /// Traces from y0 along t0; the points after y0 and their y, and whether the curve closed.
 fn trace(
     sys: &System<'_>,
     spec: &Codim2Spec,
     y0: Vector4<f64>,
     t0: Vector4<f64>,
-) -> Result<(Vec<CurvePoint>, Vec<Vector4<f64>>, bool), Error> {
+) -> Result<Half, Error> {
     let lo = [spec.from[0].min(spec.to[0]), spec.from[1].min(spec.to[1])];
     let hi = [spec.from[0].max(spec.to[0]), spec.from[1].max(spec.to[1])];
     let (ds_max, ds_min) = (spec.step, spec.step * 1e-6);
@@ -803,7 +809,7 @@ fn start(sys: &System<'_>, seed: &Seed) -> Result<Option<Vector4<f64>>, String> 
         let mut n = Vector4::zeros();
         n[2 + k] = 1.0;
         if let Some(y) = sys.correct(seed.y, n, seed.y[2 + k])? {
-            if (y - seed.y).norm() < 1e-3 {
+            if (y - seed.y).norm() < 0.05 {
                 return Ok(Some(y));
             }
         }

@@ -36,7 +36,7 @@ impl QuadraticModel {
     ) -> Result<Option<Self>, String> {
         let centre = [(lo[0] + hi[0]) / 2.0, (lo[1] + hi[1]) / 2.0];
         let half = [(hi[0] - lo[0]).abs() / 2.0, (hi[1] - lo[1]).abs() / 2.0];
-        if !(half[0] > 0.0 && half[1] > 0.0) {
+        if half.iter().any(|h| h.is_nan() || *h <= 0.0) {
             return Ok(None);
         }
         let at = |s: [f64; 2]| eval([centre[0] + half[0] * s[0], centre[1] + half[1] * s[1]]);
@@ -67,7 +67,7 @@ impl QuadraticModel {
             let off = (0..6)
                 .map(|c| (exact[c] - fitted[c]).norm())
                 .fold(0.0, f64::max);
-            if !(off <= 1e-12 * scale) {
+            if off.is_nan() || off > 1e-12 * scale {
                 return Ok(None);
             }
         }

@@ -1,6 +1,8 @@
 //! The pictures of a sweep, drawn from its results: `regime_map.png` when the grid has two
 //! axes with more than one value each (the first axis on x), `bifurcation.png` when it has one
-//! (tail min and max of |R2| against the parameter, with the continued OA branches beneath).
+//! (tail min and max of |R2| against the parameter, with the continued OA branches beneath,
+//! Hopf points labelled `H super` / `H sub` by the sign of l1), and `codim2.png` when the sweep
+//! has `[codim2]` over the same two axes (the curves over the regime map).
 //!
 //! Titles state the model and what is held fixed: the base `[params]` that are not axes, and
 //! the start (the token initialisation; R(0) = r0 e^{i phi0} for a Poisson start). A branch

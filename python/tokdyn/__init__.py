@@ -190,16 +190,38 @@ def sweep(sweep, *, set=None, out=None):
     return _columns(table, text_columns=_TEXT_COLUMNS)
 
 
-def field(X, A, V, *, kernel="lsa", beta=1.0):
+def field(X, A, V=None, *, kernel="lsa", beta=1.0, mask="none", normalization="post"):
     """One evaluation of the sphere field at the tokens X (n x d).
 
     ``A`` and ``V`` are d x d matrices (one head) or equal-length lists of them (heads whose
-    fields add). Arrays may be float32 or float64, C or Fortran order; the result is a new
-    float64 array n x d. Rows of X are used as given (put them on the sphere).
+    fields add). Or ``A`` is a list of heads (``V`` omitted), each a dict ``{"A": .., "V": ..}``
+    or, factored in the checkpoints' row-vector convention, ``{"Q": .., "K": .., "V": .., "O":
+    ..}`` with Q, K, V d x d_h and O d_h x d (A = Q K^T / sqrt(d_h), value matrix (V O)^T).
+    ``mask`` is "none" or "causal" (token k attends to j <= k); ``normalization="pre"`` returns
+    the unprojected field of the directions X / |X| (pre-LN). Arrays may be float32 or float64,
+    C or Fortran order; the result is a new float64 array n x d. Rows of X are used as given.
     """
-    heads_a = [A] if _np.ndim(A) == 2 else list(A)
-    heads_v = [V] if _np.ndim(V) == 2 else list(V)
-    return _native.field(X, heads_a, heads_v, str(kernel), float(beta))
+    heads_a, heads_v, factors = [], [], []
+    if V is None:
+        heads = [A] if isinstance(A, dict) else list(A)
+        for i, head in enumerate(heads):
+            if not isinstance(head, dict):
+                raise ValueError(f"heads[{i}]: expected a dict with A, V or Q, K, V, O")
+            if set(head) == {"A", "V"}:
+                heads_a.append(head["A"])
+                heads_v.append(head["V"])
+            elif set(head) == {"Q", "K", "V", "O"}:
+                factors.append([head["Q"], head["K"], head["V"], head["O"]])
+            else:
+                raise ValueError(
+                    f"heads[{i}]: keys {sorted(head)}: expected A, V or Q, K, V, O"
+                )
+    else:
+        heads_a = [A] if _np.ndim(A) == 2 else list(A)
+        heads_v = [V] if _np.ndim(V) == 2 else list(V)
+    return _native.field(
+        X, heads_a, heads_v, factors, str(kernel), float(beta), str(mask), str(normalization)
+    )
 
 
 def order_parameters(X):

@@ -26,7 +26,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyComplex, PyDict};
 
 use tokdyn::error::Error;
-use tokdyn::model::{Attention, Head, Kernel, SphereField};
+use nalgebra::DMatrix;
+use tokdyn::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
 use tokdyn::run::RunOptions;
 use tokdyn::scenario::{apply_set, Scenario, ScenarioError};
 
@@ -261,16 +262,21 @@ fn tokens_of(
     Ok((data, n, d))
 }
 
-/// `field`: x' at the tokens X for the heads (A[h], V[h]).
+/// `field`: x' at the tokens X for the heads (A[h], V[h]) and the factored heads
+/// (Q, K, V, O), under `mask` ("none" | "causal") and `normalization` ("post" | "pre").
 #[pyfunction]
-#[pyo3(signature = (x, a, v, kernel="lsa", beta=1.0))]
+#[pyo3(signature = (x, a, v, factors, kernel="lsa", beta=1.0, mask="none", normalization="post"))]
+#[allow(clippy::too_many_arguments)]
 fn field<'py>(
     py: Python<'py>,
     x: PyArrayLike2<'py, f64, AllowTypeChange>,
     a: Vec<PyArrayLike2<'py, f64, AllowTypeChange>>,
     v: Vec<PyArrayLike2<'py, f64, AllowTypeChange>>,
+    factors: Vec<Vec<PyArrayLike2<'py, f64, AllowTypeChange>>>,
     kernel: &str,
     beta: f64,
+    mask: &str,
+    normalization: &str,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let (tokens, n, d) = tokens_of(&x, "X")?;
     let kernel = match kernel {
@@ -287,13 +293,38 @@ fn field<'py>(
     if !beta.is_finite() {
         return Err(PyValueError::new_err("beta: not a finite number"));
     }
-    if a.is_empty() || a.len() != v.len() {
+    if (a.is_empty() && factors.is_empty()) || a.len() != v.len() {
         return Err(PyValueError::new_err(format!(
-            "A, V: expected one A and one V per head (at least one), got {} A and {} V",
+            "A, V: expected one A and one V per head (at least one head), got {} A and {} V",
             a.len(),
             v.len()
         )));
     }
+    let mask = match mask {
+        "none" => Mask::None,
+        "causal" => Mask::Causal,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "mask: `{}` is not one of none, causal",
+                other.escape_debug()
+            )))
+        }
+    };
+    let normalization = match normalization {
+        "post" => Normalization::Post,
+        "pre" => Normalization::Pre,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "normalization: `{}` is not one of post, pre",
+                other.escape_debug()
+            )))
+        }
+    };
+    let factored = factors
+        .iter()
+        .enumerate()
+        .map(|(h, f)| factored_head(f, d, h))
+        .collect::<PyResult<Vec<_>>>()?;
     let mut heads = Vec::with_capacity(a.len());
     for (h, (a, v)) in a.iter().zip(&v).enumerate() {
         heads.push(Head {
@@ -302,12 +333,56 @@ fn field<'py>(
         });
     }
     let dx = py.detach(move || {
-        let field = SphereField::new(Attention::new(kernel, beta, heads), n);
+        let attention = Attention::new(kernel, beta, heads)
+            .with_factored(factored)
+            .with_mask(mask)
+            .with_normalization(normalization);
+        let field = SphereField::new(attention, n);
         let mut dx = vec![0.0; n * d];
         field.eval(&tokens, &mut dx);
         dx
     });
     PyArray1::from_vec(py, dx).reshape([n, d])
+}
+
+/// One factored head from [Q, K, V, O]: Q, K, V d x d_h and O d_h x d, d_h dividing d.
+fn factored_head(
+    f: &[PyArrayLike2<'_, f64, AllowTypeChange>],
+    d: usize,
+    h: usize,
+) -> PyResult<FactoredHead> {
+    if f.len() != 4 {
+        return Err(PyValueError::new_err(format!(
+            "heads[{h}]: expected the four factors Q, K, V, O, got {}",
+            f.len()
+        )));
+    }
+    let d_h = f[0].as_array().dim().1;
+    if d_h == 0 || d % d_h != 0 {
+        return Err(PyValueError::new_err(format!(
+            "heads[{h}].Q: d_h = {d_h} (its columns) does not divide d = {d}"
+        )));
+    }
+    let shaped = |i: usize, name: &str, rows: usize, cols: usize| {
+        let view = f[i].as_array();
+        let what = format!("heads[{h}].{name}");
+        if view.dim() != (rows, cols) {
+            return Err(PyValueError::new_err(format!(
+                "{what}: expected a {rows} x {cols} matrix, got shape {:?}",
+                view.dim()
+            )));
+        }
+        if view.iter().any(|v| !v.is_finite()) {
+            return Err(PyValueError::new_err(format!("{what}: not finite")));
+        }
+        Ok(DMatrix::from_fn(rows, cols, |r, c| view[[r, c]]))
+    };
+    Ok(FactoredHead {
+        q: shaped(0, "Q", d, d_h)?,
+        k: shaped(1, "K", d, d_h)?,
+        v: shaped(2, "V", d, d_h)?,
+        o: shaped(3, "O", d_h, d)?,
+    })
 }
 
 /// `order_parameters`: a dict with `r2` (complex), `r1`, `nematic` and `axis` (d > 2).

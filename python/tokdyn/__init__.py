@@ -248,21 +248,50 @@ def _directions(X, name="X"):
     return _np.ldexp(a, -_np.frexp(size)[1][:, None])
 
 
-def field(X, A, V, *, kernel="lsa", beta=1.0):
+def field(X, A, V=None, *, kernel="lsa", beta=1.0, mask="none", normalization="post"):
     """One evaluation of the sphere field at the tokens X (n x d).
 
     ``A`` and ``V`` are d x d matrices (one head) or equal-length lists of them (heads whose
-    fields add). Arrays may be float32 or float64, C or Fortran order; the result is a new
-    float64 array n x d. Each row of X is normalised to unit length first (the field is that
-    of the points x_k / |x_k| on the sphere); A and V are used as given. Complex arrays,
-    non-finite entries, zero rows of X and a field that overflows (e.g. ``usa`` with a large
-    beta) raise ValueError naming the argument.
+    fields add). Or ``A`` is a list of heads (``V`` omitted), each a dict ``{"A": .., "V": ..}``
+    or, factored in the checkpoints' row-vector convention, ``{"Q": .., "K": .., "V": .., "O":
+    ..}`` with Q, K, V d x d_h and O d_h x d (A = Q K^T / sqrt(d_h), value matrix (V O)^T).
+    ``mask`` is "none" or "causal" (token k attends to j <= k); ``normalization="pre"`` returns
+    the unprojected field of the directions X / |X| (pre-LN). Arrays may be float32 or float64,
+    C or Fortran order; the result is a new float64 array n x d. Each row of X is normalised to
+    unit length first (the field is that of the points x_k / |x_k| on the sphere); the head
+    matrices are used as given. Complex arrays, non-finite entries, zero rows of X and a field
+    that overflows (e.g. ``usa`` with a large beta) raise ValueError naming the argument.
     """
-    heads_a = [A] if _np.ndim(A) == 2 else list(A)
-    heads_v = [V] if _np.ndim(V) == 2 else list(V)
-    heads_a = [_real(a, f"A[{h}]") for h, a in enumerate(heads_a)]
-    heads_v = [_real(v, f"V[{h}]") for h, v in enumerate(heads_v)]
-    result = _native.field(_directions(X), heads_a, heads_v, str(kernel), float(beta))
+    heads_a, heads_v, factors = [], [], []
+    if V is None:
+        heads = [A] if isinstance(A, dict) else list(A)
+        for i, head in enumerate(heads):
+            if not isinstance(head, dict):
+                raise ValueError(f"heads[{i}]: expected a dict with A, V or Q, K, V, O")
+            if set(head) == {"A", "V"}:
+                heads_a.append(_real(head["A"], f"heads[{i}].A"))
+                heads_v.append(_real(head["V"], f"heads[{i}].V"))
+            elif set(head) == {"Q", "K", "V", "O"}:
+                factors.append([_real(head[k], f"heads[{i}].{k}") for k in ("Q", "K", "V", "O")])
+            else:
+                raise ValueError(
+                    f"heads[{i}]: keys {sorted(head)}: expected A, V or Q, K, V, O"
+                )
+    else:
+        heads_a = [A] if _np.ndim(A) == 2 else list(A)
+        heads_v = [V] if _np.ndim(V) == 2 else list(V)
+        heads_a = [_real(a, f"A[{h}]") for h, a in enumerate(heads_a)]
+        heads_v = [_real(v, f"V[{h}]") for h, v in enumerate(heads_v)]
+    result = _native.field(
+        _directions(X),
+        heads_a,
+        heads_v,
+        factors,
+        str(kernel),
+        float(beta),
+        str(mask),
+        str(normalization),
+    )
     if not _np.all(_np.isfinite(result)):
         raise ValueError(
             f"beta, A, V: the {kernel} field overflows at these tokens (a weight or a product "

@@ -573,7 +573,12 @@ pub fn cluster_series(
         return Ok(None);
     }
     let d = scenario.model.d;
-    let energy = if scenario.model.layers.is_empty() {
+    // A gradient flow only on the sphere (post-LN), without a mask and without noise.
+    let gradient_flow = scenario.model.layers.is_empty()
+        && scenario.model.mask == crate::scenario::MaskKind::None
+        && scenario.model.normalization == crate::scenario::NormalizationKind::Post
+        && scenario.noise.is_none();
+    let energy = if gradient_flow {
         Energy::of_attention(&simulation::attention(scenario))
             .filter(|e| e.computable(scenario.tokens.n, d))
     } else {
@@ -599,11 +604,13 @@ pub fn label_clusters(
     let Some(series) = clusters else {
         return (c, None);
     };
-    let attention = scenario
-        .model
-        .layers
-        .is_empty()
-        .then(|| simulation::attention(scenario));
+    // The cluster model is the flow of one layer on the sphere, unmasked and without noise;
+    // elsewhere the clusters are reported and the label is the order parameters' one.
+    let cluster_model_applies = scenario.model.layers.is_empty()
+        && scenario.model.mask == crate::scenario::MaskKind::None
+        && scenario.model.normalization == crate::scenario::NormalizationKind::Post
+        && scenario.noise.is_none();
+    let attention = cluster_model_applies.then(|| simulation::attention(scenario));
     let (c, metastable) = metastable::refine(c, attention.as_ref(), series);
     let summary = series.summary().map(|summary| RunClusters {
         summary,

@@ -129,7 +129,8 @@ impl ClusterSeries {
 
     /// Records the clusters of `tokens` at time t.
     pub fn push(&mut self, t: f64, tokens: &[f64]) -> io::Result<()> {
-        let c = detect_clusters(tokens, self.d, self.rule);
+        let directions = super::clusters::directions(tokens, self.d);
+        let c = detect_clusters(&directions, self.d, self.rule);
         let row = ClusterRow {
             t,
             count: c.count,

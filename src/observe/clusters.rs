@@ -144,6 +144,23 @@ pub fn detect_clusters(tokens: &[f64], d: usize, rule: ClusterRule) -> Clusterin
     }
 }
 
+/// The directions x_k / |x_k| of tokens that may be off the sphere (a pre-LN stream); the
+/// tokens themselves, borrowed, when every row is a unit vector to rounding.
+pub fn directions(tokens: &[f64], d: usize) -> std::borrow::Cow<'_, [f64]> {
+    let unit = |x: &[f64]| (x.iter().map(|v| v * v).sum::<f64>() - 1.0).abs() <= 1e-12;
+    if d == 0 || tokens.chunks_exact(d).all(unit) {
+        return std::borrow::Cow::Borrowed(tokens);
+    }
+    let mut z = tokens.to_vec();
+    for x in z.chunks_exact_mut(d) {
+        let r = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+        if r > 0.0 {
+            x.iter_mut().for_each(|v| *v /= r);
+        }
+    }
+    std::borrow::Cow::Owned(z)
+}
+
 /// The tight clusters of weighted points (k x d row-major, unit rows; point a stands for
 /// `counts[a]` tokens at one place): the same as [`detect_clusters`] of the tokens with every
 /// point repeated, in O(k^2 d) (the cluster model's states).

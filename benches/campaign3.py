@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LIMIT = 60.0  # seconds a case may take before it counts as a hang
+LIMIT = float(os.environ.get("CAMPAIGN_LIMIT", "60"))  # seconds a case may take before it counts as a hang
 
 
 class Tally:

@@ -352,6 +352,15 @@ fn overflowing_heads_are_refused_with_the_tensor_name_in_inspect_and_run() {
             "{e}"
         );
     }
+    // Weights of 1e19 form heads of ~1e40, within the entry bound, but the run would creep:
+    // refused by the field's scale.
+    write(dir.path(), "creep.safetensors", gpt2_f64(1e19));
+    let text = checkpoint_scenario("creep.safetensors", "", "[0]", 1.0);
+    let e = refused(tokdyn().arg("run").arg(write(dir.path(), "cr.toml", text)));
+    assert!(
+        e.contains("model.checkpoint") && e.contains("field's scale"),
+        "{e}"
+    );
     // Ordinary weights still inspect and run.
     let path = write(dir.path(), "ok.safetensors", gpt2_f64(0.1));
     let _ = ends_with(

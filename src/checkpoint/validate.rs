@@ -32,7 +32,7 @@ pub fn non_empty(name: &str, shape: &[usize]) -> Result<(), CheckpointError> {
 fn first_out_of_range(values: &[f64]) -> Option<(usize, f64)> {
     values
         .iter()
-        .position(|v| !(v.abs() <= MAX_HEAD_ENTRY))
+        .position(|v| v.is_nan() || v.abs() > MAX_HEAD_ENTRY)
         .map(|i| (i, values[i]))
 }
 

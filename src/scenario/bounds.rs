@@ -63,3 +63,44 @@ pub fn check_layer_segments(stack: &Stack, t_max: f64, file: &Path) -> Result<()
         ),
     ))
 }
+
+/// Largest t_max times the field's scale S accepted for a stack (see [`check_field_scale`]).
+pub const MAX_SCALED_TIME: f64 = 1e15;
+
+/// Refuses a stack whose field is so large that the run cannot finish: with
+/// S = max over layers of sum_h |V_h|_F max(1, |beta| |A_h|_F), a bound on how fast the tokens
+/// turn, an accurate integrator needs of the order of S t_max steps; S t_max must be at most
+/// [`MAX_SCALED_TIME`] (weights of a trained model give S ~ 1e2-1e4).
+pub fn check_field_scale(
+    stack: &Stack,
+    beta: f64,
+    t_max: f64,
+    file: &Path,
+) -> Result<(), ScenarioError> {
+    let scale = stack
+        .layers
+        .iter()
+        .map(|l| {
+            l.heads
+                .iter()
+                .map(|h| h.v.norm() * (beta.abs() * h.a.norm()).max(1.0))
+                .sum::<f64>()
+        })
+        .fold(0.0, f64::max);
+    if scale * t_max <= MAX_SCALED_TIME {
+        return Ok(());
+    }
+    let key = if stack.duration_key.starts_with("model.checkpoint") {
+        "model.checkpoint"
+    } else {
+        "model.layers"
+    };
+    Err(ScenarioError::at(
+        file,
+        key,
+        format!(
+            "the field's scale S = sum |V| max(1, beta |A|) = {scale:.2e} over t_max = {t_max} needs about {:.2e} steps (S t_max at most {MAX_SCALED_TIME:e}); the weights are too large",
+            scale * t_max
+        ),
+    ))
+}

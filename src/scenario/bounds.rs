@@ -81,10 +81,16 @@ pub fn check_field_scale(
         .layers
         .iter()
         .map(|l| {
-            l.heads
+            let formed = l
+                .heads
                 .iter()
-                .map(|h| h.v.norm() * (beta.abs() * h.a.norm()).max(1.0))
-                .sum::<f64>()
+                .map(|h| h.v.norm() * (beta.abs() * h.a.norm()).max(1.0));
+            // Factored heads: |(V O)^T| <= |V| |O| and |Q K^T / sqrt(d_h)| <= |Q| |K| / sqrt(d_h).
+            let factored = l.factored.iter().map(|f| {
+                let a = f.q.norm() * f.k.norm() / (f.q.ncols().max(1) as f64).sqrt();
+                f.v.norm() * f.o.norm() * (beta.abs() * a).max(1.0)
+            });
+            formed.chain(factored).sum::<f64>()
         })
         .fold(0.0, f64::max);
     if scale * t_max <= MAX_SCALED_TIME {

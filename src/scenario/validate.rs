@@ -33,7 +33,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     super::bounds::check_fixed_steps(solver.method, solver.dt, time.t_max, file)?;
     if let Some(stack) = &checked.stack {
         super::bounds::check_layer_segments(stack, time.t_max, file)?;
-        super::bounds::check_field_scale(stack, raw.model.beta, time.t_max, file)?;
+        super::bounds::check_field_scale(stack, checked.model.beta, time.t_max, file)?;
     }
     let run = run_spec(&raw, file, &checked.model)?;
     let output = output_spec(file, &raw.output)?;

@@ -1,5 +1,5 @@
 //! Noisy tokens: the stochastic Heun scheme on the sphere for the Stratonovich system
-//! (docs/MATH.md §13)
+//! (docs/MATH.md, "Noise")
 //!
 //! ```text
 //! dX_k = F_k(X) dt + sqrt(2 T) P_{X_k} o dW_k,        P_x v = v - <x, v> x,

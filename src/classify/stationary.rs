@@ -1,5 +1,5 @@
 //! Labels of noisy runs: the stationary state, read from time averages over the tail
-//! (docs/MATH.md §13).
+//! (docs/MATH.md, "Noise").
 //!
 //! Under noise the order parameters never converge; they fluctuate about their stationary
 //! values. Over the tail (the last half of the samples) the classifier takes the time averages

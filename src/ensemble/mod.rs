@@ -1,5 +1,5 @@
 //! `[ensemble] runs = N`: the scenario run N times, run i with the token seed
-//! `tokens.seed + i` and the noise seed `noise.seed + i` (docs/MATH.md §14).
+//! `tokens.seed + i` and the noise seed `noise.seed + i` (docs/MATH.md, "Ensembles").
 //!
 //! Every run is exactly the single run of the scenario with those seeds (same field, same
 //! integrator, same classifier). Runs go in parallel over the cores in batches and are folded

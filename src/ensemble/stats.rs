@@ -1,4 +1,4 @@
-//! Statistics over the runs of an ensemble (docs/MATH.md §14): label shares with Wilson 95%
+//! Statistics over the runs of an ensemble (docs/MATH.md, "Ensembles"): label shares with Wilson 95%
 //! intervals, quantiles of the cluster count, and the mean and spread of the order
 //! parameters at every sample time.
 //!

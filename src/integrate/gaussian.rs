@@ -1,5 +1,5 @@
 //! Counter-based Gaussian increments: the normals of token k at step j of a run with seed s
-//! are a pure function of (s, j, k) (docs/MATH.md §13).
+//! are a pure function of (s, j, k) (docs/MATH.md, "Noise").
 //!
 //! ```text
 //! key(s, j, k) = mix(mix(mix(s) ^ j) ^ k),   u_i = mix(key + (i + 1) gamma)   (SplitMix64)

@@ -1,5 +1,5 @@
 //! Noisy tokens: the stochastic Heun scheme on the sphere for the Stratonovich system
-//! (docs/MATH.md §13)
+//! (docs/MATH.md, "Noise")
 //!
 //! ```text
 //! dX_k = F_k(X) dt + sqrt(2 T) P_{X_k} o dW_k,        P_x v = v - <x, v> x,
@@ -26,7 +26,6 @@ use rayon::prelude::*;
 use super::gaussian::TokenStream;
 use super::stepper::Counts;
 use super::{Dynamics, Status};
-use crate::model::field::dot;
 use crate::parallel::TOKENS_PER_CHUNK;
 
 /// The settings of the noise: temperature, largest step, seed, token dimension.
@@ -40,6 +39,11 @@ pub struct NoiseSettings {
     pub seed: u64,
     /// Dimension of a token (the state is n x d row-major).
     pub d: usize,
+}
+
+/// The dot product of two rows.
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 /// Buffers of one Heun step (the field at the start and at the predictor, the predictor).

@@ -1,5 +1,5 @@
 //! `ensemble.png` / `.svg` / `.pdf`: an ensemble's label shares and its mean order parameters
-//! (docs/MATH.md §14).
+//! (docs/MATH.md, "Ensembles").
 //!
 //! Left: one bar per label that occurred, its share, with the Wilson 95% interval as a
 //! whisker. Right: the mean over the runs of |R1| and of s against time, each with a band of
@@ -12,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::order::{R2_COLOR, S_COLOR};
-use super::{draw_title, label_color, lw, padded, px, tick, Figure, OrIo, Picture};
+use super::{draw_title, label_color, lw, px, tick, Figure, OrIo, Picture};
 use crate::classify::Label;
 
 /// Width and height of `ensemble.png` (paper).
@@ -100,17 +100,12 @@ impl EnsembleView {
     fn draw_means<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let t0 = self.t.first().copied().unwrap_or(0.0);
         let t1 = self.t.last().copied().unwrap_or(1.0).max(t0 + 1e-12);
-        let mut values = self.nematic.0.clone();
-        if let Some((m, _)) = &self.r1 {
-            values.extend(m);
-        }
-        let (lo, hi) = padded(super::finite_range(values), 0.1);
         let mut chart = ChartBuilder::on(area)
             .margin(px(12))
             .margin_right(px(30))
             .x_label_area_size(px(50))
             .y_label_area_size(px(70))
-            .build_cartesian_2d(t0..t1, lo.min(0.0)..hi.max(1.0).min(1.05))
+            .build_cartesian_2d(t0..t1, 0.0..1.05)
             .io()?;
         chart
             .configure_mesh()

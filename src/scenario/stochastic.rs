@@ -1,4 +1,4 @@
-//! `[noise]` and `[ensemble]`: the temperature of the noisy tokens (docs/MATH.md §13) and the
+//! `[noise]` and `[ensemble]`: the temperature of the noisy tokens (docs/MATH.md, "Noise") and the
 //! number of runs over consecutive seeds.
 //!
 //! ```text

@@ -510,6 +510,14 @@ pub fn from_table_with_sets(
             .map_err(|m| at(file, "model", m))?;
     }
     let base = Scenario::from_table(template.clone(), &scenario_file, &scenario_dir)?;
+    if base.ensemble.is_some() {
+        // Not yet: a point of a sweep is one run (docs/DESIGN.md, ensembles).
+        return Err(at(
+            &scenario_file,
+            "ensemble.runs",
+            "sweeps over ensembles are not supported yet: every point is one run; sweep tokens.seed as an axis instead",
+        ));
+    }
     let model = base.run.model;
     let label_source = label_source(file, raw.label.as_deref(), &base, model)?;
     let axes = read_axes(file, &raw.axes, &template, &scenario_file)?;

@@ -38,6 +38,13 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let run = run_spec(&raw, file, &checked.model)?;
     let output = output_spec(file, &raw.output)?;
     let noise = stochastic::noise_spec(raw.noise.as_ref(), file, (&tokens, &time, &run))?;
+    if noise.is_some() && checked.model.normalization == super::NormalizationKind::Pre {
+        return Err(ScenarioError::at(
+            file,
+            "noise.temperature",
+            "the noise moves tokens on the sphere (post-LN); model.normalization = \"pre\" keeps an unnormalised stream (remove [noise] or use normalization = \"post\")",
+        ));
+    }
     let ensemble = stochastic::ensemble_spec(raw.ensemble.as_ref(), file, &tokens, noise.as_ref())?;
     let clusters = cluster_rule(file, &raw.clusters)?;
     if let Some(description) = &raw.description {

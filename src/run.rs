@@ -563,7 +563,7 @@ pub fn run_in_memory(
 
 /// The clusters observer of a run whose model has tokens (not `oa`), writing `clusters.csv`
 /// into `dir` when given; the energy column is filled where the flow has one (one layer,
-/// V = A symmetric, docs/MATH.md §9).
+/// V = A symmetric, docs/MATH.md §11).
 pub fn cluster_series(
     scenario: &Scenario,
     model: ModelKind,
@@ -595,7 +595,7 @@ pub fn cluster_series(
     }))
 }
 
-/// The label refined by the clusters (docs/MATH.md §9) and summary.json `clusters`.
+/// The label refined by the clusters (docs/MATH.md §11) and summary.json `clusters`.
 pub fn label_clusters(
     scenario: &Scenario,
     c: Classification,

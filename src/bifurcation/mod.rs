@@ -1,4 +1,4 @@
-//! Bifurcation analysis of the Ott–Antonsen equation (docs/MATH.md §9): the field as an exact
+//! Bifurcation analysis of the Ott–Antonsen equation (docs/MATH.md §10): the field as an exact
 //! cubic polynomial with its derivatives, and the normal-form coefficients of folds and Hopf
 //! points ([`normal_form`]). The continuation of curves in one and two parameters and of
 //! periodic orbits lives with the sweep that asks for it (`sweep::continuation`,

@@ -1,5 +1,5 @@
 //! The Ott–Antonsen field as a cubic polynomial in (R, conj R), its derivatives of every order,
-//! and the normal-form coefficients of its codimension-one bifurcations (docs/MATH.md §9.1).
+//! and the normal-form coefficients of its codimension-one bifurcations (docs/MATH.md §10.1).
 //!
 //! With omega and H affine in R and conj R, R' = i omega(R) R + (H - conj(H) R^2) / 2 is
 //!

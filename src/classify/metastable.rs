@@ -1,4 +1,4 @@
-//! Metastable clusters: whether k tight clusters are the final state (docs/MATH.md §9).
+//! Metastable clusters: whether k tight clusters are the final state (docs/MATH.md §11).
 //!
 //! For the softmax kernels (usa, sa) the k tight clusters at the last sample are handed to the
 //! cluster model (`reduced::clusters`: k points with weights n_a / n), which is integrated on

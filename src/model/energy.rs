@@ -1,4 +1,4 @@
-//! The interaction energy of a gradient flow (docs/MATH.md §9).
+//! The interaction energy of a gradient flow (docs/MATH.md §11).
 //!
 //! When every head has V = A with A symmetric, the flow is the (projected) gradient ascent of
 //!

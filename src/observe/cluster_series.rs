@@ -1,4 +1,4 @@
-//! The clusters of a run at every sample, their plateaus and their merges (docs/MATH.md §9).
+//! The clusters of a run at every sample, their plateaus and their merges (docs/MATH.md §11).
 //!
 //! At each sample the tokens' tight clusters are found ([`super::clusters`]) and one row is
 //! kept: t, the count, the largest cluster's fraction, the largest diameter, the smallest
@@ -33,7 +33,7 @@ pub struct ClusterRow {
     pub diameter: Option<f64>,
     /// Smallest angle between two centres.
     pub separation: Option<f64>,
-    /// The energy of docs/MATH.md §9, where the flow is a gradient flow.
+    /// The energy of docs/MATH.md §11, where the flow is a gradient flow.
     pub energy: Option<f64>,
 }
 

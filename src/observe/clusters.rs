@@ -1,4 +1,4 @@
-//! Tight clusters of the tokens at one sample (docs/MATH.md §9).
+//! Tight clusters of the tokens at one sample (docs/MATH.md §11).
 //!
 //! The rule, with the angle theta = [`ClusterRule::threshold`] (default [`DEFAULT_THRESHOLD`]):
 //!

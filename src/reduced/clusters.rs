@@ -1,5 +1,5 @@
 //! The cluster model: k weighted points that move as the tokens of k tight clusters
-//! (docs/MATH.md §9).
+//! (docs/MATH.md §11).
 //!
 //! ```text
 //! y_a' = P_{y_a} f_a,   f_a = sum_heads sum_b w_b h(beta <y_a, A y_b>) V y_b        (lsa, usa)

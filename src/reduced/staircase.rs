@@ -1,5 +1,5 @@
 //! `--model clusters`: the full model until its tokens sit in tight clusters, then the cluster
-//! model of those clusters to the end of the run (docs/MATH.md §9).
+//! model of those clusters to the end of the run (docs/MATH.md §11).
 //!
 //! The run keeps the scenario's output grid t_i = t_end i / (samples - 1). The full model is
 //! integrated [`FORMATION_WINDOW`] samples at a time; at the end of each window the clusters

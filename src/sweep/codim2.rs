@@ -1,5 +1,5 @@
 //! Fold and Hopf curves of the Ott–Antonsen fixed points in two parameters, with their
-//! codimension-two points (sweep file `[codim2]`; docs/MATH.md §9.2).
+//! codimension-two points (sweep file `[codim2]`; docs/MATH.md §10.2).
 //!
 //! With x = (Re R, Im R), p = (p1, p2) and y = (x, p) in R^4, a curve is the zero set of the
 //! standard extended system G(y) = (F(x, p), g(x, p)) = 0, three equations:

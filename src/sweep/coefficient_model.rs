@@ -1,5 +1,5 @@
 //! The Ott–Antonsen coefficients of a two-parameter family as an exact quadratic in (p1, p2),
-//! when they are one (docs/MATH.md §9.2).
+//! when they are one (docs/MATH.md §10.2).
 //!
 //! The coefficients (c0, c1, c2, g0, g1, g2) are sums of products a± v± beta; when the matrix
 //! entries are affine in the parameters they are polynomials of degree at most 2 in (p1, p2).

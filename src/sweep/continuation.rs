@@ -23,7 +23,7 @@
 //! after `max_points` points. Where the boundary circle is a continuum of fixed points (g = 0
 //! identically, e.g. V = I), its points are not continued.
 //!
-//! At every H point the first Lyapunov coefficient l1 is computed (docs/MATH.md §9.1) and
+//! At every H point the first Lyapunov coefficient l1 is computed (docs/MATH.md §10.1) and
 //! given in summary.json's `special_points` (`l1`, null at LP points). With progress on, the
 //! continuation reports on stderr like the other long stages (the seed and the points traced).
 //!
@@ -80,7 +80,7 @@ pub struct BranchPoint {
     pub eigenvalues: [Complex64; 2],
     /// `Some("LP")` or `Some("H")` for a located special point.
     pub special: Option<&'static str>,
-    /// The first Lyapunov coefficient at an H point (docs/MATH.md §9.1), else None.
+    /// The first Lyapunov coefficient at an H point (docs/MATH.md §10.1), else None.
     pub l1: Option<f64>,
 }
 

@@ -442,8 +442,11 @@ fn stack_and_snapshot_bytes(scenario: &Scenario) -> u64 {
     } else {
         layers.len() as f64
     } as u64;
+    // Pass ends keep the cluster axis too (d numbers), for the stroboscopic series.
+    let passes = segments / layers.len().max(1) as u64 + 1;
     matrices
         .saturating_add(segments.saturating_mul(crate::memory::BOUNDARY_BYTES))
+        .saturating_add(passes.saturating_mul(8 * d as u64))
         .saturating_add(snapshots)
 }
 

@@ -193,7 +193,7 @@ impl<'a> SegmentedStepper<'a> {
                 t: 0.0,
                 pass: 0,
                 layer: 0,
-                order: without_axis(s.order_parameters(&y)),
+                order: s.order_parameters(&y),
             });
         }
         SegmentedStepper {
@@ -275,11 +275,19 @@ impl<'a> SegmentedStepper<'a> {
         }
         self.end_recorded = true;
         let l = stack.len();
+        let layer = (self.k + 1) % l;
+        let order = stack.order_parameters(y);
         self.boundaries.push(Boundary {
             t: self.end,
             pass: (self.k + 1) / l,
-            layer: (self.k + 1) % l,
-            order: without_axis(stack.order_parameters(y)),
+            layer,
+            // The stroboscopic series (pass ends) needs the axis to tell a turning axis in
+            // d > 2; the other boundaries drop it.
+            order: if layer == 0 {
+                order
+            } else {
+                without_axis(order)
+            },
         });
     }
 
@@ -307,8 +315,8 @@ impl<'a> SegmentedStepper<'a> {
     }
 }
 
-/// The order parameters a boundary keeps: the cluster axis (d numbers) is dropped, so a
-/// boundary costs the same for any d (`layers.csv` and the stroboscopic series do not use it).
+/// The order parameters a boundary inside a pass keeps: the cluster axis (d numbers) is
+/// dropped (`layers.csv` does not use it; only the pass ends feed the stroboscopic series).
 fn without_axis(mut order: OrderParameters) -> OrderParameters {
     order.axis = None;
     order

@@ -116,7 +116,7 @@ impl CubicField {
         sum
     }
 
-    /// D^n F(x)[dirs] as a vector of C^2 (real for real directions).
+    /// D^n F(x)\[dirs\] as a vector of C^2 (real for real directions).
     pub fn form(&self, x: Vector2<f64>, dirs: &[CVector]) -> CVector {
         let p = Self::form_of(&self.a, x, dirs);
         let ps = Self::form_of(&self.b, x, dirs);

@@ -39,8 +39,12 @@ impl Observer for Tripwire {
     }
 }
 
+/// The interruption flag is process-wide: the tests of this file take turns.
+static FLAG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn every_method_stops_after_the_sample_that_requested_it() {
+    let _turn = FLAG.lock().unwrap_or_else(|e| e.into_inner());
     let methods = [
         Method::Dop853 {
             rtol: 1e-10,
@@ -112,6 +116,7 @@ impl Observer for ClockReader {
 /// (what the progress line prints), not the time within the current layer.
 #[test]
 fn the_clock_of_a_stack_shows_the_run_time() {
+    let _turn = FLAG.lock().unwrap_or_else(|e| e.into_inner());
     use tokdyn::integrate::Piecewise;
     interrupt::clear();
     let stack = Piecewise::new(

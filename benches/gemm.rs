@@ -229,10 +229,11 @@ fn tile_sizes() {
     ] {
         for softmax in [false, true] {
             let pairs = Pairs {
-                unit: &random[0],
+                keys: &random[0],
                 query: &random[1],
                 value: &random[2],
-                d,
+                key_d: d,
+                value_d: d,
             };
             let tiles = Tiles { keys, queries };
             let mut scratch = vec![0.0; general_scratch_len(n, d, tiles)];
@@ -251,10 +252,11 @@ fn tile_sizes() {
     for tile in [64, 96, 120, 144] {
         for softmax in [false, true] {
             let pairs = Pairs {
-                unit: &identity[0],
+                keys: &identity[0],
                 query: &identity[1],
                 value: &identity[2],
-                d,
+                key_d: d,
+                value_d: d,
             };
             let mut scratch = vec![0.0; symmetric_scratch_len(n, d, tile)];
             let mut f = vec![0.0; n * d];

@@ -573,12 +573,7 @@ pub fn cluster_series(
         return Ok(None);
     }
     let d = scenario.model.d;
-    // A gradient flow only on the sphere (post-LN), without a mask and without noise.
-    let gradient_flow = scenario.model.layers.is_empty()
-        && scenario.model.mask == crate::scenario::MaskKind::None
-        && scenario.model.normalization == crate::scenario::NormalizationKind::Post
-        && scenario.noise.is_none();
-    let energy = if gradient_flow {
+    let energy = if one_free_sphere_layer(scenario) {
         Energy::of_attention(&simulation::attention(scenario))
             .filter(|e| e.computable(scenario.tokens.n, d))
     } else {
@@ -595,6 +590,15 @@ pub fn cluster_series(
     }))
 }
 
+/// One layer on the sphere (post-LN), unmasked and without noise: where the flow is the
+/// gradient flow of the energy (V = A symmetric) and the cluster model holds (docs/MATH.md §11).
+fn one_free_sphere_layer(scenario: &Scenario) -> bool {
+    scenario.model.layers.is_empty()
+        && scenario.model.mask == crate::scenario::MaskKind::None
+        && scenario.model.normalization == crate::scenario::NormalizationKind::Post
+        && scenario.noise.is_none()
+}
+
 /// The label refined by the clusters (docs/MATH.md §11) and summary.json `clusters`.
 pub fn label_clusters(
     scenario: &Scenario,
@@ -604,13 +608,8 @@ pub fn label_clusters(
     let Some(series) = clusters else {
         return (c, None);
     };
-    // The cluster model is the flow of one layer on the sphere, unmasked and without noise;
-    // elsewhere the clusters are reported and the label is the order parameters' one.
-    let cluster_model_applies = scenario.model.layers.is_empty()
-        && scenario.model.mask == crate::scenario::MaskKind::None
-        && scenario.model.normalization == crate::scenario::NormalizationKind::Post
-        && scenario.noise.is_none();
-    let attention = cluster_model_applies.then(|| simulation::attention(scenario));
+    // Elsewhere the clusters are reported and the label is the order parameters' one.
+    let attention = one_free_sphere_layer(scenario).then(|| simulation::attention(scenario));
     let (c, metastable) = metastable::refine(c, attention.as_ref(), series);
     let summary = series.summary().map(|summary| RunClusters {
         summary,

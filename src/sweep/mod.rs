@@ -14,8 +14,10 @@
 //! - `sweep.progress` (or `shard-K-of-N.progress`): finished points, appended as they finish,
 //!   so that `--resume` continues a sweep killed at any moment;
 //! - `sweep.csv`: the axis names, then `label,r2_abs_final,r2_abs_tail_min,r2_abs_tail_max,
-//!   r2_arg_rate,period,error`, one row per point, first axis slowest; a failed point has an
-//!   empty label and numbers and its message in `error`;
+//!   r2_arg_rate,period,error,t_final,reason,cluster_count`, one row per point, first axis
+//!   slowest; a failed point has an empty label and numbers and its message in `error`;
+//!   `cluster_count` is the final count of tight clusters (empty for `oa`, which has no tokens,
+//!   and for `label = "predict"`);
 //! - `summary.json`: counts per label, failed points, timings, provenance;
 //! - `boundaries.csv` when the sweep file has `[refine]` (`refine`);
 //! - `branches.csv` when it has `[continuation]` (`continuation`);

@@ -3,13 +3,15 @@
 //! classify.
 
 use crate::classify::{classify, CertaintyWatch, Label};
+use crate::observe::cluster_series::{plateaus, ClusterSeries, Plateau};
+use crate::observe::Observer;
 use crate::simulation;
 
 use super::format::fmt_opt;
 use super::spec::{LabelSource, Plan};
 
 /// The result columns of `sweep.csv`, after the axis names.
-pub const RESULT_COLUMNS: [&str; 9] = [
+pub const RESULT_COLUMNS: [&str; 10] = [
     "label",
     "r2_abs_final",
     "r2_abs_tail_min",
@@ -19,6 +21,7 @@ pub const RESULT_COLUMNS: [&str; 9] = [
     "error",
     "t_final",
     "reason",
+    "cluster_count",
 ];
 
 /// The result of one point: the label and the numbers it was read from, or the message of a
@@ -38,6 +41,13 @@ pub struct Outcome {
     pub t_final: Option<f64>,
     /// Why the label (one line).
     pub reason: String,
+    /// Tight clusters of the tokens at the last sample (docs/MATH.md §11; 0: not clustered);
+    /// `None` where the model has no tokens (`oa`), for a failed or a predicted point.
+    pub cluster_count: Option<usize>,
+    /// The plateaus of the count (summary.json `clusters.history`), kept for
+    /// `cluster_diagram.png` by sweeps over `model.beta` only (not a `sweep.csv` column; the
+    /// progress file keeps it).
+    pub cluster_history: Option<Vec<Plateau>>,
 }
 
 impl Outcome {
@@ -65,6 +75,8 @@ impl Outcome {
             error: None,
             t_final: None,
             reason,
+            cluster_count: None,
+            cluster_history: None,
         }
     }
 
@@ -83,6 +95,9 @@ impl Outcome {
             self.error.clone().unwrap_or_default(),
             fmt_opt(self.t_final),
             self.reason.clone(),
+            self.cluster_count
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
         ]
     }
 
@@ -106,6 +121,10 @@ impl Outcome {
         if label.is_some() == error.is_some() {
             return None;
         }
+        let cluster_count = match cells[9].as_str() {
+            "" => None,
+            c => Some(c.parse::<usize>().ok()?),
+        };
         Some(Outcome {
             label,
             r2_abs_final: number(1)?,
@@ -116,6 +135,8 @@ impl Outcome {
             error,
             t_final: number(7)?,
             reason: cells[8].clone(),
+            cluster_count,
+            cluster_history: None,
         })
     }
 
@@ -154,10 +175,16 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Err(e) => return Outcome::failure(&e.to_string()),
     };
     let mut watch = CertaintyWatch::default();
+    let mut history = super::pictures::draws_cluster_diagram(plan)
+        .then(|| ClusterSeries::new(scenario.clusters, scenario.model.d, None));
     let failed = |why: &dyn std::fmt::Display| {
         Outcome::failure(&format!("the {} run failed: {why}", plan.model))
     };
-    let solved = match sim.solve(&mut [&mut watch]) {
+    let mut observers: Vec<&mut dyn Observer> = vec![&mut watch];
+    if let Some(h) = history.as_mut() {
+        observers.push(h);
+    }
+    let solved = match sim.solve(&mut observers) {
         Ok(solution) => solution.succeeded(&scenario.name, plan.model),
         Err(e) => return failed(&e),
     };
@@ -167,6 +194,7 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Err(crate::error::Error::RunFailed { status, .. }) => return failed(&status),
         Err(e) => return failed(&e),
     };
+    let cluster_count = final_cluster_count(&scenario, &sim, &solution.final_state);
     let series = watch.series;
     if series.len() < 2 {
         return Outcome::failure("the run produced fewer than two samples");
@@ -183,8 +211,23 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         r2_arg_rate: Some(f.r2_arg_rate),
         period: f.period,
         t_final: Some(solution.t_last),
+        cluster_count,
+        cluster_history: history.map(|h| plateaus(h.rows())),
         ..Outcome::labelled(Some(c.label), one_line(&c.reason))
     }
+}
+
+/// The count of tight clusters of the final tokens under the scenario's `[clusters]` rule
+/// (what the run's summary.json `clusters.count` says); `None` for a model without tokens.
+fn final_cluster_count(
+    scenario: &crate::scenario::Scenario,
+    sim: &simulation::Simulation,
+    state: &[f64],
+) -> Option<usize> {
+    let d = scenario.model.d;
+    let tokens = sim.dynamics.tokens(state)?;
+    let directions = crate::observe::clusters::directions(&tokens, d);
+    Some(crate::observe::clusters::detect_clusters(&directions, d, scenario.clusters).count)
 }
 
 /// A point labelled by the OA analysis (`label = "predict"`): the label and reason of

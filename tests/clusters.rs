@@ -136,9 +136,8 @@ fn predict_names_the_fastest_mode_only_for_scalar_weights_and_a_near_uniform_sta
     let s = scenario(
         dir.path(),
         "skew",
-        &"[model]\nkernel = \"sa\"\nbeta = 4.0\nd = 2\nA = [[1.0, 0.3], [0.0, 1.0]]\nV = \"identity\"\n\
-          [tokens]\nn = 50\ninit = \"circle\"\n[time]\nt_end = 0.5\nsamples = 3\n"
-            .to_string(),
+        "[model]\nkernel = \"sa\"\nbeta = 4.0\nd = 2\nA = [[1.0, 0.3], [0.0, 1.0]]\nV = \"identity\"\n\
+          [tokens]\nn = 50\ninit = \"circle\"\n[time]\nt_end = 0.5\nsamples = 3\n",
     );
     let p = predict(&s, &dir.path().join("skew"));
     assert!(p["clusters"]["from_uniform"].is_null(), "{p}");

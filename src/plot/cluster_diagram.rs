@@ -4,7 +4,7 @@
 //! Each point of the sweep is a column at its beta (as wide as the spacing of the betas); each
 //! plateau of its count (`{count, from, to}`, summary.json `clusters.history`) is a cell from
 //! its first time to the next plateau's first time, coloured by the count (grey: not
-//! clustered). The time axis is log10 t from the first sample after t = 0.
+//! clustered: "not tight"). The time axis is log10 t from the first sample after t = 0.
 
 use std::io;
 use std::path::Path;
@@ -12,7 +12,11 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{draw_no_data, draw_title, lw, px, short_number, tick, Figure, OrIo, Picture};
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::{
+    draw_no_data, draw_title, px, short_number, text_at, tick, Figure, OrIo, Picture, LEGEND_SIZE,
+};
 use crate::observe::cluster_series::Plateau;
 
 /// Width and height of `cluster_diagram.png` (paper).
@@ -45,6 +49,8 @@ pub struct DiagramView {
     pub title: String,
     /// (beta, the point's plateaus) in increasing beta.
     pub columns: Vec<(f64, Vec<Plateau>)>,
+    /// The first sample time after 0 (the bottom of the time axis).
+    pub t_first: f64,
 }
 
 /// Writes `cluster_diagram.png`, `.svg` and `.pdf` into `dir`.
@@ -60,19 +66,20 @@ pub fn cluster_diagram_plot(view: &DiagramView, figure: Figure, dir: &Path) -> i
 }
 
 impl DiagramView {
-    /// The log10 t range: the first time after 0 to the last.
+    /// The log10 t range: the first sample after 0 to the last time.
     fn time_range(&self) -> Option<(f64, f64)> {
-        let times = self
+        let last = self
             .columns
             .iter()
-            .flat_map(|(_, p)| p.iter().flat_map(|p| [p.from, p.to]));
-        let positive = times
-            .clone()
-            .filter(|&t| t > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        let last = times.fold(0.0f64, f64::max);
-        (positive.is_finite() && last > 0.0).then(|| {
-            let (lo, hi) = (positive.log10(), last.log10());
+            .flat_map(|(_, p)| p.iter().map(|p| p.to))
+            .fold(0.0f64, f64::max);
+        let first = if self.t_first > 0.0 {
+            self.t_first
+        } else {
+            last / 1e3
+        };
+        (last > 0.0 && first.is_finite()).then(|| {
+            let (lo, hi) = (first.log10(), last.log10());
             if hi - lo < 1e-9 {
                 (lo - 0.5, hi + 0.5)
             } else {
@@ -104,15 +111,15 @@ impl Picture for DiagramView {
         let x0 = self.columns[0].0 - self.half_width(0);
         let last = self.columns.len() - 1;
         let x1 = self.columns[last].0 + self.half_width(last);
-        let mut chart = ChartBuilder::on(&area)
+        let (w, _) = area.dim_in_pixel();
+        let (plot_area, legend_area) = area.split_horizontally(w * 3 / 4);
+        let mut chart = ChartBuilder::on(&plot_area)
             .margin(px(12))
-            .margin_right(px(150))
-            .x_label_area_size(px(50))
-            .y_label_area_size(px(70))
+            .x_label_area_size(px(60))
+            .y_label_area_size(px(80))
             .build_cartesian_2d(x0..x1, y0..y1)
             .io()?;
-        chart
-            .configure_mesh()
+        super::time_mesh(&mut chart)
             .disable_mesh()
             .x_label_formatter(&tick)
             .y_label_formatter(&|y| short_number(10f64.powf(*y)))
@@ -141,34 +148,36 @@ impl Picture for DiagramView {
             }
         }
         seen.sort_unstable();
-        for k in seen {
-            let name = if k == 0 {
-                "not clustered".to_string()
-            } else {
-                format!("{k} cluster{}", if k == 1 { "" } else { "s" })
-            };
-            let color = count_color(k);
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(x0, y0), (x0, y0)],
-                    color.filled(),
-                )))
-                .io()?
-                .label(name)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
-                });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .margin(px(4))
-            .legend_area_size(px(20))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.stroke_width(lw(1)))
-            .draw()
-            .io()
+        draw_legend(&legend_area, &seen)
     }
+}
+
+/// The colour of each count that occurs, one line each, beside the chart.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    counts: &[usize],
+) -> io::Result<()> {
+    let (x, step, size) = (px(10) as i32, px(34) as i32, px(18) as i32);
+    for (i, &k) in counts.iter().enumerate() {
+        let y = px(30) as i32 + i as i32 * step;
+        area.draw(&Rectangle::new(
+            [(x, y), (x + size, y + size)],
+            count_color(k).filled(),
+        ))
+        .io()?;
+        let name = match k {
+            0 => "not tight".to_string(),
+            1 => "1 cluster".to_string(),
+            k => format!("{k} clusters"),
+        };
+        area.draw(&Text::new(
+            name,
+            (x + size + px(8) as i32, y + size / 2),
+            text_at(LEGEND_SIZE, BLACK, HPos::Left, VPos::Center),
+        ))
+        .io()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -192,6 +201,7 @@ mod tests {
                     ],
                 ),
             ],
+            t_first: 0.5,
         };
         cluster_diagram_plot(&view, Figure::Paper, dir.path()).unwrap();
         let a = std::fs::read(dir.path().join("cluster_diagram.png")).unwrap();
@@ -203,6 +213,7 @@ mod tests {
         let empty = DiagramView {
             title: "none".into(),
             columns: vec![(1.0, vec![])],
+            t_first: 0.5,
         };
         cluster_diagram_plot(&empty, Figure::Paper, dir.path()).unwrap();
     }

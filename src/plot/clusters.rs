@@ -15,7 +15,10 @@ use plotters::prelude::*;
 
 use crate::observe::cluster_series::{merges, ClusterSeries};
 
-use super::{draw_no_data, draw_title, lw, px, short_number, text, tick, Figure, OrIo, Picture};
+use super::{
+    draw_no_data, draw_title, lw, px, short_number, text_at, tick, Figure, OrIo, Picture, TICK_SIZE,
+};
+use plotters::style::text_anchor::{HPos, VPos};
 
 /// Width and height of `clusters.png` (paper).
 pub const CLUSTERS_SIZE: (u32, u32) = (1200, 900);
@@ -122,12 +125,12 @@ impl ClustersView {
         let mut chart = ChartBuilder::on(area)
             .margin(px(12))
             .margin_right(px(30))
-            .x_label_area_size(px(45))
-            .y_label_area_size(px(70))
+            .x_label_area_size(px(60))
+            .y_label_area_size(px(80))
             .build_cartesian_2d(x0..x1, -0.2..top)
             .io()?;
-        chart
-            .configure_mesh()
+        super::time_mesh(&mut chart)
+            .max_light_lines(4)
             .x_label_formatter(&time_tick)
             .y_label_formatter(&|v| {
                 if (v - v.round()).abs() < 1e-9 && *v >= 0.0 {
@@ -137,7 +140,7 @@ impl ClustersView {
                 }
             })
             .x_desc("t (log scale)")
-            .y_desc("tight clusters (0: not clustered)")
+            .y_desc("tight clusters")
             .draw()
             .io()?;
         let counts: Vec<f64> = self.count.iter().map(|&c| c as f64).collect();
@@ -164,9 +167,9 @@ impl ClustersView {
                 .io()?;
             chart
                 .draw_series(std::iter::once(Text::new(
-                    format!("{from}→{to}"),
-                    (x, top - 0.05 * top),
-                    text(super::desc_size() * 0.8),
+                    format!("{from}→{to} "),
+                    (x, top),
+                    text_at(TICK_SIZE, MERGE_COLOR, HPos::Right, VPos::Top),
                 )))
                 .io()?;
         }
@@ -197,12 +200,12 @@ impl ClustersView {
         let mut chart = ChartBuilder::on(area)
             .margin(px(12))
             .margin_right(px(30))
-            .x_label_area_size(px(45))
-            .y_label_area_size(px(70))
+            .x_label_area_size(px(60))
+            .y_label_area_size(px(80))
             .build_cartesian_2d(x0..x1, lo - pad..hi + pad)
             .io()?;
-        chart
-            .configure_mesh()
+        super::time_mesh(&mut chart)
+            .max_light_lines(4)
             .x_label_formatter(&time_tick)
             .y_label_formatter(&tick)
             .x_desc("t (log scale)")

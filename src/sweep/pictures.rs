@@ -307,6 +307,7 @@ fn draw_cluster_diagram(
     let view = plot::cluster_diagram::DiagramView {
         title: format!("{title}\ncount of tight clusters"),
         columns,
+        t_first: plan.base.time.t_end / (plan.base.time.samples.max(2) - 1) as f64,
     };
     plot::cluster_diagram::cluster_diagram_plot(&view, plan.base.output.figure, dir)
 }

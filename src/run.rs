@@ -639,6 +639,12 @@ fn one_free_sphere_layer(scenario: &Scenario) -> bool {
         && scenario.noise.is_none()
 }
 
+/// The layer whose clusters refine the label: one free layer on the sphere; elsewhere the
+/// clusters are reported and the label is the order parameters' one.
+pub fn cluster_attention(scenario: &Scenario) -> Option<crate::model::Attention> {
+    one_free_sphere_layer(scenario).then(|| simulation::attention(scenario))
+}
+
 /// The label refined by the clusters (docs/MATH.md §11) and summary.json `clusters`.
 pub fn label_clusters(
     scenario: &Scenario,
@@ -648,9 +654,7 @@ pub fn label_clusters(
     let Some(series) = clusters else {
         return (c, None);
     };
-    // Elsewhere the clusters are reported and the label is the order parameters' one.
-    let attention = one_free_sphere_layer(scenario).then(|| simulation::attention(scenario));
-    let (c, metastable) = metastable::refine(c, attention.as_ref(), series);
+    let (c, metastable) = metastable::refine(c, cluster_attention(scenario).as_ref(), series);
     let summary = series.summary().map(|summary| RunClusters {
         summary,
         metastable,

@@ -708,6 +708,12 @@ fn a_sweep_of_beta_reports_each_points_cluster_count_and_draws_the_diagram() {
             &["--set", &format!("model.beta={beta}")],
         );
         assert_eq!(count, summary["clusters"]["count"].to_string(), "{line}");
+        // ... and so is its label (refined by the clusters, as the run refines it).
+        assert_eq!(
+            line.split(',').nth(1).unwrap(),
+            summary["label"].as_str().unwrap(),
+            "{line}"
+        );
         assert!(count.parse::<usize>().unwrap() >= 2, "{line}");
     }
     // A resumed sweep (every point read back from the progress file) writes the same bytes and

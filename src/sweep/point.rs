@@ -175,7 +175,10 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Err(e) => return Outcome::failure(&e.to_string()),
     };
     let mut watch = CertaintyWatch::default();
-    let mut history = super::pictures::draws_cluster_diagram(plan)
+    // The clusters at every sample: for the label of a softmax kernel (as `tokdyn run` gives
+    // it) and the diagram of a sweep over beta.
+    let softmax = scenario.model.kernel != crate::scenario::KernelKind::Lsa;
+    let mut history = (softmax || super::pictures::draws_cluster_diagram(plan))
         .then(|| ClusterSeries::new(scenario.clusters, scenario.model.d, None));
     let failed = |why: &dyn std::fmt::Display| {
         Outcome::failure(&format!("the {} run failed: {why}", plan.model))
@@ -203,6 +206,10 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Some(_) => crate::classify::classify_stationary(&series, scenario.tokens.n),
         None => classify(&series),
     };
+    let c = match &history {
+        Some(series) if softmax => label_by_clusters(&scenario, plan.model, c, series),
+        _ => c,
+    };
     let f = &c.features;
     Outcome {
         r2_abs_final: Some(f.r2_abs_final),
@@ -214,6 +221,26 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         cluster_count,
         cluster_history: history.map(|h| plateaus(h.rows())),
         ..Outcome::labelled(Some(c.label), one_line(&c.reason))
+    }
+}
+
+/// The label refined by the clusters, as `tokdyn run` refines it (docs/MATH.md §11).
+fn label_by_clusters(
+    scenario: &crate::scenario::Scenario,
+    model: crate::scenario::ModelKind,
+    c: crate::classify::Classification,
+    series: &ClusterSeries,
+) -> crate::classify::Classification {
+    let (c, _) = crate::classify::metastable::refine(
+        c,
+        crate::run::cluster_attention(scenario).as_ref(),
+        series,
+    );
+    match model {
+        crate::scenario::ModelKind::Clusters => {
+            crate::classify::metastable::without_handover(c, series)
+        }
+        _ => c,
     }
 }
 

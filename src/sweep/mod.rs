@@ -2,8 +2,8 @@
 //!
 //! A sweep file (the README's sweep file, [`spec`]) names a base scenario and axes; every grid point
 //! sets the axis values into the base scenario's table, is checked like a scenario file, and
-//! runs with an order-parameter series as its only observer (no files per point); the series is
-//! classified. Points run in parallel (rayon) and are written in index order, so `sweep.csv` is
+//! runs with an order-parameter series as its observer (no files per point; usa / sa points also
+//! count their clusters, `point`); the series is classified. Points run in parallel (rayon) and are written in index order, so `sweep.csv` is
 //! byte-identical for any thread count. Every point starts from the scenario's `tokens.seed`:
 //! the same initial tokens at every point unless an axis changes them (`tokens.seed`,
 //! `tokens.n`, ...), so neighbouring points differ only by the swept parameters.

@@ -1,6 +1,8 @@
 //! One grid point: set the axis values into the template table, check the scenario, build the
-//! simulation, solve it with an order-parameter series as the only observer (no files), and
-//! classify.
+//! simulation, solve it with an order-parameter series as its observer (no files), and
+//! classify. usa / sa points also count their clusters at every sample and are labelled as
+//! `tokdyn run` labels them (docs/MATH.md §11); a sweep over `model.beta` keeps every point's
+//! plateaus for `cluster_diagram.png`; `cluster_count` is read on the final tokens.
 
 use crate::classify::{classify, CertaintyWatch, Label};
 use crate::observe::cluster_series::{plateaus, ClusterSeries, Plateau};

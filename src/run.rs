@@ -114,6 +114,9 @@ pub struct Summary {
     /// The tight clusters (models with tokens).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clusters: Option<crate::classify::metastable::RunClusters>,
+    /// The rows of clusters.csv, for the Python module (not written to summary.json).
+    #[serde(skip)]
+    pub cluster_rows: Vec<crate::observe::cluster_series::ClusterRow>,
 }
 
 impl Summary {
@@ -162,6 +165,7 @@ impl Summary {
             stack: None,
             stream_norms: simulation::stream_norms(scenario, model, &solution.final_state),
             clusters: None,
+            cluster_rows: Vec::new(),
         }
     }
 }
@@ -467,6 +471,7 @@ pub fn run_observed(
     };
     let (classification, stack) = classify_run(scenario, &series, &solution, staged.path())?;
     let (classification, cluster_summary) = label_clusters(scenario, classification, &clusters);
+    let classification = formed_or_undetermined(model, classification, &clusters);
     // The pictures and tokens_final.csv are independent: written concurrently, a picture's
     // error reported first.
     let path = staged.path().join("tokens_final.csv");
@@ -492,13 +497,34 @@ pub fn run_observed(
     );
     pictures?;
     tokens.map_err(Error::io(&path))?;
+    draw_clusters(scenario, model, &clusters, &classification, staged.path())?;
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.stack = stack;
     summary.clusters = cluster_summary;
+    summary.cluster_rows = clusters.map(|c| c.rows().to_vec()).unwrap_or_default();
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
     let dir = staged.commit()?;
     Ok(RunReport { dir, summary })
+}
+
+/// `clusters.*` of a run whose tokens were in tight clusters at some sample.
+fn draw_clusters(
+    scenario: &Scenario,
+    model: ModelKind,
+    clusters: &Option<ClusterSeries>,
+    c: &Classification,
+    dir: &Path,
+) -> Result<(), Error> {
+    let title = picture_title(scenario, model, c);
+    match clusters
+        .as_ref()
+        .and_then(|s| plot::clusters::ClustersView::of(s, &title))
+    {
+        Some(view) => plot::clusters::clusters_plot(&view, scenario.output.figure, dir)
+            .map_err(Error::io(dir)),
+        None => Ok(()),
+    }
 }
 
 /// Writes `tokens_final.csv` when the model carries tokens, a piece at a time where the model
@@ -556,9 +582,23 @@ pub fn run_in_memory(
         classify_series(scenario, &watch.series),
         &clusters,
     );
+    let classification = formed_or_undetermined(model, classification, &clusters);
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.clusters = cluster_summary;
+    summary.cluster_rows = clusters.map(|c| c.rows().to_vec()).unwrap_or_default();
     Ok(summary)
+}
+
+/// `--model clusters`: `undetermined` when the cluster model never took over (docs/MATH.md §11).
+fn formed_or_undetermined(
+    model: ModelKind,
+    c: Classification,
+    clusters: &Option<ClusterSeries>,
+) -> Classification {
+    match clusters {
+        Some(series) if model == ModelKind::Clusters => metastable::without_handover(c, series),
+        _ => c,
+    }
 }
 
 /// The clusters observer of a run whose model has tokens (not `oa`), writing `clusters.csv`
@@ -599,6 +639,12 @@ fn one_free_sphere_layer(scenario: &Scenario) -> bool {
         && scenario.noise.is_none()
 }
 
+/// The layer whose clusters refine the label: one free layer on the sphere; elsewhere the
+/// clusters are reported and the label is the order parameters' one.
+pub fn cluster_attention(scenario: &Scenario) -> Option<crate::model::Attention> {
+    one_free_sphere_layer(scenario).then(|| simulation::attention(scenario))
+}
+
 /// The label refined by the clusters (docs/MATH.md §11) and summary.json `clusters`.
 pub fn label_clusters(
     scenario: &Scenario,
@@ -608,9 +654,7 @@ pub fn label_clusters(
     let Some(series) = clusters else {
         return (c, None);
     };
-    // Elsewhere the clusters are reported and the label is the order parameters' one.
-    let attention = one_free_sphere_layer(scenario).then(|| simulation::attention(scenario));
-    let (c, metastable) = metastable::refine(c, attention.as_ref(), series);
+    let (c, metastable) = metastable::refine(c, cluster_attention(scenario).as_ref(), series);
     let summary = series.summary().map(|summary| RunClusters {
         summary,
         metastable,

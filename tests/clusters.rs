@@ -56,6 +56,129 @@ fn fastest_mode(beta: f64) -> usize {
         .unwrap() as usize
 }
 
+/// `tokdyn predict` of a scenario into `out`: its predict.json.
+fn predict(path: &Path, out: &Path) -> serde_json::Value {
+    tokdyn()
+        .arg("predict")
+        .arg(path)
+        .arg("--out")
+        .arg(out)
+        .assert()
+        .success();
+    serde_json::from_str(&fs::read_to_string(out.join("predict.json")).unwrap()).unwrap()
+}
+
+/// The fastest degree of the uniform state on S^2: argmax_l l (l + 1) i_l(beta), with the
+/// modified spherical Bessel function i_l(x) = sqrt(pi / 2x) I_{l+1/2}(x) by its power series
+/// x^l sum_m (x^2 / 2)^m / (m! (2l + 2m + 1)!!).
+fn fastest_degree_s2(beta: f64) -> usize {
+    let i = |l: u32| -> f64 {
+        let mut term = beta.powi(l as i32) / (1..=l).map(|j| f64::from(2 * j + 1)).product::<f64>();
+        let mut sum = 0.0;
+        for m in 0..200u32 {
+            sum += term;
+            term *= beta * beta / 2.0 / (f64::from(m + 1) * f64::from(2 * l + 2 * m + 3));
+        }
+        sum
+    };
+    (1..30u32)
+        .max_by(|&a, &b| {
+            let f = |l: u32| f64::from(l * (l + 1)) * i(l);
+            f(a).total_cmp(&f(b))
+        })
+        .unwrap() as usize
+}
+
+#[test]
+fn predict_names_the_fastest_mode_only_for_scalar_weights_and_a_near_uniform_start() {
+    let dir = tempfile::tempdir().unwrap();
+    // d = 3, uniform start of many tokens: the fastest spherical harmonic (usa and sa share
+    // it: one head, the rates differ by a positive factor).
+    for beta in [1.0, 9.0, 30.0] {
+        let s = scenario(
+            dir.path(),
+            "sphere",
+            &softmax(
+                "sa",
+                beta,
+                3,
+                "n = 1500\nseed = 3",
+                "t_end = 0.1\nsamples = 3",
+            ),
+        );
+        let p = predict(&s, &dir.path().join(format!("s{beta}")));
+        let c = &p["clusters"];
+        assert_eq!(
+            c["from_uniform"].as_u64().map(|k| k as usize),
+            Some(fastest_degree_s2(beta)),
+            "{p}"
+        );
+        assert!(c["start_moment"].as_f64().unwrap() <= c["tolerance"].as_f64().unwrap());
+        assert!(p.get("fixed_points").is_none(), "no OA analysis for usa");
+    }
+    assert_eq!(fastest_degree_s2(1.0), 1);
+    // Not near uniform (all tokens in a small cap), and A not a multiple of I: null.
+    let s = scenario(
+        dir.path(),
+        "cap",
+        &softmax(
+            "sa",
+            4.0,
+            2,
+            "n = 50\ninit = \"splay\"",
+            "t_end = 0.5\nsamples = 3",
+        ),
+    );
+    let p = predict(&s, &dir.path().join("cap"));
+    assert!(p["clusters"]["from_uniform"].is_null(), "{p}");
+    assert!(p["clusters"]["start_moment"].as_f64().unwrap() > 0.1);
+    assert_eq!(p["clusters"]["fastest_mode"], 3);
+    let s = scenario(
+        dir.path(),
+        "skew",
+        "[model]\nkernel = \"sa\"\nbeta = 4.0\nd = 2\nA = [[1.0, 0.3], [0.0, 1.0]]\nV = \"identity\"\n\
+          [tokens]\nn = 50\ninit = \"circle\"\n[time]\nt_end = 0.5\nsamples = 3\n",
+    );
+    let p = predict(&s, &dir.path().join("skew"));
+    assert!(p["clusters"]["from_uniform"].is_null(), "{p}");
+    assert!(p["clusters"]["rates"].as_array().unwrap().is_empty());
+    // lsa keeps its predict.json: the OA analysis, no `clusters`, keys in their order.
+    let s = scenario(
+        dir.path(),
+        "lsa",
+        &softmax(
+            "lsa",
+            1.0,
+            2,
+            "n = 50\nseed = 1",
+            "t_end = 1.0\nsamples = 3",
+        ),
+    );
+    predict(&s, &dir.path().join("lsa"));
+    let text = fs::read_to_string(dir.path().join("lsa/predict.json")).unwrap();
+    let keys = [
+        "\"name\"",
+        "\"fixed_points\"",
+        "\"boundary_zeros\"",
+        "\"boundary_continuum\"",
+        "\"boundary_circle\"",
+        "\"limit_cycles\"",
+        "\"start\"",
+        "\"end\"",
+        "\"horizon\"",
+        "\"label\"",
+        "\"reason\"",
+        "\"simulated_label\"",
+        "\"agrees\"",
+    ];
+    let at: Vec<usize> = keys.iter().map(|k| text.find(k).unwrap()).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+    assert!(
+        !text.contains("\"clusters\"") && !text.contains("simulated_count"),
+        "{text}"
+    );
+}
+
 fn csv_rows(path: &Path) -> (String, Vec<Vec<String>>) {
     let text = fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
@@ -84,6 +207,15 @@ fn the_evenly_spaced_circle_start_sits_in_the_fastest_modes_clusters() {
         );
         let out = dir.path().join(format!("o{beta}"));
         let summary = run(&s, &out, &[]);
+        let predicted = predict(&s, &out);
+        let p = &predicted["clusters"];
+        assert_eq!(
+            p["from_uniform"].as_u64().map(|k| k as usize),
+            Some(k_star),
+            "beta {beta}: {predicted}"
+        );
+        assert_eq!(predicted["simulated_count"], p["from_uniform"]);
+        assert_eq!(predicted["agrees"], true);
         let c = &summary["clusters"];
         assert_eq!(
             summary["label"], "metastable-clusters",
@@ -287,7 +419,7 @@ fn the_energy_equals_its_formula_at_zero_and_never_decreases() {
 #[test]
 fn a_bad_threshold_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    for bad in ["0.0", "-1", "3.2", "nan"] {
+    for bad in ["0.0", "-1", "3.141592653589793", "3.2", "nan"] {
         let s = scenario(
             dir.path(),
             "bad",
@@ -408,6 +540,24 @@ fn the_cluster_model_merges_when_the_full_model_does_and_follows_the_staircase()
         ],
     );
     assert!(started.elapsed().as_secs_f64() < 20.0);
+    // predict names the same merge from the scenario's run.
+    let p = predict(&s, &dir.path().join("predicted"));
+    let predicted = p["clusters"]["merges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["from_count"] == 3)
+        .unwrap_or_else(|| panic!("{p}"))["t"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (predicted - t_full).abs() < 0.02 * t_full,
+        "{predicted} {t_full}"
+    );
+    assert_eq!(
+        p["clusters"]["merges"].as_array().unwrap().last().unwrap()["to_count"],
+        1
+    );
     assert_eq!(long["t_final"], 1e6);
     assert_eq!(long["clusters"]["count"], 1, "{long}");
     let merges = long["clusters"]["merges"].as_array().unwrap();
@@ -482,4 +632,94 @@ fn the_cluster_model_is_the_ode_of_weighted_points() {
         );
     }
     assert_eq!(model.tokens(y).unwrap().len(), 20);
+}
+
+#[test]
+fn the_cluster_model_without_tight_clusters_says_undetermined_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    // V = -I pushes the tokens apart: they never gather, so the cluster model never starts.
+    let s = scenario(
+        dir.path(),
+        "apart",
+        "[model]\nkernel = \"sa\"\nbeta = 2.0\nd = 2\nA = \"identity\"\nV = [[-1.0, 0.0], [0.0, -1.0]]\n\
+         [tokens]\nn = 60\nseed = 4\n[time]\nt_end = 5.0\nsamples = 41\n",
+    );
+    let out = dir.path().join("apart");
+    let summary = run(&s, &out, &["--model", "clusters"]);
+    assert_eq!(summary["label"], "undetermined", "{summary}");
+    let reason = summary["label_reason"].as_str().unwrap();
+    assert!(reason.contains("never took over"), "{reason}");
+    assert_eq!(summary["clusters"]["count"], 0);
+    for file in ["order.csv", "clusters.csv", "tokens_final.csv"] {
+        assert!(out.join(file).exists(), "{file}");
+    }
+    // The full model of the same scenario keeps its own label.
+    let full = run(&s, &dir.path().join("full"), &[]);
+    assert_ne!(full["label"], "metastable-clusters");
+    assert!(
+        reason.contains(full["label"].as_str().unwrap()),
+        "{reason} / {full}"
+    );
+}
+
+#[test]
+fn a_sweep_of_beta_reports_each_points_cluster_count_and_draws_the_diagram() {
+    let dir = tempfile::tempdir().unwrap();
+    scenario(
+        dir.path(),
+        "base",
+        &softmax(
+            "sa",
+            2.0,
+            2,
+            "n = 120\ninit = \"circle\"\neps = 0.01\nseed = 1",
+            "t_end = 30.0\nsamples = 61",
+        ),
+    );
+    let sweep_file = dir.path().join("s.toml");
+    fs::write(
+        &sweep_file,
+        "name = \"betas\"\nscenario = \"base.toml\"\n[axes]\nmodel.beta = { from = 2.0, to = 10.0, steps = 3 }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("sweep");
+    let sweep = |extra: &[&str]| {
+        tokdyn()
+            .arg("sweep")
+            .arg(&sweep_file)
+            .arg("--out")
+            .arg(&out)
+            .args(extra)
+            .assert()
+            .success();
+    };
+    sweep(&[]);
+    let text = fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let header = text.lines().next().unwrap();
+    assert!(header.ends_with(",reason,cluster_count"), "{header}");
+    assert!(out.join("cluster_diagram.png").exists());
+    // Each point's count is what the run of that scenario reports.
+    for line in text.lines().skip(1) {
+        let beta = line.split(',').next().unwrap();
+        let count = line.rsplit(',').next().unwrap();
+        let summary = run(
+            &dir.path().join("base.toml"),
+            &dir.path().join(format!("b{beta}")),
+            &["--set", &format!("model.beta={beta}")],
+        );
+        assert_eq!(count, summary["clusters"]["count"].to_string(), "{line}");
+        // ... and so is its label (refined by the clusters, as the run refines it).
+        assert_eq!(
+            line.split(',').nth(1).unwrap(),
+            summary["label"].as_str().unwrap(),
+            "{line}"
+        );
+        assert!(count.parse::<usize>().unwrap() >= 2, "{line}");
+    }
+    // A resumed sweep (every point read back from the progress file) writes the same bytes and
+    // still has each point's history for the diagram.
+    fs::remove_file(out.join("cluster_diagram.png")).unwrap();
+    sweep(&["--resume"]);
+    assert_eq!(fs::read_to_string(out.join("sweep.csv")).unwrap(), text);
+    assert!(out.join("cluster_diagram.png").exists());
 }

@@ -70,7 +70,7 @@ fn summary(dir: &Path) -> serde_json::Value {
 }
 
 const RESULT_HEADER: &str =
-    "label,r2_abs_final,r2_abs_tail_min,r2_abs_tail_max,r2_arg_rate,period,error,t_final,reason";
+    "label,r2_abs_final,r2_abs_tail_min,r2_abs_tail_max,r2_arg_rate,period,error,t_final,reason,cluster_count";
 
 /// Paper case 1: V = I, A = [[a11, a12], [a21, a22]].
 const CASE1: &str = r#"

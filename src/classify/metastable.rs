@@ -245,3 +245,21 @@ pub struct RunClusters {
     /// The plateau of a `metastable-clusters` label (null otherwise).
     pub metastable: Option<Metastability>,
 }
+
+/// The label of a `--model clusters` run whose tokens never formed tight clusters by t_end
+/// (the cluster model never took over, `reduced::staircase::handover_index`): `undetermined`,
+/// saying so, with the full model's label in the reason; any other run's label unchanged.
+pub fn without_handover(c: Classification, clusters: &ClusterSeries) -> Classification {
+    let counts: Vec<usize> = clusters.rows().iter().map(|r| r.count).collect();
+    if crate::reduced::staircase::handover_index(&counts).is_some() {
+        return c;
+    }
+    let t_end = clusters.rows().last().map_or(0.0, |r| r.t);
+    let reason = format!(
+        "the cluster model never took over: the tokens formed no tight clusters (diameter <= {}) by t = {t_end}, so the whole run is the full model's, which says {} ({}); run longer or raise clusters.threshold",
+        clusters.rule().threshold,
+        c.label,
+        c.reason
+    );
+    relabel(c, Label::Undetermined, reason)
+}

@@ -16,6 +16,8 @@
 //! | [`regime_map`] | `regime_map.png`, `.svg`, `.pdf` |
 //! | [`bifurcation_plot`] | `bifurcation.png`, `.svg`, `.pdf` |
 //! | [`scaling_plot`] | `scaling.png`, `.svg`, `.pdf` |
+//! | [`clusters::clusters_plot`] | `clusters.png`, `.svg`, `.pdf` |
+//! | [`cluster_diagram::cluster_diagram_plot`] | `cluster_diagram.png`, `.svg`, `.pdf` |
 //!
 //! Shared style lives here: the font (DejaVu Sans from the `dejavu` crate, registered once with
 //! plotters under the family name [`FONT`], so no system font is needed), the fixed colour of
@@ -36,6 +38,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::classify::Label;
 
 pub mod bifurcation;
+pub mod cluster_diagram;
+pub mod clusters;
 pub mod codim2;
 pub mod compare;
 pub mod ensemble;

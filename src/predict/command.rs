@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use num_complex::Complex64;
 use serde::Serialize;
 
+use super::cluster_report::{cluster_prediction, simulated_count, ClusterPrediction};
 use super::{predict, CycleKind, LimitCycle, Prediction};
 use crate::classify::Label;
 use crate::error::Error;
 use crate::observe::order_parameter_r2;
 use crate::run::RunOptions;
-use crate::scenario::{InitKind, ModelKind, Scenario};
+use crate::scenario::{InitKind, KernelKind, ModelKind, Scenario};
 use crate::simulation;
 
 /// The least horizon of a prediction.
@@ -57,12 +58,19 @@ pub fn prediction_with_cycles(scenario: &Scenario) -> Result<Prediction, Error> 
 pub struct PredictReport {
     /// The scenario name.
     pub name: String,
-    /// The analysis of the Ott–Antonsen equation.
+    /// The analysis of the Ott–Antonsen equation (lsa).
     #[serde(flatten)]
-    pub prediction: Prediction,
+    pub prediction: Option<Prediction>,
+    /// The clusters predicted for usa / sa (absent for lsa).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<ClusterPrediction>,
     /// The label of the simulation in the run folder, if there is one.
     pub simulated_label: Option<Label>,
-    /// Whether the simulated label agrees with the prediction.
+    /// usa / sa: the count of the first clustered plateau of the simulation in the run folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated_count: Option<usize>,
+    /// Whether the simulated label (lsa) or count (usa / sa: against `from_uniform`) agrees
+    /// with the prediction.
     pub agrees: Option<bool>,
     /// The printed table.
     #[serde(skip)]
@@ -74,11 +82,23 @@ pub struct PredictReport {
 
 /// Predicts, compares with a finished run of the same scenario, writes `predict.json`.
 pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<PredictReport, Error> {
+    let dir = options.folder(scenario);
+    let mut report = report(scenario, Some(&dir))?;
+    write_report(&dir, &mut report)?;
+    Ok(report)
+}
+
+/// What `predict` reports for `scenario` (the OA analysis for lsa, the clusters for usa /
+/// sa), compared with the run in `dir` when given; nothing is written.
+pub fn report(scenario: &Scenario, dir: Option<&Path>) -> Result<PredictReport, Error> {
     simulation::require_no_noise(scenario, "predict")?;
     simulation::require_single_layer(scenario, "predict")?;
+    if scenario.model.kernel != KernelKind::Lsa {
+        return clusters_report(scenario, dir);
+    }
     let p = prediction_with_cycles(scenario)?;
-    let dir = options.folder(scenario);
-    let simulated_label = crate::run::read_label(&dir);
+    let simulated_label = dir.and_then(crate::run::read_label);
+    let dir = dir.map(Path::to_path_buf).unwrap_or_default();
     let agrees = simulated_label.map(|l| l == p.label);
     let mut table = String::new();
     fixed_point_table(&mut table, &p);
@@ -90,16 +110,90 @@ pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Pre
         p.start.re, p.start.im, p.horizon, p.label, p.reason
     );
     comparison_table(&mut table, &dir, simulated_label, agrees);
-    let mut report = PredictReport {
+    Ok(PredictReport {
         name: scenario.name.clone(),
-        prediction: p,
+        prediction: Some(p),
+        clusters: None,
         simulated_label,
+        simulated_count: None,
         agrees,
         table,
         path: dir.join("predict.json"),
+    })
+}
+
+/// The usa / sa report: predict.json `clusters` (docs/MATH.md §11).
+fn clusters_report(scenario: &Scenario, dir: Option<&Path>) -> Result<PredictReport, Error> {
+    let c = cluster_prediction(scenario)?;
+    let simulated_label = dir.and_then(crate::run::read_label);
+    let simulated_count = dir.and_then(simulated_count);
+    let dir = dir.map(Path::to_path_buf).unwrap_or_default();
+    let agrees = match (c.uniform.from_uniform, simulated_count) {
+        (Some(k), Some(s)) => Some(k == s),
+        _ => None,
     };
-    write_report(&dir, &mut report)?;
-    Ok(report)
+    let mut table = String::new();
+    cluster_table(&mut table, &c);
+    if let (Some(label), Some(count)) = (simulated_label, simulated_count) {
+        let _ = writeln!(
+            table,
+            "simulation ({}): {label}, first plateau of {count} clusters{}",
+            dir.display(),
+            match agrees {
+                Some(true) => ", agrees",
+                Some(false) => ", DISAGREES with the fastest mode",
+                None => "",
+            }
+        );
+    }
+    Ok(PredictReport {
+        name: scenario.name.clone(),
+        prediction: None,
+        clusters: Some(c),
+        simulated_label,
+        simulated_count,
+        agrees,
+        table,
+        path: dir.join("predict.json"),
+    })
+}
+
+fn cluster_table(table: &mut String, c: &ClusterPrediction) {
+    let u = &c.uniform;
+    if !u.rates.is_empty() {
+        let _ = writeln!(table, "growth rates of the uniform state's modes:");
+        for r in u.rates.iter().take(12) {
+            let _ = writeln!(table, "  mode {:>3}: {:>14.6e}", r.mode, r.rate);
+        }
+    }
+    let _ = writeln!(
+        table,
+        "clusters from the uniform state: {} ({})",
+        u.from_uniform.map_or("none".to_string(), |k| k.to_string()),
+        u.reason
+    );
+    match c.formed {
+        None => {
+            let _ = writeln!(
+                table,
+                "the tokens form no tight clusters by t_end: the cluster model predicts no merge"
+            );
+        }
+        Some(t) => {
+            let _ = writeln!(
+                table,
+                "{} tight clusters at t = {t}; the cluster model's merges:",
+                c.formed_count
+            );
+            for m in &c.merges {
+                let _ = writeln!(
+                    table,
+                    "  t = {:>14.6}: {} -> {}",
+                    m.t, m.from_count, m.to_count
+                );
+            }
+        }
+    }
 }
 
 fn fixed_point_table(table: &mut String, p: &Prediction) {

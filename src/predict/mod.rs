@@ -25,10 +25,12 @@
 //! The tail classifier is not used.
 
 pub mod attractor;
+pub mod cluster_report;
 pub mod command;
 pub mod cycles;
 pub mod fixed;
 pub(crate) mod orbit;
+pub mod uniform;
 
 use num_complex::Complex64;
 use serde::Serialize;

@@ -130,6 +130,15 @@ pub fn solve_staircase(
     Ok((solution, handover))
 }
 
+/// The sample index at which the cluster model takes over, from the count of tight clusters
+/// at every sample of a run (`counts[i]` at sample i; the rule of [`solve_staircase`]: the
+/// first window end before the last sample with a count >= 1); `None` when it never does.
+pub fn handover_index(counts: &[usize]) -> Option<usize> {
+    (FORMATION_WINDOW..counts.len().saturating_sub(1))
+        .step_by(FORMATION_WINDOW)
+        .find(|&i| counts[i] > 0)
+}
+
 /// The solution of two consecutive parts of one run.
 fn join(first: Option<Solution>, second: Solution) -> Solution {
     let Some(mut a) = first else {

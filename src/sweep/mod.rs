@@ -2,8 +2,8 @@
 //!
 //! A sweep file (the README's sweep file, [`spec`]) names a base scenario and axes; every grid point
 //! sets the axis values into the base scenario's table, is checked like a scenario file, and
-//! runs with an order-parameter series as its only observer (no files per point); the series is
-//! classified. Points run in parallel (rayon) and are written in index order, so `sweep.csv` is
+//! runs with an order-parameter series as its observer (no files per point; usa / sa points also
+//! count their clusters, `point`); the series is classified. Points run in parallel (rayon) and are written in index order, so `sweep.csv` is
 //! byte-identical for any thread count. Every point starts from the scenario's `tokens.seed`:
 //! the same initial tokens at every point unless an axis changes them (`tokens.seed`,
 //! `tokens.n`, ...), so neighbouring points differ only by the swept parameters.
@@ -14,8 +14,10 @@
 //! - `sweep.progress` (or `shard-K-of-N.progress`): finished points, appended as they finish,
 //!   so that `--resume` continues a sweep killed at any moment;
 //! - `sweep.csv`: the axis names, then `label,r2_abs_final,r2_abs_tail_min,r2_abs_tail_max,
-//!   r2_arg_rate,period,error`, one row per point, first axis slowest; a failed point has an
-//!   empty label and numbers and its message in `error`;
+//!   r2_arg_rate,period,error,t_final,reason,cluster_count`, one row per point, first axis
+//!   slowest; a failed point has an empty label and numbers and its message in `error`;
+//!   `cluster_count` is the final count of tight clusters (empty for `oa`, which has no tokens,
+//!   and for `label = "predict"`);
 //! - `summary.json`: counts per label, failed points, timings, provenance;
 //! - `boundaries.csv` when the sweep file has `[refine]` (`refine`);
 //! - `branches.csv` when it has `[continuation]` (`continuation`);

@@ -268,8 +268,46 @@ pub fn draw(
                 figure,
                 dir,
             )
-            .map_err(io)
+            .map_err(io)?;
+            draw_cluster_diagram(plan, outcomes, *p, &title, dir).map_err(io)
         }
         _ => Ok(()),
     }
+}
+
+/// Whether the sweep draws `cluster_diagram.png`: its one varying axis is `model.beta`, its
+/// points are simulated, and they keep their cluster histories for it.
+pub fn draws_cluster_diagram(plan: &Plan) -> bool {
+    let mut varying = plan.axes.iter().filter(|a| a.steps > 1);
+    let beta = matches!((varying.next(), varying.next()), (Some(a), None) if a.key == "model.beta");
+    beta && plan.label_source == super::spec::LabelSource::Simulation
+        && plan.model != crate::scenario::ModelKind::Oa
+}
+
+/// `cluster_diagram.png` of a sweep over beta, from the points' cluster histories; none when
+/// a point has no history (failed, or read from a shard file).
+fn draw_cluster_diagram(
+    plan: &Plan,
+    outcomes: &[(Vec<f64>, &Outcome)],
+    axis: usize,
+    title: &str,
+    dir: &Path,
+) -> std::io::Result<()> {
+    if !draws_cluster_diagram(plan) {
+        return Ok(());
+    }
+    let Some(mut columns) = outcomes
+        .iter()
+        .map(|(c, o)| o.cluster_history.clone().map(|h| (c[axis], h)))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(());
+    };
+    columns.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let view = plot::cluster_diagram::DiagramView {
+        title: format!("{title}\ncount of tight clusters"),
+        columns,
+        t_first: plan.base.time.t_end / (plan.base.time.samples.max(2) - 1) as f64,
+    };
+    plot::cluster_diagram::cluster_diagram_plot(&view, plan.base.output.figure, dir)
 }

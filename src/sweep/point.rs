@@ -1,15 +1,19 @@
 //! One grid point: set the axis values into the template table, check the scenario, build the
-//! simulation, solve it with an order-parameter series as the only observer (no files), and
-//! classify.
+//! simulation, solve it with an order-parameter series as its observer (no files), and
+//! classify. usa / sa points also count their clusters at every sample and are labelled as
+//! `tokdyn run` labels them (docs/MATH.md §11); a sweep over `model.beta` keeps every point's
+//! plateaus for `cluster_diagram.png`; `cluster_count` is read on the final tokens.
 
 use crate::classify::{classify, CertaintyWatch, Label};
+use crate::observe::cluster_series::{plateaus, ClusterSeries, Plateau};
+use crate::observe::Observer;
 use crate::simulation;
 
 use super::format::fmt_opt;
 use super::spec::{LabelSource, Plan};
 
 /// The result columns of `sweep.csv`, after the axis names.
-pub const RESULT_COLUMNS: [&str; 9] = [
+pub const RESULT_COLUMNS: [&str; 10] = [
     "label",
     "r2_abs_final",
     "r2_abs_tail_min",
@@ -19,6 +23,7 @@ pub const RESULT_COLUMNS: [&str; 9] = [
     "error",
     "t_final",
     "reason",
+    "cluster_count",
 ];
 
 /// The result of one point: the label and the numbers it was read from, or the message of a
@@ -38,6 +43,13 @@ pub struct Outcome {
     pub t_final: Option<f64>,
     /// Why the label (one line).
     pub reason: String,
+    /// Tight clusters of the tokens at the last sample (docs/MATH.md §11; 0: not clustered);
+    /// `None` where the model has no tokens (`oa`), for a failed or a predicted point.
+    pub cluster_count: Option<usize>,
+    /// The plateaus of the count (summary.json `clusters.history`), kept for
+    /// `cluster_diagram.png` by sweeps over `model.beta` only (not a `sweep.csv` column; the
+    /// progress file keeps it).
+    pub cluster_history: Option<Vec<Plateau>>,
 }
 
 impl Outcome {
@@ -65,6 +77,8 @@ impl Outcome {
             error: None,
             t_final: None,
             reason,
+            cluster_count: None,
+            cluster_history: None,
         }
     }
 
@@ -83,6 +97,9 @@ impl Outcome {
             self.error.clone().unwrap_or_default(),
             fmt_opt(self.t_final),
             self.reason.clone(),
+            self.cluster_count
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
         ]
     }
 
@@ -106,6 +123,10 @@ impl Outcome {
         if label.is_some() == error.is_some() {
             return None;
         }
+        let cluster_count = match cells[9].as_str() {
+            "" => None,
+            c => Some(c.parse::<usize>().ok()?),
+        };
         Some(Outcome {
             label,
             r2_abs_final: number(1)?,
@@ -116,6 +137,8 @@ impl Outcome {
             error,
             t_final: number(7)?,
             reason: cells[8].clone(),
+            cluster_count,
+            cluster_history: None,
         })
     }
 
@@ -154,10 +177,19 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Err(e) => return Outcome::failure(&e.to_string()),
     };
     let mut watch = CertaintyWatch::default();
+    // The clusters at every sample: for the label of a softmax kernel (as `tokdyn run` gives
+    // it) and the diagram of a sweep over beta.
+    let softmax = scenario.model.kernel != crate::scenario::KernelKind::Lsa;
+    let mut history = (softmax || super::pictures::draws_cluster_diagram(plan))
+        .then(|| ClusterSeries::new(scenario.clusters, scenario.model.d, None));
     let failed = |why: &dyn std::fmt::Display| {
         Outcome::failure(&format!("the {} run failed: {why}", plan.model))
     };
-    let solved = match sim.solve(&mut [&mut watch]) {
+    let mut observers: Vec<&mut dyn Observer> = vec![&mut watch];
+    if let Some(h) = history.as_mut() {
+        observers.push(h);
+    }
+    let solved = match sim.solve(&mut observers) {
         Ok(solution) => solution.succeeded(&scenario.name, plan.model),
         Err(e) => return failed(&e),
     };
@@ -167,6 +199,7 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Err(crate::error::Error::RunFailed { status, .. }) => return failed(&status),
         Err(e) => return failed(&e),
     };
+    let cluster_count = final_cluster_count(&scenario, &sim, &solution.final_state);
     let series = watch.series;
     if series.len() < 2 {
         return Outcome::failure("the run produced fewer than two samples");
@@ -174,6 +207,10 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
     let c = match scenario.noise {
         Some(_) => crate::classify::classify_stationary(&series, scenario.tokens.n),
         None => classify(&series),
+    };
+    let c = match &history {
+        Some(series) if softmax => label_by_clusters(&scenario, plan.model, c, series),
+        _ => c,
     };
     let f = &c.features;
     Outcome {
@@ -183,8 +220,43 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         r2_arg_rate: Some(f.r2_arg_rate),
         period: f.period,
         t_final: Some(solution.t_last),
+        cluster_count,
+        cluster_history: history.map(|h| plateaus(h.rows())),
         ..Outcome::labelled(Some(c.label), one_line(&c.reason))
     }
+}
+
+/// The label refined by the clusters, as `tokdyn run` refines it (docs/MATH.md §11).
+fn label_by_clusters(
+    scenario: &crate::scenario::Scenario,
+    model: crate::scenario::ModelKind,
+    c: crate::classify::Classification,
+    series: &ClusterSeries,
+) -> crate::classify::Classification {
+    let (c, _) = crate::classify::metastable::refine(
+        c,
+        crate::run::cluster_attention(scenario).as_ref(),
+        series,
+    );
+    match model {
+        crate::scenario::ModelKind::Clusters => {
+            crate::classify::metastable::without_handover(c, series)
+        }
+        _ => c,
+    }
+}
+
+/// The count of tight clusters of the final tokens under the scenario's `[clusters]` rule
+/// (what the run's summary.json `clusters.count` says); `None` for a model without tokens.
+fn final_cluster_count(
+    scenario: &crate::scenario::Scenario,
+    sim: &simulation::Simulation,
+    state: &[f64],
+) -> Option<usize> {
+    let d = scenario.model.d;
+    let tokens = sim.dynamics.tokens(state)?;
+    let directions = crate::observe::clusters::directions(&tokens, d);
+    Some(crate::observe::clusters::detect_clusters(&directions, d, scenario.clusters).count)
 }
 
 /// A point labelled by the OA analysis (`label = "predict"`): the label and reason of

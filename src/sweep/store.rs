@@ -30,9 +30,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::output::{lock_path, parent_of, remove_stale_staging, OutputLock};
 
-use super::format::{csv_line, parse_records};
+use super::format::{csv_line, fmt_opt, parse_records};
 use super::point::{Outcome, RESULT_COLUMNS};
 use super::spec::Plan;
+use crate::observe::cluster_series::Plateau;
 
 /// The manifest's file name.
 pub const MANIFEST: &str = "sweep.json";
@@ -275,6 +276,12 @@ pub fn read_shard(path: &Path, manifest: &Manifest) -> Result<Vec<(usize, Outcom
     let mut it = records.into_iter();
     match it.next() {
         Some(h) if h == header => {}
+        Some(h) if h[..] == header[..header.len() - 1] => {
+            return Err(format!(
+                "{}: header: the file has no `cluster_count` column (written by an older tokdyn): run its shard again",
+                path.display()
+            ))
+        }
         Some(h) => {
             return Err(format!(
                 "{}: header: `{}` does not match the sweep in sweep.json (`{}`)",
@@ -326,7 +333,7 @@ pub struct Progress {
 }
 
 fn header_line(fingerprint: &str) -> String {
-    format!("# tokdyn sweep progress 2, manifest {fingerprint}\n")
+    format!("# tokdyn sweep progress 3, manifest {fingerprint}\n")
 }
 
 /// Reads a progress file written for the manifest with `fingerprint`; `None` if there is none
@@ -366,12 +373,16 @@ pub fn read_progress(
             _ => continue,
         }
         match rec.first().map(String::as_str) {
-            Some("g") if rec.len() == 2 + RESULT_COLUMNS.len() => {
-                let (Ok(index), Some(outcome)) =
-                    (rec[1].parse::<usize>(), Outcome::from_cells(&rec[2..]))
-                else {
+            Some("g") if rec.len() == 3 + RESULT_COLUMNS.len() => {
+                let end = 2 + RESULT_COLUMNS.len();
+                let (Ok(index), Some(mut outcome), Some(history)) = (
+                    rec[1].parse::<usize>(),
+                    Outcome::from_cells(&rec[2..end]),
+                    parse_history(&rec[end]),
+                ) else {
                     continue;
                 };
+                outcome.cluster_history = history;
                 if index < points {
                     progress.grid.insert(index, outcome);
                 }
@@ -385,6 +396,47 @@ pub fn read_progress(
         }
     }
     Ok(Some(progress))
+}
+
+/// A point's plateaus in one progress cell: `count:from:to` joined by `;`, `-` for none kept
+/// (empty for a kept empty history).
+fn history_cell(history: Option<&[Plateau]>) -> String {
+    let Some(history) = history else {
+        return "-".into();
+    };
+    history
+        .iter()
+        .map(|p| {
+            format!(
+                "{}:{}:{}",
+                p.count,
+                fmt_opt(Some(p.from)),
+                fmt_opt(Some(p.to))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// Reads [`history_cell`] back; `None` when the cell does not parse.
+fn parse_history(cell: &str) -> Option<Option<Vec<Plateau>>> {
+    match cell {
+        "-" => return Some(None),
+        "" => return Some(Some(Vec::new())),
+        _ => {}
+    }
+    cell.split(';')
+        .map(|p| {
+            let mut parts = p.split(':');
+            let plateau = Plateau {
+                count: parts.next()?.parse().ok()?,
+                from: parts.next()?.parse().ok()?,
+                to: parts.next()?.parse().ok()?,
+            };
+            parts.next().is_none().then_some(plateau)
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(Some)
 }
 
 /// Appends finished points to a progress file, one `write` per line.
@@ -422,10 +474,11 @@ impl ProgressWriter {
         &self.path
     }
 
-    /// Records a finished grid point.
+    /// Records a finished grid point (with its cluster history as a last cell).
     pub fn grid(&mut self, index: usize, outcome: &Outcome) -> io::Result<()> {
         let mut cells = vec!["g".to_string(), index.to_string()];
         cells.extend(outcome.cells());
+        cells.push(history_cell(outcome.cluster_history.as_deref()));
         self.line(cells)
     }
 
@@ -460,6 +513,7 @@ mod tests {
             String::new(),
             "200.0".into(),
             "s settles, \"quoted\"".into(),
+            "2".into(),
         ];
         if label.is_empty() {
             cells = vec![String::new(); RESULT_COLUMNS.len()];
@@ -500,6 +554,26 @@ mod tests {
         let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
         assert_eq!(got.grid.len(), 3);
         assert_eq!(got.grid[&7], outcome("interior-point"));
+        // A point's cluster history comes back with it.
+        let mut o = outcome("metastable-clusters");
+        o.cluster_history = Some(vec![
+            Plateau {
+                count: 0,
+                from: 0.0,
+                to: 1.5,
+            },
+            Plateau {
+                count: 3,
+                from: 1.75,
+                to: 0.1 + 0.2,
+            },
+        ]);
+        let mut w = ProgressWriter::resume(&p, fs::metadata(&p).unwrap().len()).unwrap();
+        w.grid(8, &o).unwrap();
+        drop(w);
+        let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
+        assert_eq!(got.grid[&8], o);
+        assert_eq!(parse_history("3:1"), None);
 
         // A line torn and completed by another writer (the start of one point's line, the
         // end of another's) fails its check and is dropped.
@@ -510,7 +584,7 @@ mod tests {
         let mixed = format!("{}{}\n", &g3[..6], &g7[6..]);
         fs::write(&p, format!("{text}{mixed}")).unwrap();
         let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
-        assert_eq!(got.grid.len(), 3);
+        assert_eq!(got.grid.len(), 4);
         assert_eq!(got.grid[&3], outcome("oscillation"));
     }
 

@@ -10,7 +10,8 @@
 //! stationary states: rho = exp(Phi / T) / Z; beta = 0: R_1 = r with r = I_1(r / T) / I_0(r / T),
 //!      on the branch r = I_1(x) / I_0(x), T = r / x for x > 0
 //! beta > 0: R <- moments of exp(Phi[R] / T) on a grid of 256 angles, from the previous
-//!      (colder) temperature's state: the ordered branch as long as it is stable
+//!      (colder) temperature's state: the ordered branch as long as it is stable; at or above
+//!      T_c an |R1| below 0.02 counts as 0 (the iteration slows down algebraically there)
 //! ```
 //!
 //! The `sa` kernel's field is not a gradient: only its T_c is drawn.
@@ -23,6 +24,9 @@ use crate::simulation;
 /// Harmonics kept in the stationary density (I_k(beta) / I_1(beta) < 1e-16 beyond for
 /// beta <= 5).
 const HARMONICS: usize = 24;
+/// At or above T_c, an ordered |R1| below this is the uniform state not yet reached by the
+/// iteration (which slows down algebraically there).
+const VANISHED: f64 = 0.02;
 /// Angles of the grid the densities are integrated on.
 const GRID: usize = 256;
 
@@ -80,6 +84,7 @@ impl MeanField {
             return None;
         }
         let c = couplings(self.beta);
+        let tc = self.critical_temperature();
         let mut r = vec![0.0; HARMONICS + 1];
         r[1] = 0.99;
         Some(
@@ -94,11 +99,11 @@ impl MeanField {
                         return 0.0;
                     }
                     r = stationary(&c, t, r.clone());
-                    if r[1] < 1e-6 {
-                        0.0
-                    } else {
-                        r[1]
+                    // At and above T_c a vanishing branch converges only algebraically.
+                    if r[1] < 1e-6 || (t >= tc && r[1] < VANISHED) {
+                        r[1] = 0.0;
                     }
+                    r[1]
                 })
                 .collect(),
         )

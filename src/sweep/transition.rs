@@ -51,18 +51,21 @@ fn temperature_axis(plan: &Plan) -> Option<usize> {
     }
 }
 
-/// The mean-field |R1| at each of `ts` (any order), when the mean field holds for usa.
+/// The mean-field |R1| at each of `ts` (any order, repeats allowed), when the mean field holds
+/// for usa: the branch is followed over the distinct temperatures in ascending order.
 fn branch_at(mean_field: Option<MeanField>, ts: &[f64]) -> Vec<Option<f64>> {
-    let mut order: Vec<usize> = (0..ts.len()).collect();
-    order.sort_by(|&a, &b| ts[a].total_cmp(&ts[b]));
-    let sorted: Vec<f64> = order.iter().map(|&i| ts[i]).collect();
-    let mut out = vec![None; ts.len()];
-    if let Some(r) = mean_field.and_then(|m| m.ordered_branch(&sorted)) {
-        for (k, &i) in order.iter().enumerate() {
-            out[i] = Some(r[k]);
-        }
-    }
-    out
+    let mut distinct = ts.to_vec();
+    distinct.sort_by(f64::total_cmp);
+    distinct.dedup();
+    let Some(r) = mean_field.and_then(|m| m.ordered_branch(&distinct)) else {
+        return vec![None; ts.len()];
+    };
+    ts.iter()
+        .map(|t| {
+            let k = distinct.partition_point(|d| d.total_cmp(t).is_lt());
+            r.get(k).copied()
+        })
+        .collect()
 }
 
 /// Writes `transition.csv` and `transition.png` for a sweep over the temperature (nothing

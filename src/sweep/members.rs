@@ -198,7 +198,7 @@ pub fn not_shardable(plan: &Plan, file: &Path) -> Error {
         .map_or("", |a| a.name.as_str());
     Error::Scenario(ScenarioError::at(
         file,
-        &format!("axes.{name}.back"),
+        format!("axes.{name}.back"),
         "a sweep that goes back is one chain (each point starts from the previous one's tokens) and cannot be sharded; run it without --shard",
     ))
 }

@@ -37,6 +37,47 @@ fn cpu_seconds() -> f64 {
     (f[0] + f[2]) as f64 + (f[1] + f[3]) as f64 * 1e-6
 }
 
+/// CPU seconds (user + system) of each thread of this process, by thread id, from
+/// /proc/self/task/*/stat (clock ticks of 1/100 s).
+fn thread_cpu() -> std::collections::BTreeMap<u64, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let Ok(tid) = task.file_name().to_string_lossy().parse::<u64>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name (which ends with ')'): state is field 3, utime 14.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            f.get(i - 3)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        out.insert(tid, (ticks(14) + ticks(15)) / 100.0);
+    }
+    out
+}
+
+/// The CPU seconds each thread spent between two [`thread_cpu`] readings, largest first.
+fn thread_shares(
+    before: &std::collections::BTreeMap<u64, f64>,
+    after: &std::collections::BTreeMap<u64, f64>,
+) -> Vec<f64> {
+    let mut spent: Vec<f64> = after
+        .iter()
+        .map(|(tid, t)| t - before.get(tid).copied().unwrap_or(0.0))
+        .filter(|t| *t > 0.0)
+        .collect();
+    spent.sort_by(|a, b| b.total_cmp(a));
+    spent
+}
+
 fn scenario(text: &str) -> Scenario {
     let table: toml::Table = text.parse().unwrap();
     Scenario::from_table(table, "bench.toml".as_ref(), "".as_ref()).unwrap()
@@ -65,19 +106,25 @@ fn ensemble_against_singles(runs: usize) {
     }
     let singles_cpu = cpu_seconds() - cpu0;
     let singles_wall = wall0.elapsed().as_secs_f64();
+    let threads0 = thread_cpu();
     let cpu0 = cpu_seconds();
     let wall0 = Instant::now();
     let e = ensemble::simulate(&s, ModelKind::Full).unwrap();
     let ensemble_cpu = cpu_seconds() - cpu0;
     let ensemble_wall = wall0.elapsed().as_secs_f64();
+    let per_thread = thread_shares(&threads0, &thread_cpu());
     assert_eq!(e.rows.len(), runs);
     println!(
         "ensemble of {runs} runs, n = 128, d = 2, {} threads: CPU {ensemble_cpu:.2} s, wall {ensemble_wall:.2} s (CPU / wall {:.2}); \
          the single runs one after the other: CPU {singles_cpu:.2} s, wall {singles_wall:.2} s; \
-         ensemble CPU / singles CPU = {:.3}",
+         ensemble CPU / singles CPU = {:.3}; CPU seconds by thread during the ensemble: {:?}",
         rayon::current_num_threads(),
         ensemble_cpu / ensemble_wall,
-        ensemble_cpu / singles_cpu
+        ensemble_cpu / singles_cpu,
+        per_thread
+            .iter()
+            .map(|t| (t * 100.0).round() / 100.0)
+            .collect::<Vec<_>>()
     );
 }
 
@@ -96,7 +143,7 @@ fn per_step(s: &Scenario) -> (f64, f64, u64) {
 }
 
 fn noisy_step_against_deterministic(n: usize) {
-    let mut deterministic = noisy(n, 1, 0.5, 0.05, false);
+    let mut deterministic = noisy(n, 1, 2.0, 0.05, false);
     deterministic.ensemble = None;
     let mut stochastic = noisy(n, 1, 0.5, 0.05, true);
     stochastic.ensemble = None;

@@ -321,4 +321,21 @@ fn a_sweep_that_goes_back_starts_each_point_from_the_previous_tokens() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("one axis"), "{err}");
+
+    // Runs above the bound: refused before any point, nothing written.
+    let never = dir.path().join("never");
+    let out = tokdyn()
+        .arg("sweep")
+        .arg(dir.path().join("sweep.toml"))
+        .args(["--set", "ensemble.runs=100001", "--out"])
+        .arg(&never)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error:") && err.contains("ensemble.runs"),
+        "{err}"
+    );
+    assert!(!never.join("sweep.csv").exists() && !never.join("sweep.progress").exists());
 }

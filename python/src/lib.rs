@@ -186,6 +186,25 @@ fn compare(
     Ok((texts.pop().unwrap_or_default(), csv))
 }
 
+/// `ensemble`: the texts of summary.json, ensemble.csv and ensemble_order.csv of the
+/// scenario's `[ensemble]` (`ensemble.runs` set by the caller), run as `tokdyn run` does.
+#[pyfunction]
+#[pyo3(signature = (scenario, sets=None, model=None, out=None))]
+fn ensemble(
+    py: Python<'_>,
+    scenario: &Bound<'_, PyAny>,
+    sets: Option<&Bound<'_, PyDict>>,
+    model: Option<&str>,
+    out: Option<PathBuf>,
+) -> PyResult<Vec<String>> {
+    let scenario = load_scenario(scenario, sets, model)?;
+    let files = &["summary.json", "ensemble.csv", "ensemble_order.csv"];
+    into_folder(py, out, files, move |dir| {
+        let opts = options(Some(dir.into()), "run");
+        Ok(tokdyn::ensemble::run(&scenario, &opts)?.dir)
+    })
+}
+
 /// `sweep`: the texts of summary.json, sweep.csv, branches.csv, curves.csv and
 /// special_points.json (the last three empty when the sweep has no continuation).
 #[pyfunction]
@@ -414,6 +433,7 @@ fn version() -> &'static str {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(ensemble, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add_function(wrap_pyfunction!(predict, m)?)?;
     m.add_function(wrap_pyfunction!(field, m)?)?;

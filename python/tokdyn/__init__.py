@@ -10,7 +10,8 @@ s = (d lambda_max(S) - 1) / (d - 1), S = (1/n) sum_k x_k x_k^T (docs/MATH.md).
 
 Functions (the work is done by the Rust library, with the GIL released; Ctrl-C stops a run):
 
-- run(scenario, *, model=None, set=None, out=None, trajectory=False) -> Run
+- run(scenario, *, model=None, set=None, out=None, trajectory=False, ensemble=None) -> Run
+  (with ``ensemble=N``: an Ensemble of N runs over consecutive seeds)
 - compare(scenario, *, set=None, out=None) -> dict
 - predict(scenario, *, set=None) -> dict (like predict.json)
 - sweep(sweep, *, set=None, out=None) -> dict of numpy columns (like sweep.csv)
@@ -34,6 +35,7 @@ from . import _native
 
 __all__ = [
     "Run",
+    "Ensemble",
     "run",
     "compare",
     "predict",
@@ -115,13 +117,71 @@ class Run:
         )
 
 
-def run(scenario, *, model=None, set=None, out=None, trajectory=False):
+class Ensemble:
+    """A finished ensemble (``run(..., ensemble=N)``).
+
+    Attributes: ``summary`` (summary.json: run 0's summary with the most frequent label, and
+    ``ensemble``), ``label`` and ``reason``; ``runs``: ensemble.csv as a dict of numpy columns
+    (``run``, ``seed``, ``label`` (str), ``cluster_count`` (NaN where not counted),
+    ``r2_abs_final``, ``nematic_final``, ``r1_abs_final``, ``t_final``); ``order``:
+    ensemble_order.csv's columns (``t``, ``r1_mean``, ``r1_sd``, ``nematic_mean``,
+    ``nematic_sd``); the label statistics as aligned arrays ``labels`` (str), ``count``,
+    ``share``, ``low``, ``high`` (Wilson 95%); ``cluster_count`` (dict min, median, max, or None).
+    """
+
+    __slots__ = (
+        "summary",
+        "label",
+        "reason",
+        "runs",
+        "order",
+        "labels",
+        "count",
+        "share",
+        "low",
+        "high",
+        "cluster_count",
+    )
+
+    def __init__(self, summary, runs, order):
+        self.summary = _json.loads(summary)
+        self.label = self.summary["label"]
+        self.reason = self.summary["label_reason"]
+        self.runs = _columns(runs, text_columns=("label",))
+        self.order = _columns(order)
+        stats = self.summary["ensemble"]
+        words = list(stats["labels"])
+        self.labels = _np.array(words, dtype=str)
+        for name in ("count", "share", "low", "high"):
+            values = [stats["labels"][w][name] for w in words]
+            dtype = _np.int64 if name == "count" else _np.float64
+            setattr(self, name, _np.array(values, dtype=dtype))
+        self.cluster_count = stats.get("cluster_count")
+
+    def __repr__(self):
+        return (
+            f"<tokdyn.Ensemble {self.summary['name']}: {len(self.runs.get('run', ()))} runs, "
+            f"most frequent {self.label}>"
+        )
+
+
+def run(scenario, *, model=None, set=None, out=None, trajectory=False, ensemble=None):
     """Runs a scenario (path or dict) and returns a Run.
 
     ``model`` overrides run.model (full, phase, ws, oa, group, clusters). ``out=None`` writes nothing; a
     folder writes the run's files there as ``tokdyn run --out`` does. ``trajectory=True`` keeps
-    every sample's tokens (samples x n x d floats in memory).
+    every sample's tokens (samples x n x d floats in memory). ``ensemble=N`` sets
+    ``ensemble.runs = N`` and returns an Ensemble (the per-run table and the statistics).
     """
+    if ensemble is not None:
+        if isinstance(ensemble, bool) or not isinstance(ensemble, int):
+            raise TypeError("ensemble: expected an int (the number of runs)")
+        if trajectory:
+            raise ValueError("ensemble: trajectory=True keeps one run's tokens; not for ensembles")
+        sets = dict(_sets(set) or {})
+        sets["ensemble.runs"] = ensemble
+        texts = _native.ensemble(_source(scenario), sets, model, _out(out))
+        return Ensemble(*texts)
     native = _native.run(
         _source(scenario), _sets(set), model, _out(out), bool(trajectory)
     )

@@ -16,6 +16,7 @@
 //! - `ensemble.png` (+ `.svg`, `.pdf`): the shares with their intervals and the mean order
 //!   parameters with a one-sd band.
 
+pub mod mean_field;
 pub mod stats;
 
 use std::collections::BTreeMap;
@@ -64,6 +65,10 @@ pub struct RunRow {
     pub r1_abs_mean: Option<f64>,
     /// The tail average of s (noisy runs) or s at the end.
     pub nematic_mean: f64,
+    /// Every number its label was read from.
+    pub features: crate::classify::Features,
+    /// Why its label.
+    pub reason: String,
 }
 
 /// summary.json `ensemble`.
@@ -102,6 +107,8 @@ pub struct Ensemble {
     pub label_share: f64,
     /// Run 0: its solution and classification (for the summary).
     pub first: (Solution, Classification),
+    /// Every run's final state, in run order, when asked for ([`simulate_from`]).
+    pub finals: Option<Vec<Vec<f64>>>,
 }
 
 /// The scenario of run `i`: token and noise seeds moved on by `i`.
@@ -124,14 +131,19 @@ fn label_of(scenario: &Scenario, series: &OrderSeries, solution: &Solution) -> C
     crate::run::classify_series(scenario, series)
 }
 
-/// Runs one member in memory: its row, its series (up to t_end), solution and label.
+/// Runs one member in memory (from `start` when given, else from its scenario's tokens): its
+/// row, its series (up to t_end), solution and label.
 fn run_member(
     scenario: &Scenario,
     model: ModelKind,
     i: usize,
+    start: Option<&Vec<f64>>,
 ) -> Result<(RunRow, OrderSeries, Solution, Classification), Error> {
     let s = member(scenario, i);
-    let sim = simulation::build(&s, model)?;
+    let sim = match start {
+        Some(tokens) => simulation::build_with_tokens(&s, model, tokens.clone())?,
+        None => simulation::build(&s, model)?,
+    };
     let mut watch = crate::classify::CertaintyWatch::default();
     let mut clusters = crate::run::cluster_series(&s, model, None)?;
     let mut observers: Vec<&mut dyn crate::observe::Observer> = vec![&mut watch];
@@ -160,18 +172,39 @@ fn run_member(
         t_final: solution.t_last,
         r1_abs_mean: f.r1_abs_mean.or(f.r1_abs_final),
         nematic_mean: f.nematic_mean.unwrap_or(f.nematic_final),
+        features: f.clone(),
+        reason: c.reason.clone(),
     };
     Ok((row, series, solution, c))
 }
 
 /// Runs the ensemble of `scenario` with `model` in memory.
 pub fn simulate(scenario: &Scenario, model: ModelKind) -> Result<Ensemble, Error> {
+    simulate_from(scenario, model, None, false)
+}
+
+/// [`simulate`], run i started from `starts[i]` when given (else from its seed's tokens),
+/// keeping every run's final state when `keep_finals`.
+pub fn simulate_from(
+    scenario: &Scenario,
+    model: ModelKind,
+    starts: Option<&[Vec<f64>]>,
+    keep_finals: bool,
+) -> Result<Ensemble, Error> {
     let runs = scenario.ensemble.map_or(1, |e| e.runs);
+    if starts.is_some_and(|s| s.len() != runs) {
+        return Err(Error::Input(format!(
+            "{}: ensemble.runs: {runs} runs, but {} start states",
+            scenario.file.display(),
+            starts.map_or(0, <[_]>::len)
+        )));
+    }
     let samples = scenario.time.samples;
     let batch = (rayon::current_num_threads() * 4).max(8);
     let mut rows = Vec::with_capacity(runs);
     let mut order = OrderMoments::default();
     let mut first = None;
+    let mut finals = keep_finals.then(|| Vec::with_capacity(runs));
     let mut start = 0;
     while start < runs {
         if crate::interrupt::is_requested() {
@@ -180,11 +213,14 @@ pub fn simulate(scenario: &Scenario, model: ModelKind) -> Result<Ensemble, Error
         let end = (start + batch).min(runs);
         let done: Vec<_> = (start..end)
             .into_par_iter()
-            .map(|i| run_member(scenario, model, i))
+            .map(|i| run_member(scenario, model, i, starts.map(|s| &s[i])))
             .collect();
         for result in done {
             let (row, series, solution, c) = result?;
             fold_series(&mut order, &series, samples);
+            if let Some(f) = finals.as_mut() {
+                f.push(solution.final_state.clone());
+            }
             if row.run == 0 {
                 first = Some((solution, c));
             }
@@ -206,6 +242,7 @@ pub fn simulate(scenario: &Scenario, model: ModelKind) -> Result<Ensemble, Error
         label,
         label_share,
         first: first.expect("run 0 is in the first batch"),
+        finals,
     })
 }
 

@@ -51,6 +51,7 @@ pub mod regime;
 pub mod scaling;
 pub mod snapshots;
 pub mod tokens;
+pub mod transition;
 pub mod vector;
 
 pub use bifurcation::bifurcation_plot;
@@ -59,10 +60,11 @@ pub use ensemble::{ensemble_plot, EnsembleView};
 pub use kymograph::{kymograph_plot, AngleHistory};
 pub use order::{order_plot, OrderView};
 pub use portrait::{portrait_plot, CycleCurve, CycleKind};
-pub use regime::{codim2_map, regime_map, zero_level, Theory};
+pub use regime::{codim2_map, regime_map, regime_map_shaded, zero_level, Theory};
 pub use scaling::{loglog_slope, scaling_plot, ScalingSeries};
 pub use snapshots::{snapshot_times, TokenSnapshots};
 pub use tokens::{tokens_gif, tokens_plot, MAX_PANELS};
+pub use transition::transition_plot;
 
 /// The font family every picture uses: DejaVu Sans, registered from bytes under plotters'
 /// generic name, so that plotters' own defaults resolve to the same font.

@@ -93,12 +93,54 @@ pub fn regime_map(
         y_name,
         ys,
         labels,
+        shares: None,
         boundary,
         theory,
         title,
         overlay: None,
     };
     super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
+}
+
+/// [`regime_map`] of an ensemble sweep: each cell's colour is mixed with white by its share
+/// of runs with the most frequent label (`shares`, same order as `labels`): the weight of
+/// the label's colour is the share, so a cell where every run agrees is the full colour.
+#[allow(clippy::too_many_arguments)]
+pub fn regime_map_shaded(
+    (x_name, xs): (&str, &[f64]),
+    (y_name, ys): (&str, &[f64]),
+    labels: &[Option<Label>],
+    shares: &[Option<f64>],
+    boundary: &[(f64, f64)],
+    theory: Option<&Theory>,
+    title: &str,
+    figure: Figure,
+    dir: &Path,
+) -> io::Result<()> {
+    let pic = RegimePicture {
+        x_name,
+        xs,
+        y_name,
+        ys,
+        labels,
+        shares: Some(shares),
+        boundary,
+        theory,
+        title,
+        overlay: None,
+    };
+    super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
+}
+
+/// `color` mixed with white: weight `share` (clamped to [0, 1]) on the colour.
+pub fn shaded(color: RGBColor, share: f64) -> RGBColor {
+    let w = if share.is_finite() {
+        share.clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    let mix = |c: u8| (255.0 - w * (255.0 - f64::from(c))).round() as u8;
+    RGBColor(mix(color.0), mix(color.1), mix(color.2))
 }
 
 /// Writes `codim2.png` (and its SVG): the regime map of `regime_map` with the curves and
@@ -121,6 +163,7 @@ pub fn codim2_map(
         y_name,
         ys,
         labels,
+        shares: None,
         boundary: &[],
         theory: None,
         title,
@@ -135,6 +178,7 @@ struct RegimePicture<'a> {
     y_name: &'a str,
     ys: &'a [f64],
     labels: &'a [Option<Label>],
+    shares: Option<&'a [Option<f64>]>,
     boundary: &'a [(f64, f64)],
     theory: Option<&'a Theory>,
     title: &'a str,
@@ -183,7 +227,7 @@ impl Picture for RegimePicture<'_> {
         } else {
             Vec::new()
         };
-        let cells = Cells::of(self.labels, &xe, &ye);
+        let cells = Cells::of(self.labels, self.shares, &xe, &ye);
         let pts: Vec<(f64, f64)> = self
             .boundary
             .iter()
@@ -290,6 +334,12 @@ impl RegimePicture<'_> {
                 )
             })
             .collect();
+        if self.shares.is_some() {
+            entries.push(Entry::new(
+                Mark::Square(shaded(RGBColor(90, 90, 90), 0.5)),
+                "paler = smaller share of the runs (colour weight = share)",
+            ));
+        }
         if has_boundary {
             entries.push(Entry::new(Mark::Dot(BLACK, true), "boundary"));
         }
@@ -313,13 +363,18 @@ struct Cells {
 }
 
 impl Cells {
-    fn of(labels: &[Option<Label>], xe: &[(f64, f64)], ye: &[(f64, f64)]) -> Self {
+    fn of(
+        labels: &[Option<Label>],
+        shares: Option<&[Option<f64>]>,
+        xe: &[(f64, f64)],
+        ye: &[(f64, f64)],
+    ) -> Self {
         let ny = ye.len();
         let mut counts = [0usize; 8];
         let mut cells: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
         let mut runs: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
         for (i, xe) in xe.iter().enumerate() {
-            let mut previous: Option<(usize, Option<Label>)> = None;
+            let mut previous: Option<(usize, RGBColor)> = None;
             for (j, ye) in ye.iter().enumerate() {
                 let Some(&label) = labels.get(i * ny + j) else {
                     continue;
@@ -332,15 +387,20 @@ impl Cells {
                 }
                 let on = super::on_axis;
                 let rect = [(on(xe.0), on(ye.0)), (on(xe.1), on(ye.1))];
-                cells.push((rect, label_color(label)));
+                let share = shares.and_then(|s| s.get(i * ny + j).copied().flatten());
+                let color = match share {
+                    Some(share) => shaded(label_color(label), share),
+                    None => label_color(label),
+                };
+                cells.push((rect, color));
                 match (previous, runs.last_mut()) {
-                    (Some((pj, pl)), Some(run)) if pj + 1 == j && pl == label => {
+                    (Some((pj, pc)), Some(run)) if pj + 1 == j && pc == color => {
                         run.0[0].1 = run.0[0].1.min(ye.0);
                         run.0[1].1 = run.0[1].1.max(ye.1);
                     }
-                    _ => runs.push((rect, label_color(label))),
+                    _ => runs.push((rect, color)),
                 }
-                previous = Some((j, label));
+                previous = Some((j, color));
             }
         }
         Cells {

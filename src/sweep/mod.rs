@@ -33,11 +33,13 @@ pub(crate) mod codim2;
 pub(crate) mod coefficient_model;
 pub(crate) mod continuation;
 pub(crate) mod format;
+pub(crate) mod members;
 pub(crate) mod pictures;
 pub(crate) mod point;
 pub(crate) mod refine;
 pub mod spec;
 pub(crate) mod store;
+pub(crate) mod transition;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -222,6 +224,7 @@ fn is_sweep_file(name: &str) -> bool {
             | "curves.csv"
             | "special_points.json"
             | "sweep.progress"
+            | "transition.csv"
     ) || (name.starts_with("shard-")
         && (name.ends_with(".csv") || name.ends_with(".json") || name.ends_with(".progress")))
 }
@@ -259,10 +262,12 @@ fn open_progress(
     resume: bool,
 ) -> Result<Bookkeeping, Error> {
     if resume {
-        let found = store::read_progress(path, fingerprint, plan.axes.len(), plan.points())
+        let shape = (plan.axes.len(), plan.layout());
+        let found = store::read_progress(path, fingerprint, shape, plan.points())
             .map_err(Error::io(path))?;
         if let Some(p) = found {
-            let writer = ProgressWriter::resume(path, p.valid_len).map_err(Error::io(path))?;
+            let writer = ProgressWriter::resume(path, p.valid_len, plan.layout())
+                .map_err(Error::io(path))?;
             return Ok(Bookkeeping {
                 writer,
                 grid: p.grid,
@@ -270,7 +275,8 @@ fn open_progress(
             });
         }
     }
-    let writer = ProgressWriter::create(path, fingerprint).map_err(Error::io(path))?;
+    let writer =
+        ProgressWriter::create(path, fingerprint, plan.layout()).map_err(Error::io(path))?;
     Ok(Bookkeeping {
         writer,
         grid: HashMap::new(),
@@ -293,6 +299,9 @@ pub fn sweep_with_env(
     let started = Instant::now();
     let shard = resolve_shard(path, options.shard.as_deref(), env)?;
     let plan = spec::load_with_sets(path, &options.sets)?;
+    if plan.goes_back() && shard.is_some() {
+        return Err(members::not_shardable(&plan, path));
+    }
     // Every input, continuation included, is checked before the first point.
     if let Some(c) = &plan.continuation {
         continuation::check(&plan, c)?;
@@ -306,6 +315,7 @@ pub fn sweep_with_env(
         .unwrap_or_else(|| crate::output::default_folder(&plan.name));
     let dir = crate::output::resolve_out(&out)?;
     let _locks = store::FolderLocks::acquire(&dir, shard.map(|s| (s.k, s.n)))?;
+    members::check_disk(&plan, &dir)?;
     crate::output::check_replaceable(&dir, crate::output::ResultKind::Sweep)?;
     let (manifest, fingerprint) = claim_folder(&plan, &dir, shard, options.resume)?;
 
@@ -326,17 +336,25 @@ pub fn sweep_with_env(
         Some(s) => (s.k - 1..points).step_by(s.n).collect(),
         None => (0..points).collect(),
     };
-    let todo: Vec<usize> = mine
+    let mut todo: Vec<usize> = mine
         .iter()
         .copied()
         .filter(|i| !known.contains_key(i))
         .collect();
+    if plan.goes_back() && !todo.is_empty() {
+        // A chain continues from the previous point's tokens, which no file keeps: again.
+        todo = mine.clone();
+    }
     let title = match shard {
         Some(s) => format!("{} {}/{}", plan.name, s.k, s.n),
         None => plan.name.clone(),
     };
     let book = Book::new(writer, &title, "points", todo.len(), options.progress);
-    let (computed, writer) = compute_grid(&plan, &todo, book, &progress_path)?;
+    let (computed, writer) = if plan.goes_back() {
+        follow_grid(&plan, &todo, book, &progress_path)?
+    } else {
+        compute_grid(&plan, &todo, book, &progress_path)?
+    };
     let n_computed = computed.len();
     for (i, o) in computed {
         known.insert(i, o);
@@ -358,11 +376,12 @@ pub fn sweep_with_env(
     // sweep.csv first, so the grid is safe even if refinement is interrupted.
     let axis_names: Vec<String> = plan.axes.iter().map(|a| a.name.clone()).collect();
     let sweep_csv = dir.join("sweep.csv");
+    let layout = plan.layout();
     let text = csv_text(
-        &store::sweep_columns(&axis_names),
+        &store::sweep_columns(&axis_names, layout),
         rows.iter().map(|(i, o)| {
             let mut r = plan.coord_cells(&plan.coords(*i));
-            r.extend(o.cells());
+            r.extend(o.row_cells(layout));
             r
         }),
     );
@@ -397,6 +416,7 @@ pub fn sweep_with_env(
         traced_curves,
         &dir,
     )?;
+    transition::write(&plan, &outcomes, &dir)?;
 
     summary.wall_seconds = started.elapsed().as_secs_f64();
     let json = dir.join("summary.json");
@@ -542,6 +562,33 @@ fn compute_grid(
     Ok((computed, writer))
 }
 
+/// Computes the points `todo` of a sweep that goes back, one after the other (each from the
+/// previous point's tokens, [`members::follow`]), appending each to the progress file.
+fn follow_grid(
+    plan: &Plan,
+    todo: &[usize],
+    mut book: Book,
+    progress_path: &Path,
+) -> Result<(Vec<(usize, Outcome)>, ProgressWriter), Error> {
+    let mut record = |i: usize, outcome: &Outcome| -> Result<(), Error> {
+        book.writer
+            .grid(i, outcome)
+            .map_err(Error::io(progress_path))?;
+        book.monitor.inc();
+        Ok(())
+    };
+    let computed = members::follow(plan, todo, &mut record)?;
+    let Book {
+        writer,
+        mut monitor,
+    } = book;
+    monitor.finish();
+    if crate::interrupt::is_requested() {
+        return Err(interrupted(computed.len(), todo.len(), progress_path));
+    }
+    Ok((computed, writer))
+}
+
 /// `summary.json` of the grid (refinement, continuation and timing are added later).
 fn grid_summary(
     plan: &Plan,
@@ -588,12 +635,13 @@ fn write_shard(
 ) -> Result<PathBuf, Error> {
     let axis_names: Vec<String> = plan.axes.iter().map(|a| a.name.clone()).collect();
     let path = dir.join(store::shard_file(s.k, s.n));
+    let layout = plan.layout();
     let text = csv_text(
-        &store::shard_columns(&axis_names),
+        &store::shard_columns(&axis_names, layout),
         rows.iter().map(|(i, o)| {
             let mut r = vec![i.to_string()];
             r.extend(plan.coord_cells(&plan.coords(*i)));
-            r.extend(o.cells());
+            r.extend(o.record_cells(layout));
             r
         }),
     );
@@ -833,11 +881,12 @@ pub fn merge(dir: &Path) -> Result<PathBuf, Error> {
         })
         .collect();
     let path = dir.join("sweep.csv");
+    let layout = manifest.layout();
     let text = csv_text(
         &manifest.columns,
         rows.iter().map(|(i, o)| {
             let mut r = manifest.coord_cells(*i);
-            r.extend(o.cells());
+            r.extend(o.row_cells(layout));
             r
         }),
     );

@@ -159,7 +159,7 @@ pub fn draw(
     dir: &Path,
 ) -> Result<(), Error> {
     let varying: Vec<usize> = (0..plan.axes.len())
-        .filter(|&a| plan.axes[a].steps > 1)
+        .filter(|&a| plan.axes[a].points() > 1)
         .collect();
     let title = format!(
         "{} ({} model)\n{}",
@@ -192,6 +192,22 @@ pub fn draw(
                     dir,
                 )
                 .map_err(io)?;
+            }
+            if plan.layout().share {
+                let shares: Vec<Option<f64>> =
+                    outcomes.iter().map(|(_, o)| o.label_share).collect();
+                return plot::regime_map_shaded(
+                    (&plan.axes[*x].name, &values(*x)),
+                    (&plan.axes[*y].name, &values(*y)),
+                    &labels,
+                    &shares,
+                    &points,
+                    theory.as_ref(),
+                    &title,
+                    figure,
+                    dir,
+                )
+                .map_err(io);
             }
             plot::regime_map(
                 &plan.axes[*x].name,

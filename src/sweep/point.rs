@@ -50,6 +50,62 @@ pub struct Outcome {
     /// `cluster_diagram.png` by sweeps over `model.beta` only (not a `sweep.csv` column; the
     /// progress file keeps it).
     pub cluster_history: Option<Vec<Plateau>>,
+    /// An ensemble point: the share of its runs that have its label (`label_share`).
+    pub label_share: Option<f64>,
+    /// The means over the point's runs (kept for the transition picture).
+    pub stats: Option<PointStats>,
+}
+
+/// The means and spreads over a point's runs of the tail-averaged |R1| and s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointStats {
+    /// Mean |R1| (none when the runs have no R1).
+    pub r1_mean: Option<f64>,
+    /// Its sample standard deviation over the runs (0 for one run).
+    pub r1_sd: Option<f64>,
+    /// Mean s.
+    pub nematic_mean: f64,
+    /// Its sample standard deviation over the runs.
+    pub nematic_sd: f64,
+}
+
+/// The column of `sweep.csv` an ensemble sweep adds, before the last of [`RESULT_COLUMNS`].
+pub const SHARE_COLUMNS: [&str; 1] = ["label_share"];
+/// Where [`SHARE_COLUMNS`] go among the result columns: before `cluster_count`.
+const SHARE_AT: usize = RESULT_COLUMNS.len() - 1;
+/// The columns after those of `sweep.csv` in the progress and shard files of a sweep over
+/// `noise.temperature` (what the transition picture reads).
+pub const STAT_COLUMNS: [&str; 4] = ["r1_mean", "r1_sd", "nematic_mean", "nematic_sd"];
+
+/// Which cells a sweep's rows have beyond [`RESULT_COLUMNS`]: `label_share` (ensembles) in
+/// `sweep.csv`, and the [`STAT_COLUMNS`] (sweeps over the temperature) in the progress and
+/// shard files only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Layout {
+    /// `label_share` among the result columns.
+    pub share: bool,
+    /// The statistics after those.
+    pub stats: bool,
+}
+
+impl Layout {
+    /// The columns of `sweep.csv` after the axis names.
+    /// `label_share` comes just before `cluster_count`, which stays the last column.
+    pub fn columns(self) -> Vec<&'static str> {
+        let mut columns = RESULT_COLUMNS.to_vec();
+        if self.share {
+            columns.splice(SHARE_AT..SHARE_AT, SHARE_COLUMNS);
+        }
+        columns
+    }
+
+    /// The columns of a progress or shard row after the axis names (or the index).
+    pub fn record_columns(self) -> Vec<&'static str> {
+        let stats = STAT_COLUMNS.iter().filter(|_| self.stats);
+        let mut columns = self.columns();
+        columns.extend(stats);
+        columns
+    }
 }
 
 impl Outcome {
@@ -66,7 +122,7 @@ impl Outcome {
     }
 
     /// A point with `label` and `reason` and no numbers yet.
-    fn labelled(label: Option<Label>, reason: String) -> Self {
+    pub(super) fn labelled(label: Option<Label>, reason: String) -> Self {
         Outcome {
             label,
             r2_abs_final: None,
@@ -79,7 +135,67 @@ impl Outcome {
             reason,
             cluster_count: None,
             cluster_history: None,
+            label_share: None,
+            stats: None,
         }
+    }
+
+    /// The cells of a `sweep.csv` row in `layout` (see [`Layout::columns`]).
+    pub fn row_cells(&self, layout: Layout) -> Vec<String> {
+        let mut cells = self.cells();
+        if layout.share {
+            cells.insert(SHARE_AT, fmt_opt(self.label_share));
+        }
+        cells
+    }
+
+    /// The cells of a progress or shard row in `layout` (see [`Layout::record_columns`]).
+    pub fn record_cells(&self, layout: Layout) -> Vec<String> {
+        let mut cells = self.row_cells(layout);
+        if layout.stats {
+            let s = self.stats;
+            cells.push(fmt_opt(s.and_then(|s| s.r1_mean)));
+            cells.push(fmt_opt(s.and_then(|s| s.r1_sd)));
+            cells.push(fmt_opt(s.map(|s| s.nematic_mean)));
+            cells.push(fmt_opt(s.map(|s| s.nematic_sd)));
+        }
+        cells
+    }
+
+    /// Reads back the cells of [`Outcome::record_cells`] (or of [`Outcome::row_cells`] when
+    /// `layout.stats` is false).
+    pub fn from_record_cells(cells: &[String], layout: Layout) -> Option<Self> {
+        if cells.len() != layout.record_columns().len() {
+            return None;
+        }
+        let mut cells = cells.to_vec();
+        let share = layout.share.then(|| cells.remove(SHARE_AT));
+        let base = RESULT_COLUMNS.len();
+        let mut o = Outcome::from_cells(&cells[..base])?;
+        let parse = |c: &str| -> Option<Option<f64>> {
+            match c {
+                "" => Some(None),
+                c => c.parse::<f64>().ok().map(Some),
+            }
+        };
+        let number = |k: usize| parse(&cells[k]);
+        let k = base;
+        if let Some(share) = share {
+            o.label_share = parse(&share)?;
+        }
+        if layout.stats {
+            let (r1_mean, r1_sd) = (number(k)?, number(k + 1)?);
+            o.stats = match (number(k + 2)?, number(k + 3)?) {
+                (Some(nematic_mean), Some(nematic_sd)) => Some(PointStats {
+                    r1_mean,
+                    r1_sd,
+                    nematic_mean,
+                    nematic_sd,
+                }),
+                _ => None,
+            };
+        }
+        Some(o)
     }
 
     /// The cells of `sweep.csv` (see [`RESULT_COLUMNS`]), numbers as the shortest decimal that
@@ -139,6 +255,8 @@ impl Outcome {
             reason: cells[8].clone(),
             cluster_count,
             cluster_history: None,
+            label_share: None,
+            stats: None,
         })
     }
 
@@ -171,6 +289,9 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
     };
     if plan.label_source == LabelSource::Predict {
         return predicted_point(&scenario);
+    }
+    if scenario.ensemble.is_some() {
+        return super::members::ensemble_point(&scenario, plan.model, None).0;
     }
     let sim = match simulation::build(&scenario, plan.model) {
         Ok(sim) => sim,
@@ -222,6 +343,12 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         t_final: Some(solution.t_last),
         cluster_count,
         cluster_history: history.map(|h| plateaus(h.rows())),
+        stats: Some(PointStats {
+            r1_mean: f.r1_abs_mean.or(f.r1_abs_final),
+            r1_sd: f.r1_abs_mean.or(f.r1_abs_final).map(|_| 0.0),
+            nematic_mean: f.nematic_mean.unwrap_or(f.nematic_final),
+            nematic_sd: 0.0,
+        }),
         ..Outcome::labelled(Some(c.label), one_line(&c.reason))
     }
 }

@@ -45,6 +45,9 @@ pub const MAX_POINTS: usize = 100_000_000;
 /// Scenario keys that hold integers: axis values are rounded to the nearest integer there.
 const INTEGER_KEYS: [&str; 4] = ["model.d", "tokens.n", "tokens.seed", "time.samples"];
 
+/// The scenario key of the noise temperature: a sweep over it draws `transition.png`.
+pub const TEMPERATURE_KEY: &str = "noise.temperature";
+
 /// Default relative tolerance of boundary refinement (a fraction of the axis range).
 pub const DEFAULT_RELATIVE_TOLERANCE: f64 = 1e-3;
 
@@ -63,6 +66,11 @@ pub struct Axis {
     pub steps: usize,
     /// Integer key (`tokens.n`, ...): values are rounded to the nearest integer.
     pub integer: bool,
+    /// `back = true`: the axis runs from `from` to `to` and back to `from` (2 steps - 1
+    /// points), every point started from the previous point's final tokens (a hysteresis
+    /// loop, [`super::members`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub back: bool,
 }
 
 /// The number of at most 12 significant decimal digits, as few as possible, within `tolerance`
@@ -76,9 +84,24 @@ fn shortest_nearby(x: f64, tolerance: f64) -> f64 {
 }
 
 impl Axis {
+    /// Number of points along the axis: `steps`, or 2 steps - 1 when it goes back.
+    pub fn points(&self) -> usize {
+        if self.back {
+            2 * self.steps - 1
+        } else {
+            self.steps
+        }
+    }
+
     /// Grid value `i`: `from + i (to - from) / (steps - 1)`, `from` when steps = 1, and exactly
-    /// `to` for the last one; rounded for integer keys.
+    /// `to` for the last one; rounded for integer keys. On the way back (i >= steps), the
+    /// value of 2 (steps - 1) - i.
     pub fn value(&self, i: usize) -> f64 {
+        let i = if i >= self.steps {
+            (2 * (self.steps - 1)).saturating_sub(i)
+        } else {
+            i
+        };
         let x = if self.steps <= 1 || i == 0 {
             self.from
         } else if i + 1 == self.steps {
@@ -216,15 +239,29 @@ pub struct Plan {
 impl Plan {
     /// Number of grid points.
     pub fn points(&self) -> usize {
-        self.axes.iter().map(|a| a.steps).product()
+        self.axes.iter().map(Axis::points).product()
+    }
+
+    /// The cells its rows have beyond the result columns: `label_share` for an ensemble, the
+    /// run statistics (progress and shard files) for a sweep over the temperature.
+    pub fn layout(&self) -> super::point::Layout {
+        super::point::Layout {
+            share: self.base.ensemble.is_some(),
+            stats: self.axes.iter().any(|a| a.key == TEMPERATURE_KEY),
+        }
+    }
+
+    /// Whether the sweep goes there and back, each point from the previous one's tokens.
+    pub fn goes_back(&self) -> bool {
+        self.axes.iter().any(|a| a.back)
     }
 
     /// Grid indices (one per axis, the first axis slowest) of point `index`.
     pub fn grid_index(&self, mut index: usize) -> Vec<usize> {
         let mut idx = vec![0; self.axes.len()];
         for (k, axis) in self.axes.iter().enumerate().rev() {
-            idx[k] = index % axis.steps;
-            index /= axis.steps;
+            idx[k] = index % axis.points();
+            index /= axis.points();
         }
         idx
     }
@@ -234,7 +271,7 @@ impl Plan {
         self.axes
             .iter()
             .zip(idx)
-            .fold(0, |acc, (axis, &i)| acc * axis.steps + i)
+            .fold(0, |acc, (axis, &i)| acc * axis.points() + i)
     }
 
     /// Axis values of point `index`.
@@ -327,6 +364,7 @@ struct RawAxis {
     from: f64,
     to: f64,
     steps: i64,
+    back: Option<bool>,
 }
 
 /// `[refine]`.
@@ -510,14 +548,6 @@ pub fn from_table_with_sets(
             .map_err(|m| at(file, "model", m))?;
     }
     let base = Scenario::from_table(template.clone(), &scenario_file, &scenario_dir)?;
-    if base.ensemble.is_some() {
-        // Not yet: a point of a sweep is one run (docs/DESIGN.md, ensembles).
-        return Err(at(
-            &scenario_file,
-            "ensemble.runs",
-            "sweeps over ensembles are not supported yet: every point is one run; sweep tokens.seed as an axis instead",
-        ));
-    }
     let model = base.run.model;
     let label_source = label_source(file, raw.label.as_deref(), &base, model)?;
     let axes = read_axes(file, &raw.axes, &template, &scenario_file)?;
@@ -552,6 +582,7 @@ pub fn from_table_with_sets(
         template,
         base,
     };
+    super::members::check_back(&plan)?;
     check_corners(&plan)?;
     Ok(plan)
 }
@@ -648,12 +679,13 @@ fn read_axes(
             to,
             steps,
             integer,
+            back: raw.back.unwrap_or(false),
         };
         check_grid_finite(file, &prefix, &axis)?;
         axes.push(axis);
     }
     axes.iter()
-        .try_fold(1usize, |acc, a| acc.checked_mul(a.steps))
+        .try_fold(1usize, |acc, a| acc.checked_mul(a.points()))
         .filter(|&p| p <= MAX_POINTS)
         .ok_or_else(|| {
             at(
@@ -1168,6 +1200,7 @@ mod tests {
             to,
             steps,
             integer: false,
+            back: false,
         };
         let a = axis(0.2, 0.5, 4);
         assert_eq!(a.value(1).to_string(), "0.3");
@@ -1256,6 +1289,7 @@ samples = 51
             to: 0.7,
             steps: 7,
             integer: false,
+            back: false,
         };
         for i in 0..6 {
             assert_eq!(a.value(i), 0.1 + i as f64 * (0.7 - 0.1) / 6.0);

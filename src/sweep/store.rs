@@ -31,7 +31,7 @@ use crate::error::Error;
 use crate::output::{lock_path, parent_of, remove_stale_staging, OutputLock};
 
 use super::format::{csv_line, fmt_opt, parse_records};
-use super::point::{Outcome, RESULT_COLUMNS};
+use super::point::{Layout, Outcome};
 use super::spec::Plan;
 use crate::observe::cluster_series::Plateau;
 
@@ -49,6 +49,9 @@ pub struct ManifestAxis {
     pub to: f64,
     pub steps: usize,
     pub integer: bool,
+    /// The axis goes to `to` and back (`values` has 2 steps - 1 entries).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub back: bool,
     /// The grid values as written in the CSV.
     pub values: Vec<String>,
 }
@@ -85,7 +88,8 @@ impl Manifest {
                 to: a.to,
                 steps: a.steps,
                 integer: a.integer,
-                values: (0..a.steps).map(|i| a.cell(a.value(i))).collect(),
+                back: a.back,
+                values: (0..a.points()).map(|i| a.cell(a.value(i))).collect(),
             })
             .collect();
         Manifest {
@@ -94,7 +98,10 @@ impl Manifest {
             version: env!("CARGO_PKG_VERSION").into(),
             model: plan.model.to_string(),
             points: plan.points(),
-            columns: sweep_columns(&plan.axes.iter().map(|a| a.name.clone()).collect::<Vec<_>>()),
+            columns: sweep_columns(
+                &plan.axes.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
+                plan.layout(),
+            ),
             axes,
             scenario: serde_json::to_value(&plan.template).unwrap_or(serde_json::Value::Null),
             label: (plan.label_source != super::spec::LabelSource::Simulation)
@@ -127,7 +134,8 @@ impl Manifest {
             ));
         }
         let points = m.axes.iter().map(|a| a.values.len()).product::<usize>();
-        if points != m.points || m.axes.iter().any(|a| a.values.len() != a.steps) {
+        let expected = |a: &ManifestAxis| if a.back { 2 * a.steps - 1 } else { a.steps };
+        if points != m.points || m.axes.iter().any(|a| a.values.len() != expected(a)) {
             return Err(format!(
                 "{}: points: the axes do not make {} points",
                 path.display(),
@@ -141,10 +149,23 @@ impl Manifest {
     pub fn coord_cells(&self, mut index: usize) -> Vec<String> {
         let mut cells = vec![String::new(); self.axes.len()];
         for (k, axis) in self.axes.iter().enumerate().rev() {
-            cells[k] = axis.values[index % axis.steps].clone();
-            index /= axis.steps;
+            let count = axis.values.len().max(1);
+            cells[k] = axis.values[index % count].clone();
+            index /= count;
         }
         cells
+    }
+
+    /// The layout of the sweep's rows: `label_share` when `sweep.csv` has it, the statistics
+    /// when an axis is the temperature.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            share: self.columns.iter().any(|c| c == "label_share"),
+            stats: self
+                .axes
+                .iter()
+                .any(|a| a.key == super::spec::TEMPERATURE_KEY),
+        }
     }
 
     /// A 64-bit FNV-1a fingerprint of the manifest text.
@@ -220,18 +241,19 @@ impl FolderLocks {
 }
 
 /// The header of `sweep.csv`.
-pub fn sweep_columns(axis_names: &[String]) -> Vec<String> {
+pub fn sweep_columns(axis_names: &[String], layout: Layout) -> Vec<String> {
     axis_names
         .iter()
         .cloned()
-        .chain(RESULT_COLUMNS.iter().map(|s| s.to_string()))
+        .chain(layout.columns().iter().map(|s| s.to_string()))
         .collect()
 }
 
 /// The header of a shard file.
-pub fn shard_columns(axis_names: &[String]) -> Vec<String> {
+pub fn shard_columns(axis_names: &[String], layout: Layout) -> Vec<String> {
     std::iter::once("index".to_string())
-        .chain(sweep_columns(axis_names))
+        .chain(axis_names.iter().cloned())
+        .chain(layout.record_columns().iter().map(|s| s.to_string()))
         .collect()
 }
 
@@ -272,11 +294,12 @@ pub fn read_shard(path: &Path, manifest: &Manifest) -> Result<Vec<(usize, Outcom
         fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     let records = parse_records(&text).map_err(|e| format!("{}: not CSV: {e}", path.display()))?;
     let names: Vec<String> = manifest.axes.iter().map(|a| a.name.clone()).collect();
-    let header = shard_columns(&names);
+    let layout = manifest.layout();
+    let header = shard_columns(&names, layout);
     let mut it = records.into_iter();
     match it.next() {
         Some(h) if h == header => {}
-        Some(h) if h[..] == header[..header.len() - 1] => {
+        Some(h) if !h.iter().any(|c| c == "cluster_count") => {
             return Err(format!(
                 "{}: header: the file has no `cluster_count` column (written by an older tokdyn): run its shard again",
                 path.display()
@@ -314,8 +337,8 @@ pub fn read_shard(path: &Path, manifest: &Manifest) -> Result<Vec<(usize, Outcom
                 "the axis values of point {index} differ from sweep.json (a shard of another sweep?)"
             )));
         }
-        let outcome =
-            Outcome::from_cells(&rec[k + 1..]).ok_or_else(|| bad("not a result row".into()))?;
+        let outcome = Outcome::from_record_cells(&rec[k + 1..], layout)
+            .ok_or_else(|| bad("not a result row".into()))?;
         rows.push((index, outcome));
     }
     Ok(rows)
@@ -341,9 +364,10 @@ fn header_line(fingerprint: &str) -> String {
 pub fn read_progress(
     path: &Path,
     fingerprint: &str,
-    plan_axes: usize,
+    (plan_axes, layout): (usize, Layout),
     points: usize,
 ) -> io::Result<Option<Progress>> {
+    let width = layout.record_columns().len();
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -373,11 +397,11 @@ pub fn read_progress(
             _ => continue,
         }
         match rec.first().map(String::as_str) {
-            Some("g") if rec.len() == 3 + RESULT_COLUMNS.len() => {
-                let end = 2 + RESULT_COLUMNS.len();
+            Some("g") if rec.len() == 3 + width => {
+                let end = 2 + width;
                 let (Ok(index), Some(mut outcome), Some(history)) = (
                     rec[1].parse::<usize>(),
-                    Outcome::from_cells(&rec[2..end]),
+                    Outcome::from_record_cells(&rec[2..end], layout),
                     parse_history(&rec[end]),
                 ) else {
                     continue;
@@ -387,8 +411,8 @@ pub fn read_progress(
                     progress.grid.insert(index, outcome);
                 }
             }
-            Some("r") if rec.len() == 1 + plan_axes + RESULT_COLUMNS.len() => {
-                if let Some(outcome) = Outcome::from_cells(&rec[1 + plan_axes..]) {
+            Some("r") if rec.len() == 1 + plan_axes + width => {
+                if let Some(outcome) = Outcome::from_record_cells(&rec[1 + plan_axes..], layout) {
                     progress.refine.insert(rec[1..=plan_axes].to_vec(), outcome);
                 }
             }
@@ -443,21 +467,23 @@ fn parse_history(cell: &str) -> Option<Option<Vec<Plateau>>> {
 pub struct ProgressWriter {
     file: File,
     path: PathBuf,
+    layout: Layout,
 }
 
 impl ProgressWriter {
     /// Starts a new progress file (replacing any old one).
-    pub fn create(path: &Path, fingerprint: &str) -> io::Result<Self> {
+    pub fn create(path: &Path, fingerprint: &str, layout: Layout) -> io::Result<Self> {
         let mut file = File::create(path)?;
         file.write_all(header_line(fingerprint).as_bytes())?;
         Ok(ProgressWriter {
             file,
             path: path.to_path_buf(),
+            layout,
         })
     }
 
     /// Continues a progress file after its last complete line (dropping a torn one).
-    pub fn resume(path: &Path, valid_len: u64) -> io::Result<Self> {
+    pub fn resume(path: &Path, valid_len: u64, layout: Layout) -> io::Result<Self> {
         {
             let file = OpenOptions::new().write(true).open(path)?;
             file.set_len(valid_len)?;
@@ -466,6 +492,7 @@ impl ProgressWriter {
         Ok(ProgressWriter {
             file,
             path: path.to_path_buf(),
+            layout,
         })
     }
 
@@ -477,7 +504,7 @@ impl ProgressWriter {
     /// Records a finished grid point (with its cluster history as a last cell).
     pub fn grid(&mut self, index: usize, outcome: &Outcome) -> io::Result<()> {
         let mut cells = vec!["g".to_string(), index.to_string()];
-        cells.extend(outcome.cells());
+        cells.extend(outcome.record_cells(self.layout));
         cells.push(history_cell(outcome.cluster_history.as_deref()));
         self.line(cells)
     }
@@ -486,7 +513,7 @@ impl ProgressWriter {
     pub fn refine(&mut self, coords: &[String], outcome: &Outcome) -> io::Result<()> {
         let mut cells = vec!["r".to_string()];
         cells.extend(coords.iter().cloned());
-        cells.extend(outcome.cells());
+        cells.extend(outcome.record_cells(self.layout));
         self.line(cells)
     }
 
@@ -501,6 +528,7 @@ impl ProgressWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sweep::point::RESULT_COLUMNS;
 
     fn outcome(label: &str) -> Outcome {
         let mut cells = vec![
@@ -526,7 +554,7 @@ mod tests {
     fn progress_round_trips_and_ignores_a_torn_line() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("sweep.progress");
-        let mut w = ProgressWriter::create(&p, "abc").unwrap();
+        let mut w = ProgressWriter::create(&p, "abc", Layout::default()).unwrap();
         w.grid(3, &outcome("oscillation")).unwrap();
         w.grid(1, &outcome("")).unwrap();
         w.refine(&["0.5".into(), "2".into()], &outcome("converged-clusters"))
@@ -536,7 +564,9 @@ mod tests {
         let full = bytes.len() as u64;
         bytes.extend_from_slice(b"g,7,oscill");
         fs::write(&p, &bytes).unwrap();
-        let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
+        let got = read_progress(&p, "abc", (2, Layout::default()), 10)
+            .unwrap()
+            .unwrap();
         assert_eq!(got.grid.len(), 2);
         assert_eq!(got.grid[&3], outcome("oscillation"));
         assert_eq!(got.grid[&1], outcome(""));
@@ -546,12 +576,16 @@ mod tests {
         );
         assert_eq!(got.valid_len, full);
         // Another manifest: not ours.
-        assert!(read_progress(&p, "abd", 2, 10).unwrap().is_none());
+        assert!(read_progress(&p, "abd", (2, Layout::default()), 10)
+            .unwrap()
+            .is_none());
         // Resuming drops the torn line and appends after the last complete one.
-        let mut w = ProgressWriter::resume(&p, got.valid_len).unwrap();
+        let mut w = ProgressWriter::resume(&p, got.valid_len, Layout::default()).unwrap();
         w.grid(7, &outcome("interior-point")).unwrap();
         drop(w);
-        let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
+        let got = read_progress(&p, "abc", (2, Layout::default()), 10)
+            .unwrap()
+            .unwrap();
         assert_eq!(got.grid.len(), 3);
         assert_eq!(got.grid[&7], outcome("interior-point"));
         // A point's cluster history comes back with it.
@@ -585,7 +619,44 @@ mod tests {
         fs::write(&p, format!("{text}{mixed}")).unwrap();
         let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
         assert_eq!(got.grid.len(), 4);
+        let got = read_progress(&p, "abc", (2, Layout::default()), 10)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.grid.len(), 3);
         assert_eq!(got.grid[&3], outcome("oscillation"));
+    }
+
+    #[test]
+    fn progress_lines_keep_the_share_and_the_statistics() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sweep.progress");
+        let layout = Layout {
+            share: true,
+            stats: true,
+        };
+        let mut o = outcome("interior-point");
+        o.label_share = Some(0.6);
+        o.stats = Some(super::super::point::PointStats {
+            r1_mean: Some(0.25),
+            r1_sd: None,
+            nematic_mean: 0.125,
+            nematic_sd: 1e-3,
+        });
+        let failed = outcome("");
+        let mut w = ProgressWriter::create(&p, "f", layout).unwrap();
+        w.grid(0, &o).unwrap();
+        w.grid(1, &failed).unwrap();
+        drop(w);
+        let got = read_progress(&p, "f", (1, layout), 2).unwrap().unwrap();
+        assert_eq!(got.grid[&0], o);
+        assert_eq!(got.grid[&1], failed);
+        // Read with another layout, the lines do not parse: their points run again.
+        let other = read_progress(&p, "f", (1, Layout::default()), 2)
+            .unwrap()
+            .unwrap();
+        assert!(other.grid.is_empty());
+        assert_eq!(o.row_cells(layout).len(), RESULT_COLUMNS.len() + 1);
+        assert_eq!(o.record_cells(layout).len(), RESULT_COLUMNS.len() + 5);
     }
 
     #[test]

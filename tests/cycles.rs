@@ -1,8 +1,9 @@
 //! Periodic-orbit continuation (`[continuation] cycles = true`, `cycles.csv`): the cycles of a
 //! supercritical Hopf point against a direct long integration of the OA equation written here
-//! (period from successive upward section crossings, |R2| range, the multiplier as the
-//! exponential of the integral of tr J, the decay of a perturbation); a subcritical Hopf point's
-//! unstable cycles against backward-time integration; the normal form (amplitude ~ sqrt of the
+//! (RK4; started where its own return map to a half-line has a fixed point; the period from
+//! successive crossings, the |R2| range, the multiplier as the exponential of the integral of
+//! tr J); a subcritical Hopf point's unstable cycles against backward-time integration and its
+//! homoclinic end; the normal form (amplitude ~ sqrt of the
 //! distance to the Hopf point); a fold of cycles; bad input.
 
 use std::fs;
@@ -176,74 +177,131 @@ struct Measured {
     mu: f64,
 }
 
-/// Integrates from r0 for `transient` time (steps of 10 dt), then measures `periods` periods:
-/// the period from successive upward crossings of Im R = level (cubic Hermite interpolation),
-/// min / max |R| and the integral of tr J over the last whole period.
-fn measure(field: &Field, mut r: Complex64, dt: f64, transient: f64, periods: usize) -> Measured {
-    for _ in 0..(transient / (10.0 * dt.abs())) as usize {
-        r = field.step(r, 10.0 * dt);
+/// One crossing of the half-line {Im(R - c) = 0, Re(R - c) > 0} within the RK4 step r -> r1
+/// (dt): the fraction of the step and Re(R - c) there (cubic Hermite interpolation).
+fn crossing(
+    field: &Field,
+    c: Complex64,
+    r: Complex64,
+    r1: Complex64,
+    dt: f64,
+) -> Option<(f64, f64)> {
+    let (y0, y1) = ((r - c).im, (r1 - c).im);
+    if (y0 < 0.0) == (y1 < 0.0) || (r - c).re <= 0.0 {
+        return None;
     }
-    let steps = (transient / dt.abs()) as usize;
-    // The level: the middle of Im R over a long stretch.
-    let (mut ylo, mut yhi) = (f64::INFINITY, f64::NEG_INFINITY);
-    let mut s = r;
-    for _ in 0..steps.clamp(1, 200_000) {
-        s = field.step(s, dt);
-        ylo = ylo.min(s.im);
-        yhi = yhi.max(s.im);
+    let (f0, f1) = (field.f(r) * dt, field.f(r1) * dt);
+    let hermite = |s: f64, a: f64, b: f64, fa: f64, fb: f64| {
+        let (s2, s3) = (s * s, s * s * s);
+        (2.0 * s3 - 3.0 * s2 + 1.0) * a
+            + (s3 - 2.0 * s2 + s) * fa
+            + (-2.0 * s3 + 3.0 * s2) * b
+            + (s3 - s2) * fb
+    };
+    let (mut a, mut b) = (0.0, 1.0);
+    let up = y1 > y0;
+    for _ in 0..60 {
+        let m = 0.5 * (a + b);
+        if (hermite(m, y0, y1, f0.im, f1.im) < 0.0) == up {
+            a = m;
+        } else {
+            b = m;
+        }
     }
-    let level = 0.5 * (ylo + yhi);
-    let mut crossings: Vec<f64> = Vec::new();
+    let s = 0.5 * (a + b);
+    let x = hermite(s, (r - c).re, (r1 - c).re, f0.re, f1.re);
+    Some((s, x))
+}
+
+/// The return map of the half-line from c + x (RK4 steps dt): where the orbit crosses it
+/// next, in the same direction.
+fn return_map(field: &Field, c: Complex64, x: f64, dt: f64) -> f64 {
+    let mut r = c + x;
+    let mut away = false;
+    for _ in 0..50_000_000 {
+        let r1 = field.step(r, dt);
+        away |= (r1 - c).re < 0.0;
+        if away {
+            if let Some((_, x1)) = crossing(field, c, r, r1, dt) {
+                return x1;
+            }
+        }
+        r = r1;
+    }
+    f64::NAN
+}
+
+/// The innermost cycle through the half-line from c within x < x_max: a scan for the first
+/// sign change of P(x) - x from x = 1e-3, then bisection.
+fn cycle_crossing(field: &Field, c: Complex64, x_max: f64, dt: f64) -> f64 {
+    let g = |x: f64| return_map(field, c, x, dt) - x;
+    let mut lo = 1e-3;
+    let g_lo = g(lo);
+    let mut hi = f64::NAN;
+    for k in 1..=32 {
+        let x = x_max * k as f64 / 32.0;
+        let gx = g(x);
+        assert!(gx.is_finite(), "the orbit from x = {x} does not return");
+        if (gx < 0.0) != (g_lo < 0.0) {
+            hi = x;
+            break;
+        }
+        lo = x;
+    }
+    assert!(hi.is_finite(), "no sign change of P(x) - x below {x_max}");
+    for _ in 0..45 {
+        let m = 0.5 * (lo + hi);
+        if (g(m) < 0.0) == (g_lo < 0.0) {
+            lo = m;
+        } else {
+            hi = m;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// The x with |c + x| = min(h + 0.02, 0.995): outside a cycle whose max |R| is h.
+fn outer(c: Complex64, h: f64) -> f64 {
+    let h = (h + 0.02).min(0.995);
+    -c.re + (h * h - c.im * c.im).sqrt()
+}
+
+/// A long integration (RK4 steps dt, backward in time for dt < 0) from c + x over `periods`
+/// returns to the half-line: the mean period, min / max |R| and exp(integral of tr J) over the
+/// last period (in forward time).
+fn measure(field: &Field, c: Complex64, x: f64, dt: f64, periods: usize) -> Measured {
+    let mut r = c + x;
+    let (mut t, mut integral) = (0.0, 0.0);
+    let mut crossings = vec![(0.0, 0.0)];
     let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
-    let mut t = 0.0;
-    let mut integral = 0.0;
-    let mut integral_at: Vec<f64> = Vec::new();
-    // Forward-time orientation: upward in forward time is downward backward.
-    let sign = dt.signum();
+    let mut away = false;
     while crossings.len() <= periods {
         let r1 = field.step(r, dt);
-        let (y0, y1) = (sign * (r.im - level), sign * (r1.im - level));
         let tr_mid = field.trace(field.step(r, dt / 2.0));
-        let piece = dt.abs() * (field.trace(r) + 4.0 * tr_mid + field.trace(r1)) / 6.0;
-        if y0 < 0.0 && y1 >= 0.0 {
-            // Hermite cubic of Im R on the step: the crossing's fraction by bisection.
-            let (f0, f1) = (sign * field.f(r).im * dt, sign * field.f(r1).im * dt);
-            let h = |s: f64| {
-                let (s2, s3) = (s * s, s * s * s);
-                (2.0 * s3 - 3.0 * s2 + 1.0) * y0
-                    + (s3 - 2.0 * s2 + s) * f0
-                    + (-2.0 * s3 + 3.0 * s2) * y1
-                    + (s3 - s2) * f1
-            };
-            let (mut a, mut b) = (0.0, 1.0);
-            for _ in 0..60 {
-                let m = 0.5 * (a + b);
-                if h(m) < 0.0 {
-                    a = m;
-                } else {
-                    b = m;
+        let piece = dt * (field.trace(r) + 4.0 * tr_mid + field.trace(r1)) / 6.0;
+        away |= (r1 - c).re < 0.0;
+        if away {
+            if let Some((s, _)) = crossing(field, c, r, r1, dt) {
+                crossings.push((t + s * dt.abs(), integral + s * piece));
+                away = false;
+                if crossings.len() == periods {
+                    lo = f64::INFINITY;
+                    hi = 0.0;
                 }
             }
-            let s = 0.5 * (a + b);
-            crossings.push(t + s * dt.abs());
-            integral_at.push(integral + s * piece);
         }
-        if !crossings.is_empty() {
-            lo = lo.min(r1.norm());
-            hi = hi.max(r1.norm());
-        }
+        lo = lo.min(r1.norm());
+        hi = hi.max(r1.norm());
         integral += piece;
         t += dt.abs();
         r = r1;
     }
     let n = crossings.len() - 1;
-    let period = (crossings[n] - crossings[0]) / n as f64;
-    let over_one = (integral_at[n] - integral_at[n - 1]) * sign;
     Measured {
-        period,
+        period: crossings[n].0 / n as f64,
         lo,
         hi,
-        mu: over_one.exp(),
+        mu: (dt.signum() * (crossings[n].1 - crossings[n - 1].1)).exp(),
     }
 }
 
@@ -288,12 +346,9 @@ fn supercritical_cycles_match_a_direct_integration() {
         // Two cycles that attract fast enough for a direct integration.
         let picks: Vec<&Row> = rows
             .iter()
-            .filter(|r| r.point.is_empty() && r.stable && r.mu < 0.6 && r.hi < 0.95)
+            .filter(|r| r.point.is_empty() && r.mu < 0.95 && r.period < 2.0 * rows[0].period)
             .collect();
-        for row in [picks.first(), picks.get(picks.len() / 2)]
-            .into_iter()
-            .flatten()
-        {
+        for row in [picks.first(), picks.last()].into_iter().flatten() {
             let field = Field(coefficients(V11_SUPER, row.p));
             let centre = equilibrium(&field, {
                 let h = &run.summary["continuation"]["special_points"];
@@ -305,9 +360,10 @@ fn supercritical_cycles_match_a_direct_integration() {
                     .unwrap();
                 Complex64::new(h["r2_re"].as_f64().unwrap(), h["r2_im"].as_f64().unwrap())
             });
-            // From beside the (unstable) fixed point inside the cycle.
-            let transient = 16.0 * row.period / (-row.mu.ln()).max(0.05);
-            let m = measure(&field, centre + 1e-3, 0.002, transient, 3);
+            // The cycle's crossing of the half-line from the fixed point inside, found by
+            // the integration's own return map, then a long integration from there.
+            let x = cycle_crossing(&field, centre, outer(centre, row.hi), 0.002);
+            let m = measure(&field, centre, x, 0.002, 20);
             eprintln!("{row:?}: {} {} {} {}", m.period, m.lo, m.hi, m.mu);
             assert!(
                 ((m.period - row.period) / row.period).abs() < 1e-5,
@@ -345,7 +401,7 @@ fn subcritical_cycles_are_unstable_and_match_backward_integration() {
         // Backward in time the unstable cycle attracts.
         let row = rows
             .iter()
-            .find(|r| r.point.is_empty() && r.mu > 1.05 && r.hi < 0.97)
+            .find(|r| r.point.is_empty() && r.mu > 1.02)
             .unwrap();
         let field = Field(coefficients(V11, row.p));
         let centre = equilibrium(
@@ -355,19 +411,60 @@ fn subcritical_cycles_are_unstable_and_match_backward_integration() {
                 list["hopf"]["r2"][1].as_f64().unwrap(),
             ),
         );
-        let transient = 16.0 * row.period / row.mu.ln().max(0.05);
-        let m = measure(&field, centre + 1e-3, -0.002, transient, 3);
+        let x = cycle_crossing(&field, centre, outer(centre, row.hi), -0.002);
+        let m = measure(&field, centre, x, -0.002, 20);
         eprintln!("{p_h} {row:?}: {} {} {} {}", m.period, m.lo, m.hi, m.mu);
         assert!(((m.period - row.period) / row.period).abs() < 1e-5);
         assert!((m.lo - row.lo).abs() < 1e-5 && (m.hi - row.hi).abs() < 1e-5);
         assert!(((m.mu - row.mu) / row.mu).abs() < 1e-4);
+        // These cycles grow into a homoclinic orbit: the period's law T = -a ln|p - p*| + b
+        // has a = 1 / min(lambda_u, -lambda_s) of the saddle (the cycles are unstable).
+        assert_eq!(list["end"], "HC");
+        assert_eq!(rows.last().unwrap().point, "HC");
+        let law = &list["law"];
+        let (a, theory) = (
+            law["a"].as_f64().unwrap(),
+            law["a_theory"].as_f64().unwrap(),
+        );
+        let ev = law["saddle_eigenvalues"].as_array().unwrap();
+        let (ls, lu) = (ev[0].as_f64().unwrap(), ev[1].as_f64().unwrap());
+        assert!(ls < 0.0 && lu > 0.0 && lu + ls > 0.0, "{ls} {lu}");
+        assert!((theory - 1.0 / -ls).abs() < 1e-9 * theory);
+        assert!(
+            ((a - theory) / theory).abs() < 0.02,
+            "a = {a}, theory {theory}"
+        );
+        let last = rows.last().unwrap();
+        assert!(last.period > 20.0 * rows[0].period && last.mu > 1e6);
     }
+}
+
+/// v11 = -0.13: the stable cycles of the supercritical Hopf point turn back at a fold of
+/// cycles (LPC) and go on unstable.
+#[test]
+fn a_fold_of_cycles_has_multiplier_one_and_turns_the_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_cycles(dir.path(), -0.13, -0.6, 0.4, 0.005);
+    let (_, _, rows) = &branches_with(&run, true)[0];
+    let k = rows.iter().position(|r| r.point == "LPC").expect("an LPC");
+    let (before, lpc, after) = (&rows[k - 1], &rows[k], &rows[k + 1]);
+    assert!((lpc.mu - 1.0).abs() < 1e-6, "{lpc:?}");
+    // p is extreme there: both neighbours on the same side.
+    assert!(
+        (before.p - lpc.p) * (after.p - lpc.p) > 0.0,
+        "{before:?} {lpc:?} {after:?}"
+    );
+    // Stability changes across it (stable before, unstable after, or the reverse).
+    assert_ne!(before.stable, after.stable);
+    assert!((before.mu - 1.0) * (after.mu - 1.0) < 0.0);
+    // Exactly one: a turn of p in round-off near the homoclinic end is not an LPC.
+    assert_eq!(rows.iter().filter(|r| r.point == "LPC").count(), 1);
 }
 
 #[test]
 fn near_the_hopf_point_the_amplitude_grows_like_the_square_root_of_the_distance() {
     let dir = tempfile::tempdir().unwrap();
-    let run = run_cycles(dir.path(), V11, -0.6, 0.4, 0.002);
+    let run = run_cycles(dir.path(), V11_SUPER, -0.6, 0.4, 0.002);
     let mut fitted = 0;
     for supercritical in [true, false] {
         for (_, p_h, rows) in branches_with(&run, supercritical) {

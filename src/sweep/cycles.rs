@@ -67,6 +67,8 @@ const FROZEN_POINTS: usize = 5;
 const LAW_POINTS: usize = 5;
 /// A cycle whose max |R2| reaches 1 - this has reached the boundary circle.
 const BOUNDARY_GAP: f64 = 1e-4;
+/// An LPC's multiplier is within this of 1.
+const LPC_MULTIPLIER: f64 = 1e-3;
 /// Bisection steps locating an LPC.
 const LOCATE_STEPS: usize = 40;
 /// The message of an interrupted continuation.
@@ -677,10 +679,14 @@ impl Tracer<'_> {
         let Some(s) = best else {
             return Ok(None);
         };
-        Ok(self.measure(&s)?.map(|pt| CyclePoint {
-            special: Some("LPC"),
-            ..pt
-        }))
+        // A fold of cycles has mu = 1; a turn of p in round-off (near a homoclinic end) not.
+        Ok(self
+            .measure(&s)?
+            .filter(|pt| (pt.multiplier - 1.0).abs() < LPC_MULTIPLIER)
+            .map(|pt| CyclePoint {
+                special: Some("LPC"),
+                ..pt
+            }))
     }
 
     /// HC or SNIC at the end of a branch whose period grew, with the fitted law.

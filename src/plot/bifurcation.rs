@@ -5,7 +5,10 @@
 //! fixed points are drawn underneath (stable solid, unstable dashed, centres — both eigenvalues
 //! on the imaginary axis — as a grey dotted "centre (neutral)" line) and special points (fold
 //! "LP", Hopf "H", ...) as labelled diamond outlines beneath the sweep points, so no grid point
-//! is hidden. The title states the fixed parameters and the start (the caller writes it).
+//! is hidden. Continued periodic orbits (`[continuation] cycles = true`) are two blue curves
+//! per branch, their min and max |R2| (stable solid, unstable dashed), with their special
+//! points (LPC, HC, SNIC) among the others. The title states the fixed parameters and the
+//! start (the caller writes it).
 
 use std::io;
 use std::path::Path;
@@ -27,6 +30,11 @@ use crate::classify::Label;
 pub const BIFURCATION_SIZE: (u32, u32) = (1400, 1250);
 
 const BRANCH: RGBColor = RGBColor(30, 30, 30);
+const CYCLE: RGBColor = RGBColor(20, 90, 200);
+
+/// One drawn curve of a cycle branch: `(parameter, min or max |R2|)` and whether its cycles
+/// are stable.
+pub type CycleLine = (Vec<(f64, f64)>, bool);
 
 /// Writes `bifurcation.png` and `bifurcation.svg` into `dir`.
 ///
@@ -43,10 +51,26 @@ pub fn bifurcation_plot(
     figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
+    bifurcation_plot_with_cycles(p_name, points, branches, &[], special, title, figure, dir)
+}
+
+/// [`bifurcation_plot`] with the min / max |R2| curves of continued cycles (`cycles`).
+#[allow(clippy::too_many_arguments)]
+pub fn bifurcation_plot_with_cycles(
+    p_name: &str,
+    points: &[(f64, f64, f64, Option<Label>)],
+    branches: &[(Vec<(f64, f64)>, FixedKind)],
+    cycles: &[CycleLine],
+    special: &[(f64, f64, String)],
+    title: &str,
+    figure: Figure,
+    dir: &Path,
+) -> io::Result<()> {
     let pic = BifurcationPicture {
         p_name,
         points,
         branches,
+        cycles,
         special,
         title,
     };
@@ -64,6 +88,7 @@ struct BifurcationPicture<'a> {
     p_name: &'a str,
     points: &'a [(f64, f64, f64, Option<Label>)],
     branches: &'a [(Vec<(f64, f64)>, FixedKind)],
+    cycles: &'a [CycleLine],
     special: &'a [(f64, f64, String)],
     title: &'a str,
 }
@@ -113,6 +138,7 @@ impl Picture for BifurcationPicture<'_> {
             .io()?;
         // Branches underneath, special points as outlines beneath the sweep points.
         draw_branches(&mut chart, self.branches)?;
+        draw_cycles(&mut chart, self.cycles)?;
         draw_special(&mut chart, self.special)?;
         draw_points(&mut chart, self.points, yr.0 + 0.02 * (yr.1 - yr.0))?;
         let Some(right) = right else {
@@ -148,6 +174,7 @@ impl BifurcationPicture<'_> {
             .iter()
             .map(|p| p.0)
             .chain(self.branches.iter().flat_map(|b| b.0.iter().map(|q| q.0)))
+            .chain(self.cycles.iter().flat_map(|b| b.0.iter().map(|q| q.0)))
             .chain(self.special.iter().map(|s| s.0));
         let ys = self
             .points
@@ -155,6 +182,7 @@ impl BifurcationPicture<'_> {
             .filter(|p| p.3.is_some())
             .flat_map(|p| [p.1, p.2])
             .chain(self.branches.iter().flat_map(|b| b.0.iter().map(|q| q.1)))
+            .chain(self.cycles.iter().flat_map(|b| b.0.iter().map(|q| q.1)))
             .chain(self.special.iter().map(|s| s.1))
             .chain([0.0, 1.0]);
         (
@@ -198,8 +226,25 @@ impl BifurcationPicture<'_> {
                 "centre (neutral)",
             ));
         }
+        if self.cycles.iter().any(|c| c.1) {
+            entries.push(Entry::new(
+                Mark::Line(CYCLE.to_rgba(), 3, None),
+                "stable cycles (min, max)",
+            ));
+        }
+        if self.cycles.iter().any(|c| !c.1) {
+            entries.push(Entry::new(
+                Mark::Line(CYCLE.to_rgba(), 2, Some((10, 7))),
+                "unstable cycles (min, max)",
+            ));
+        }
         if !self.special.is_empty() {
-            entries.push(Entry::new(Mark::DiamondOutline(BLACK), "LP fold, H Hopf"));
+            let text = if self.cycles.is_empty() {
+                "LP fold, H Hopf"
+            } else {
+                "LP fold, H Hopf, LPC/HC/SNIC"
+            };
+            entries.push(Entry::new(Mark::DiamondOutline(BLACK), text));
         }
         entries
     }
@@ -238,6 +283,36 @@ fn draw_branches<DB: DrawingBackend>(
                 ))
                 .io()?,
         };
+    }
+    Ok(())
+}
+
+/// The cycles' min / max |R2| curves: stable solid, unstable dashed.
+fn draw_cycles<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    cycles: &[CycleLine],
+) -> io::Result<()> {
+    for (line, stable) in cycles {
+        let pts: Vec<(f64, f64)> = line
+            .iter()
+            .copied()
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .map(|(x, y)| (super::on_axis(x), super::on_axis(y)))
+            .collect();
+        if *stable {
+            chart
+                .draw_series(LineSeries::new(pts, CYCLE.stroke_width(lw(3))))
+                .io()?;
+        } else {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    pts,
+                    pxi(10),
+                    pxi(7),
+                    CYCLE.stroke_width(lw(2)),
+                ))
+                .io()?;
+        }
     }
     Ok(())
 }

@@ -629,6 +629,7 @@ fn search(
             to: spec.to[other],
             step: (spec.to[other] - spec.from[other]).abs() / 100.0,
             max_points: 2000,
+            cycles: false,
         };
         let fast = fam.model.map(|m| {
             move |q: f64| {

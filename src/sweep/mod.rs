@@ -20,7 +20,8 @@
 //!   and for `label = "predict"`);
 //! - `summary.json`: counts per label, failed points, timings, provenance;
 //! - `boundaries.csv` when the sweep file has `[refine]` (`refine`);
-//! - `branches.csv` when it has `[continuation]` (`continuation`);
+//! - `branches.csv` when it has `[continuation]` (`continuation`), `cycles.csv` with its
+//!   `cycles = true` (`cycles`);
 //! - `curves.csv` when it has `[codim2]` (`codim2`), and `special_points.json` with either;
 //! - `shard-K-of-N.csv` (+ `.json`) for `--shard K/N`; `tokdyn merge DIR` assembles them.
 //!
@@ -32,6 +33,7 @@
 pub(crate) mod codim2;
 pub(crate) mod coefficient_model;
 pub(crate) mod continuation;
+pub(crate) mod cycles;
 pub(crate) mod format;
 pub(crate) mod members;
 pub(crate) mod pictures;
@@ -309,6 +311,12 @@ pub fn sweep_with_env(
     // The two-parameter curves come first: a continuation that cannot start says so before
     // the grid's long work.
     let curves = codim2_before_grid(&plan, shard.is_some(), options.progress)?;
+    // So do the branches and their cycles (a cycle continuation without a Hopf point to
+    // start from is refused here).
+    let continued = match shard {
+        None => continue_branches(&plan, options.progress)?,
+        Some(_) => None,
+    };
     let out = options
         .out
         .clone()
@@ -402,7 +410,7 @@ pub fn sweep_with_env(
     } else if boundaries_path.exists() {
         fs::remove_file(&boundaries_path).map_err(Error::io(&boundaries_path))?;
     }
-    let traced = continue_branches(&plan, &dir, options.progress, &mut summary)?;
+    let (traced, cycle_branches) = write_branches(&dir, continued, &mut summary)?;
     write_codim2(&plan, &dir, &traced, curves.as_ref(), &mut summary)?;
 
     let outcomes: Vec<(Vec<f64>, &Outcome)> =
@@ -413,6 +421,7 @@ pub fn sweep_with_env(
         &outcomes,
         &boundary_points,
         &traced,
+        &cycle_branches,
         traced_curves,
         &dir,
     )?;
@@ -741,24 +750,89 @@ fn refine_boundaries(
     Ok(boundary_points)
 }
 
-/// Continues the OA fixed points (`[continuation]`) into `branches.csv` (or removes a stale one).
-fn continue_branches(
-    plan: &Plan,
-    dir: &Path,
-    progress: bool,
-    summary: &mut Summary,
-) -> Result<Vec<Vec<continuation::BranchPoint>>, Error> {
-    let branches_path = dir.join("branches.csv");
+/// The continued fixed points and, with `cycles = true`, their cycles.
+struct Continued {
+    branches: continuation::Report,
+    cycles: Option<cycles::Report>,
+}
+
+/// Continues the OA fixed points (`[continuation]`) and their cycles; a cycle continuation
+/// with no Hopf point to start from is an input error (exit 2).
+fn continue_branches(plan: &Plan, progress: bool) -> Result<Option<Continued>, Error> {
     let Some(c) = &plan.continuation else {
-        if branches_path.exists() {
-            fs::remove_file(&branches_path).map_err(Error::io(&branches_path))?;
-        }
-        return Ok(Vec::new());
+        return Ok(None);
     };
-    let report = continuation::run(plan, c, progress)?;
+    let branches = continuation::run(plan, c, progress)?;
+    if !c.cycles {
+        return Ok(Some(Continued {
+            branches,
+            cycles: None,
+        }));
+    }
+    if !cycles::has_start(&branches.branches) {
+        return Err(Error::Input(format!(
+            "{}: continuation.cycles: no Hopf point on the fixed-point branches of {} in [{}, {}]: no periodic orbit to start from",
+            plan.file.display(),
+            c.parameter,
+            c.from.min(c.to),
+            c.from.max(c.to)
+        )));
+    }
+    let fam = continuation::Family::new(plan, &c.key);
+    let report = cycles::run(&fam, c, &branches.branches, progress, &plan.name).map_err(|m| {
+        if m == cycles::INTERRUPTED {
+            Error::Interrupted("during the continuation".into())
+        } else {
+            Error::Input(format!("{}: continuation.cycles: {m}", plan.file.display()))
+        }
+    })?;
+    Ok(Some(Continued {
+        branches,
+        cycles: Some(report),
+    }))
+}
+
+/// Writes `branches.csv` and `cycles.csv` (or removes stale ones); the branches and cycles
+/// for the pictures.
+#[allow(clippy::type_complexity)]
+fn write_branches(
+    dir: &Path,
+    continued: Option<Continued>,
+    summary: &mut Summary,
+) -> Result<
+    (
+        Vec<Vec<continuation::BranchPoint>>,
+        Vec<cycles::CycleBranch>,
+    ),
+    Error,
+> {
+    let branches_path = dir.join("branches.csv");
+    let cycles_path = dir.join("cycles.csv");
+    let remove = |path: &Path| -> Result<(), Error> {
+        if path.exists() {
+            fs::remove_file(path).map_err(Error::io(path))?;
+        }
+        Ok(())
+    };
+    let Some(continued) = continued else {
+        remove(&branches_path)?;
+        remove(&cycles_path)?;
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let report = continued.branches;
     write_atomic(&branches_path, report.csv.as_bytes()).map_err(Error::io(&branches_path))?;
-    summary.continuation = Some(report.summary);
-    Ok(report.branches)
+    let mut json = report.summary;
+    let mut cycle_branches = Vec::new();
+    match continued.cycles {
+        Some(c) => {
+            write_atomic(&cycles_path, c.csv.as_bytes()).map_err(Error::io(&cycles_path))?;
+            json["cycles"] = c.summary;
+            cycle_branches = c.branches;
+        }
+        None => remove(&cycles_path)?,
+    }
+    summary.continuation = Some(json);
+    Ok((report.branches, cycle_branches))
 }
 
 /// `[codim2]`'s curves (not for a shard, which writes no curves); a curve that cannot start

@@ -1,7 +1,8 @@
 //! The pictures of a sweep, drawn from its results: `regime_map.png` when the grid has two
 //! axes with more than one value each (the first axis on x), `bifurcation.png` when it has one
 //! (tail min and max of |R2| against the parameter, with the continued OA branches beneath,
-//! Hopf points labelled `H super` / `H sub` by the sign of l1), and `codim2.png` when the sweep
+//! Hopf points labelled `H super` / `H sub` by the sign of l1, and the continued cycles' min
+//! and max |R2| with their LPC / HC / SNIC points), and `codim2.png` when the sweep
 //! has `[codim2]` over the same two axes (the curves over the regime map).
 //!
 //! Titles state the model and what is held fixed: the base `[params]` that are not axes, and
@@ -15,6 +16,7 @@ use num_complex::Complex64;
 
 use super::codim2::{self, Curve, CurveKind, CurvePoint};
 use super::continuation::BranchPoint;
+use super::cycles::CycleBranch;
 use super::point::Outcome;
 use super::spec::Plan;
 use crate::classify::Label;
@@ -77,6 +79,29 @@ fn branch_kind(pt: &BranchPoint) -> FixedKind {
     } else {
         FixedKind::Unstable
     }
+}
+
+/// Two curves per cycle branch (min and max |R2|, from its Hopf point), split where the
+/// stability changes.
+fn cycle_lines(cycles: &[CycleBranch]) -> Vec<plot::CycleLine> {
+    let mut out = Vec::new();
+    for b in cycles {
+        let start = b.hopf.r.norm();
+        for max in [false, true] {
+            let mut pieces: Vec<plot::CycleLine> = Vec::new();
+            let mut last = (b.hopf.p, start);
+            for c in &b.points {
+                let xy = (c.p, if max { c.r2_abs_max } else { c.r2_abs_min });
+                match pieces.last_mut() {
+                    Some((line, s)) if *s == c.stable() => line.push(xy),
+                    _ => pieces.push((vec![last, xy], c.stable())),
+                }
+                last = xy;
+            }
+            out.extend(pieces);
+        }
+    }
+    out
 }
 
 /// The theory curve over the plotted axes `x`, `y` (other axes at their first value).
@@ -155,6 +180,7 @@ pub fn draw(
     outcomes: &[(Vec<f64>, &Outcome)],
     boundary: &[Vec<f64>],
     branches: &[Vec<BranchPoint>],
+    cycles: &[CycleBranch],
     curves: &[Curve],
     dir: &Path,
 ) -> Result<(), Error> {
@@ -230,6 +256,7 @@ pub fn draw(
                 .as_ref()
                 .is_some_and(|c| c.key == plan.axes[*p].key);
             let branches = if same { branches } else { &[] };
+            let cycles = if same { cycles } else { &[] };
             let points: Vec<(f64, f64, f64, Option<Label>)> = outcomes
                 .iter()
                 .map(|(c, o)| {
@@ -261,7 +288,7 @@ pub fn draw(
                     pieces
                 })
                 .collect();
-            let special: Vec<(f64, f64, String)> = branches
+            let mut special: Vec<(f64, f64, String)> = branches
                 .iter()
                 .flatten()
                 .filter_map(|pt| {
@@ -275,10 +302,16 @@ pub fn draw(
                     })
                 })
                 .collect();
-            plot::bifurcation_plot(
+            special.extend(cycles.iter().flat_map(|b| {
+                b.points
+                    .iter()
+                    .filter_map(|c| c.special.map(|s| (c.p, c.r2_abs_max, s.to_string())))
+            }));
+            plot::bifurcation_plot_with_cycles(
                 &plan.axes[*p].name,
                 &points,
                 &lines,
+                &cycle_lines(cycles),
                 &special,
                 &title,
                 figure,

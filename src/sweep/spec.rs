@@ -16,6 +16,7 @@
 //! parameter = "v11"                      # a [params] name or a dotted scenario key
 //! from = 0.0
 //! to = 1.0
+//! cycles = true                          # optional: periodic orbits from the Hopf points
 //! [theory]                               # optional (our extension): drawn on regime_map.png
 //! boundary = "v11 - v12"                 # the curve where this expression over the axes is 0
 //! ```
@@ -169,6 +170,9 @@ pub struct ContinuationSpec {
     pub step: f64,
     /// Most points per branch.
     pub max_points: usize,
+    /// `cycles = true`: continue the periodic orbits born at the Hopf points (`cycles.csv`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cycles: bool,
 }
 
 /// A curve type of `[codim2]`.
@@ -385,6 +389,7 @@ struct RawContinuation {
     to: f64,
     step: Option<f64>,
     max_points: Option<i64>,
+    cycles: Option<bool>,
 }
 
 /// `[codim2]`.
@@ -949,6 +954,7 @@ fn continuation_spec(
         to,
         step,
         max_points,
+        cycles: raw.cycles.unwrap_or(false),
     })
 }
 

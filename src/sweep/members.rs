@@ -5,8 +5,8 @@
 //! point with [ensemble] runs = N:  the N runs of `tokdyn run` at the point's scenario (seeds
 //!     s, s + 1, ..., s + N - 1), label = the most frequent run label (ties: the first of
 //!     converged-clusters, rotating-clusters, oscillation, interior-point, rotating-interior,
-//!     undetermined, metastable-clusters), label_share = count / N; the other numbers are those
-//!     of the first run with that label; r1_mean, r1_sd, nematic_mean, nematic_sd = mean and
+//!     undetermined, metastable-clusters), label_share = count / N; the other numbers (and
+//!     cluster_count) are those of the first run with that label; r1_mean, r1_sd, nematic_mean, nematic_sd = mean and
 //!     sample sd over the runs of each run's tail average of |R1| and s
 //! axis { from = a, to = b, steps = m, back = true }:  the points a -> b -> a (2 m - 1 of
 //!     them, in this order), run j of point i started from run j's final tokens at point i - 1
@@ -59,6 +59,7 @@ pub fn ensemble_outcome(e: &Ensemble) -> Outcome {
     o.r2_arg_rate = Some(f.r2_arg_rate);
     o.period = f.period;
     o.t_final = Some(row.t_final);
+    o.cluster_count = row.cluster_count;
     o.label_share = Some(e.label_share);
     o.stats = Some(PointStats {
         r1_mean: r1.map(|r| r.0),

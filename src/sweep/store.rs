@@ -602,10 +602,13 @@ mod tests {
                 to: 0.1 + 0.2,
             },
         ]);
-        let mut w = ProgressWriter::resume(&p, fs::metadata(&p).unwrap().len()).unwrap();
+        let mut w =
+            ProgressWriter::resume(&p, fs::metadata(&p).unwrap().len(), Layout::default()).unwrap();
         w.grid(8, &o).unwrap();
         drop(w);
-        let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
+        let got = read_progress(&p, "abc", (2, Layout::default()), 10)
+            .unwrap()
+            .unwrap();
         assert_eq!(got.grid[&8], o);
         assert_eq!(parse_history("3:1"), None);
 
@@ -617,7 +620,9 @@ mod tests {
         let g7 = lines.iter().find(|l| l.starts_with("g,7,")).unwrap();
         let mixed = format!("{}{}\n", &g3[..6], &g7[6..]);
         fs::write(&p, format!("{text}{mixed}")).unwrap();
-        let got = read_progress(&p, "abc", 2, 10).unwrap().unwrap();
+        let got = read_progress(&p, "abc", (2, Layout::default()), 10)
+            .unwrap()
+            .unwrap();
         assert_eq!(got.grid.len(), 4);
         let got = read_progress(&p, "abc", (2, Layout::default()), 10)
             .unwrap()

@@ -624,10 +624,6 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(got.grid.len(), 4);
-        let got = read_progress(&p, "abc", (2, Layout::default()), 10)
-            .unwrap()
-            .unwrap();
-        assert_eq!(got.grid.len(), 3);
         assert_eq!(got.grid[&3], outcome("oscillation"));
     }
 

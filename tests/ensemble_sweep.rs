@@ -115,7 +115,12 @@ fn ensemble_points_are_the_runs_of_their_scenarios_with_shares_and_same_bytes() 
     let one = dir.path().join("one");
     sweep(&file, &one, "1", &[]);
     let (header, rows) = table(&one.join("sweep.csv"));
-    assert_eq!(header.last().unwrap(), "label_share", "{header:?}");
+    // `label_share` comes just before `cluster_count`, the last column of every sweep.
+    assert_eq!(
+        header[header.len() - 2..],
+        ["label_share", "cluster_count"],
+        "{header:?}"
+    );
     assert_eq!(rows.len(), 3);
     let (lc, sc) = (column(&header, "label"), column(&header, "label_share"));
     let mut labels_seen = Vec::new();

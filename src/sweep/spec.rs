@@ -8,6 +8,8 @@
 //! [axes]                                 # file order; the first is the slowest
 //! v11 = { from = 0.0, to = 1.0, steps = 41 }
 //! "model.beta" = { from = 0.5, to = 2.0, steps = 4 }
+//! # "noise.temperature" = { from = 0.2, to = 0.8, steps = 7, back = true }  # there and back,
+//! #                                      each point from the previous one's tokens (`members`)
 //! [refine]                               # optional (our extension): boundary refinement
 //! tolerance = 1e-3                       # absolute, in axis units, for every refined axis
 //! # relative_tolerance = 1e-3            # or: a fraction of each axis' range (the default)

@@ -70,7 +70,7 @@ pub struct Axis {
     pub integer: bool,
     /// `back = true`: the axis runs from `from` to `to` and back to `from` (2 steps - 1
     /// points), every point started from the previous point's final tokens (a hysteresis
-    /// loop, [`super::members`]).
+    /// loop, docs/MATH.md §14).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub back: bool,
 }

@@ -149,6 +149,15 @@ fn ensemble_points_are_the_runs_of_their_scenarios_with_shares_and_same_bytes() 
             "T = {}: {got} vs {share}",
             row[0]
         );
+        // The numbers are those of the first run with the label.
+        let first = labels.iter().position(|l| *l == label).unwrap();
+        let r2 = column(&header, "r2_abs_final");
+        assert_eq!(
+            row[r2],
+            runs[first][column(&h, "r2_abs_final")],
+            "T = {}",
+            row[0]
+        );
         labels_seen.push(label);
     }
     // Ordered when cold, disordered when hot (the transition is at T = 1/2).

@@ -8,6 +8,8 @@
 //! [axes]                                 # file order; the first is the slowest
 //! v11 = { from = 0.0, to = 1.0, steps = 41 }
 //! "model.beta" = { from = 0.5, to = 2.0, steps = 4 }
+//! # "noise.temperature" = { from = 0.2, to = 0.8, steps = 7, back = true }  # there and back,
+//! #                                      each point from the previous one's tokens (`members`)
 //! [refine]                               # optional (our extension): boundary refinement
 //! tolerance = 1e-3                       # absolute, in axis units, for every refined axis
 //! # relative_tolerance = 1e-3            # or: a fraction of each axis' range (the default)
@@ -69,7 +71,7 @@ pub struct Axis {
     pub integer: bool,
     /// `back = true`: the axis runs from `from` to `to` and back to `from` (2 steps - 1
     /// points), every point started from the previous point's final tokens (a hysteresis
-    /// loop, [`super::members`]).
+    /// loop, docs/MATH.md §14).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub back: bool,
 }

@@ -142,6 +142,28 @@ fn predict_names_the_fastest_mode_only_for_scalar_weights_and_a_near_uniform_sta
     let p = predict(&s, &dir.path().join("skew"));
     assert!(p["clusters"]["from_uniform"].is_null(), "{p}");
     assert!(p["clusters"]["rates"].as_array().unwrap().is_empty());
+    // A causal mask: refused with one error line at model.mask, nothing written.
+    let s = scenario(
+        dir.path(),
+        "masked",
+        &softmax("sa", 2.0, 2, "n = 20\nseed = 1", "t_end = 1.0\nsamples = 3")
+            .replace("[model]\n", "[model]\nmask = \"causal\"\n"),
+    );
+    let out = tokdyn()
+        .arg("predict")
+        .arg(&s)
+        .arg("--out")
+        .arg(dir.path().join("masked"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error:") && err.contains("model.mask"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+    assert!(!dir.path().join("masked").exists());
     // lsa keeps its predict.json: the OA analysis, no `clusters`, keys in their order.
     let s = scenario(
         dir.path(),

@@ -142,6 +142,28 @@ fn predict_names_the_fastest_mode_only_for_scalar_weights_and_a_near_uniform_sta
     let p = predict(&s, &dir.path().join("skew"));
     assert!(p["clusters"]["from_uniform"].is_null(), "{p}");
     assert!(p["clusters"]["rates"].as_array().unwrap().is_empty());
+    // A causal mask: refused with one error line at model.mask, nothing written.
+    let s = scenario(
+        dir.path(),
+        "masked",
+        &softmax("sa", 2.0, 2, "n = 20\nseed = 1", "t_end = 1.0\nsamples = 3")
+            .replace("[model]\n", "[model]\nmask = \"causal\"\n"),
+    );
+    let out = tokdyn()
+        .arg("predict")
+        .arg(&s)
+        .arg("--out")
+        .arg(dir.path().join("masked"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error:") && err.contains("model.mask"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+    assert!(!dir.path().join("masked").exists());
     // lsa keeps its predict.json: the OA analysis, no `clusters`, keys in their order.
     let s = scenario(
         dir.path(),
@@ -722,4 +744,46 @@ fn a_sweep_of_beta_reports_each_points_cluster_count_and_draws_the_diagram() {
     sweep(&["--resume"]);
     assert_eq!(fs::read_to_string(out.join("sweep.csv")).unwrap(), text);
     assert!(out.join("cluster_diagram.png").exists());
+}
+
+#[test]
+fn merge_refuses_a_shard_written_without_cluster_count() {
+    let dir = tempfile::tempdir().unwrap();
+    scenario(
+        dir.path(),
+        "base",
+        &softmax("sa", 2.0, 2, "n = 20\nseed = 1", "t_end = 1.0\nsamples = 5"),
+    );
+    let sweep_file = dir.path().join("s.toml");
+    fs::write(
+        &sweep_file,
+        "name = \"old\"\nscenario = \"base.toml\"\n[axes]\nmodel.beta = { from = 1.0, to = 2.0, steps = 2 }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("sh");
+    tokdyn()
+        .arg("sweep")
+        .arg(&sweep_file)
+        .arg("--out")
+        .arg(&out)
+        .arg("--shard")
+        .arg("1/1")
+        .assert()
+        .success();
+    let shard = out.join("shard-1-of-1.csv");
+    // The file as an older tokdyn wrote it: without the last column.
+    let old: String = fs::read_to_string(&shard)
+        .unwrap()
+        .lines()
+        .map(|l| format!("{}\n", &l[..l.rfind(',').unwrap()]))
+        .collect();
+    fs::write(&shard, old).unwrap();
+    let merged = tokdyn().arg("merge").arg(&out).output().unwrap();
+    let err = String::from_utf8_lossy(&merged.stderr).to_string();
+    assert_eq!(merged.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error:") && err.contains("cluster_count"),
+        "{err}"
+    );
+    assert!(!out.join("sweep.csv").exists());
 }

@@ -25,8 +25,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyComplex, PyDict};
 
-use tokdyn::error::Error;
 use nalgebra::DMatrix;
+use tokdyn::error::Error;
 use tokdyn::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
 use tokdyn::run::RunOptions;
 use tokdyn::scenario::{apply_set, Scenario, ScenarioError};
@@ -100,9 +100,39 @@ fn run<'py>(
             None => tokdyn::run::run_in_memory(&scenario, &opts, &mut [&mut recorder])?,
         };
         let text = serde_json::to_string(&summary).map_err(|e| Error::Input(e.to_string()))?;
-        Ok((text, recorder.finish()))
+        Ok(((text, summary.cluster_rows), recorder.finish()))
     })?;
-    run_dict(py, summary, rec)
+    let (summary, cluster_rows) = summary;
+    let dict = run_dict(py, summary, rec)?;
+    dict.set_item("clusters_series", cluster_columns(py, &cluster_rows)?)?;
+    Ok(dict)
+}
+
+/// The columns of clusters.csv as numpy arrays (empty cells NaN); None without rows.
+fn cluster_columns<'py>(
+    py: Python<'py>,
+    rows: &[tokdyn::observe::cluster_series::ClusterRow],
+) -> PyResult<Bound<'py, PyAny>> {
+    if rows.is_empty() {
+        return Ok(py.None().into_bound(py));
+    }
+    let column = |f: &dyn Fn(&tokdyn::observe::cluster_series::ClusterRow) -> Option<f64>| {
+        rows.iter()
+            .map(|r| f(r).unwrap_or(f64::NAN))
+            .collect::<Vec<f64>>()
+    };
+    let dict = PyDict::new(py);
+    dict.set_item("t", PyArray1::from_vec(py, column(&|r| Some(r.t))))?;
+    let counts: Vec<i64> = rows.iter().map(|r| r.count as i64).collect();
+    dict.set_item("count", PyArray1::from_vec(py, counts))?;
+    dict.set_item("largest", PyArray1::from_vec(py, column(&|r| r.largest)))?;
+    dict.set_item("diameter", PyArray1::from_vec(py, column(&|r| r.diameter)))?;
+    dict.set_item(
+        "separation",
+        PyArray1::from_vec(py, column(&|r| r.separation)),
+    )?;
+    dict.set_item("energy", PyArray1::from_vec(py, column(&|r| r.energy)))?;
+    Ok(dict.into_any())
 }
 
 /// The dict handed back by `run`.
@@ -242,18 +272,9 @@ fn predict(
     scenario: &Bound<'_, PyAny>,
     sets: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    use tokdyn::predict::command::{prediction_with_cycles, PredictReport};
     let scenario = load_scenario(scenario, sets, None)?;
     detached(py, move || {
-        let p = prediction_with_cycles(&scenario)?;
-        let report = PredictReport {
-            name: scenario.name.clone(),
-            prediction: p,
-            simulated_label: None,
-            agrees: None,
-            table: String::new(),
-            path: PathBuf::new(),
-        };
+        let report = tokdyn::predict::command::report(&scenario, None)?;
         serde_json::to_string(&report).map_err(|e| Error::Input(e.to_string()))
     })
 }

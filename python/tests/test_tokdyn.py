@@ -200,6 +200,31 @@ def test_predict_is_the_cli_predict_json(tmp_path):
     assert moved["label"] != "oscillation"
 
 
+def test_clusters_series_is_the_cli_clusters_csv(tmp_path):
+    path = tmp_path / "sa.toml"
+    path.write_text(
+        'name = "py-clusters"\n[model]\nkernel = "sa"\nbeta = 6.0\nd = 2\nA = "identity"\n'
+        'V = "identity"\n[tokens]\nn = 80\nseed = 2\n[time]\nt_end = 60.0\nsamples = 121\n'
+    )
+    for model in ("full", "clusters"):
+        out = tmp_path / model
+        cli("run", path, "--out", out, "--model", model)
+        expected = read_csv(out / "clusters.csv")
+        r = tokdyn.run(path, model=model)
+        series = r.clusters_series
+        assert series["count"].dtype == np.int64
+        assert np.array_equal(series["count"], expected["count"].astype(np.int64))
+        for name in ("t", "largest", "diameter", "separation", "energy"):
+            assert np.array_equal(series[name], expected[name], equal_nan=True), name
+        assert r.clusters["count"] == int(series["count"][-1])
+        assert r.summary["model"] == model
+    assert tokdyn.run(CASE4, model="oa", set={"time.t_end": 1.0}).clusters_series is None
+    cli("predict", path, "--out", tmp_path / "p")
+    expected = json.loads((tmp_path / "p" / "predict.json").read_text())
+    assert tokdyn.predict(path) == expected
+    assert expected["clusters"]["merges"][-1]["to_count"] == 1
+
+
 def test_sweep_columns_are_the_cli_sweep_csv(tmp_path):
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(

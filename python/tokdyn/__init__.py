@@ -79,12 +79,15 @@ class Run:
     oa model), ``nematic``, ``tokens`` (final tokens, n x d, None for the oa model) and
     ``trajectory`` (samples x n x d, only with ``trajectory=True``; else None), ``clusters``
     (summary.json ``clusters``: count, sizes, diameter, separation, threshold, history, merges,
-    metastable; None for the oa model).
+    metastable; None for the oa model) and ``clusters_series`` (clusters.csv as numpy arrays:
+    ``t``, ``count`` (int64), ``largest``, ``diameter``, ``separation``, ``energy``, NaN where
+    the file's cell is empty; None for the oa model).
     """
 
     __slots__ = (
         "summary",
         "clusters",
+        "clusters_series",
         "label",
         "reason",
         "features",
@@ -102,6 +105,7 @@ class Run:
         self.reason = self.summary["label_reason"]
         self.features = self.summary["features"]
         self.clusters = self.summary.get("clusters")
+        self.clusters_series = native.get("clusters_series")
         self.t = native["t"]
         self.r2 = native["r2"]
         self.r1 = native["r1"]
@@ -236,7 +240,8 @@ def compare(scenario, *, set=None, out=None):
 
 
 def predict(scenario, *, set=None):
-    """The Ott-Antonsen analysis of a scenario (d = 2, lsa): a dict like predict.json."""
+    """What ``tokdyn predict`` reports, as a dict like predict.json: the Ott-Antonsen analysis
+    (d = 2, lsa) or, for usa / sa, ``clusters`` (``from_uniform``, ``merges``, the rates)."""
     return _json.loads(_native.predict(_source(scenario), _sets(set)))
 
 
@@ -253,7 +258,8 @@ class SweepResult(dict):
 def sweep(sweep, *, set=None, out=None):
     """Runs a sweep file; returns its sweep.csv as a dict of numpy columns.
 
-    Numbers are float64 (empty cells, e.g. ``period``, are NaN); ``label``, ``error`` and
+    Numbers are float64 (empty cells, e.g. ``period`` or ``cluster_count`` of an oa sweep, are
+    NaN); ``label``, ``error`` and
     ``reason`` are str arrays. ``pandas.DataFrame(tokdyn.sweep(...))`` gives the table.
     ``out=None`` keeps no files; a folder keeps them there (summary.json, pictures).
     With ``[continuation]`` or ``[codim2]`` the result also has ``.branches``, ``.curves``

@@ -15,7 +15,7 @@ use super::uniform::{predict_from_uniform, UniformPrediction};
 use crate::classify::metastable::{predicted_merges, HORIZON};
 use crate::error::Error;
 use crate::observe::cluster_series::{merges, ClusterSeries, Merge};
-use crate::scenario::{ModelKind, Scenario};
+use crate::scenario::{MaskKind, ModelKind, NormalizationKind, Scenario, ScenarioError};
 use crate::simulation;
 
 /// predict.json `clusters`.
@@ -35,6 +35,7 @@ pub struct ClusterPrediction {
 
 /// The prediction for a usa / sa scenario (one layer, no noise: checked by the caller).
 pub fn cluster_prediction(scenario: &Scenario) -> Result<ClusterPrediction, Error> {
+    one_free_layer(scenario)?;
     let tokens = scenario.initial_tokens()?;
     let attention = simulation::attention(scenario);
     let uniform = predict_from_uniform(&attention, &tokens);
@@ -45,6 +46,24 @@ pub fn cluster_prediction(scenario: &Scenario) -> Result<ClusterPrediction, Erro
         formed,
         formed_count,
     })
+}
+
+/// An error unless the layer is unmasked and post-LN: the cluster model and the uniform
+/// state's modes hold only there.
+fn one_free_layer(scenario: &Scenario) -> Result<(), Error> {
+    let key = if scenario.model.mask != MaskKind::None {
+        "model.mask"
+    } else if scenario.model.normalization != NormalizationKind::Post {
+        "model.normalization"
+    } else {
+        return Ok(());
+    };
+    Err(ScenarioError::at(
+        &scenario.file,
+        key,
+        "`predict` for usa / sa needs an unmasked post-LN layer (the cluster model and the uniform state's modes hold only there); use `tokdyn run`",
+    )
+    .into())
 }
 
 /// The merges of the scenario's `--model clusters` run and of the cluster model beyond t_end.

@@ -182,8 +182,10 @@ fn cluster_table(table: &mut String, c: &ClusterPrediction) {
         Some(t) => {
             let _ = writeln!(
                 table,
-                "{} tight clusters at t = {t}; the cluster model's merges:",
-                c.formed_count
+                "{} tight cluster{} at t = {t:.4}; the cluster model's merges:{}",
+                c.formed_count,
+                if c.formed_count == 1 { "" } else { "s" },
+                if c.merges.is_empty() { " none" } else { "" }
             );
             for m in &c.merges {
                 let _ = writeln!(

@@ -536,3 +536,22 @@ fn cycles_must_be_a_bool_and_need_a_hopf_point() {
     );
     assert!(!o2.join("sweep.csv").exists());
 }
+
+#[test]
+fn a_branch_ends_exactly_at_the_interval_end() {
+    // The supercritical cycles of v11 = 0.25 grow while v12 falls from the Hopf point at
+    // about -0.0722; the interval stops them at -0.08.
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_cycles(dir.path(), V11_SUPER, -0.08, 0.0, 0.005);
+    let (k, p_h, rows) = &branches_with(&run, true)[0];
+    assert!(*p_h > -0.08 && *p_h < -0.07);
+    assert_eq!(
+        run.summary["continuation"]["cycles"]["list"][k - 1]["end"],
+        "interval"
+    );
+    let last = rows.last().unwrap();
+    assert_eq!(last.p, -0.08);
+    assert!(rows
+        .iter()
+        .all(|r| (-0.08..=0.0).contains(&r.p) && r.stable));
+}

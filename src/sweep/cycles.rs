@@ -346,6 +346,11 @@ impl Tracer<'_> {
         let radii: Vec<(f64, f64)> = orbit.iter().map(|(t, x)| (*t, x.norm())).collect();
         let (mu, check, norm) = multipliers(&s.segments);
         let period = Unknowns::period(y);
+        if !(mu.is_finite() && radii.iter().all(|r| r.1.is_finite())) {
+            // A multiplier beyond the floating-point range ends the branch (nothing non-finite
+            // is written).
+            return Ok(None);
+        }
         Ok(Some(CyclePoint {
             p,
             period,

@@ -235,8 +235,8 @@ fn ensemble(
     })
 }
 
-/// `sweep`: the texts of summary.json, sweep.csv, branches.csv, curves.csv and
-/// special_points.json (the last three empty when the sweep has no continuation).
+/// `sweep`: the texts of summary.json, sweep.csv, branches.csv, curves.csv,
+/// special_points.json and cycles.csv (the last four empty when the sweep has none).
 #[pyfunction]
 #[pyo3(signature = (sweep, sets=None, out=None))]
 fn sweep(
@@ -252,6 +252,7 @@ fn sweep(
         "?branches.csv",
         "?curves.csv",
         "?special_points.json",
+        "?cycles.csv",
     ];
     into_folder(py, out, files, move |dir| {
         let opts = tokdyn::sweep::SweepOptions {

@@ -510,3 +510,24 @@ def test_sweep_returns_curves_and_special_points(tmp_path):
     assert any(s["type"] == "BT" for s in result.special_points)
     assert result.branches is None
     assert list(result["v11"]) == [0.2]
+
+
+def test_sweep_returns_cycles(tmp_path):
+    family = CASE4.parent / "random-family.toml"
+    sweep = tmp_path / "cycles.toml"
+    sweep.write_text(
+        f'name = "py-cycles"\nscenario = "{family.as_posix()}"\nmodel = "oa"\n'
+        "[axes]\nv12 = { from = -0.6, to = 0.4, steps = 2 }\n"
+        '[continuation]\nparameter = "v12"\nfrom = -0.6\nto = 0.4\nstep = 0.01\ncycles = true\n'
+    )
+    out = tmp_path / "cli"
+    # v11 = 0.25: a supercritical Hopf point on the way.
+    cli("sweep", sweep, "--out", out, sets={"params.v11": 0.25})
+    result = tokdyn.sweep(sweep, set={"params.v11": 0.25})
+    table = read_csv(out / "cycles.csv")
+    assert list(result.cycles) == ["branch", "v12", "period", "r2_abs_min", "r2_abs_max",
+                                   "multiplier", "stable", "point"]
+    assert np.array_equal(result.cycles["period"], table["period"])
+    assert set(result.cycles["stable"]) <= {"true", "false"}
+    assert result.cycles["stable"][0] == "true"
+    assert result.branches is not None

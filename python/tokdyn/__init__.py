@@ -248,10 +248,12 @@ def predict(scenario, *, set=None):
 class SweepResult(dict):
     """sweep.csv as a dict of numpy columns, with the continuations' results as attributes:
     ``branches`` (branches.csv's columns, or None), ``curves`` (curves.csv's columns, or
-    None) and ``special_points`` (special_points.json's records as a list of dicts)."""
+    None), ``cycles`` (cycles.csv's columns, or None) and ``special_points``
+    (special_points.json's records as a list of dicts)."""
 
     branches = None
     curves = None
+    cycles = None
     special_points = ()
 
 
@@ -263,18 +265,24 @@ def sweep(sweep, *, set=None, out=None):
     ``reason`` are str arrays. ``pandas.DataFrame(tokdyn.sweep(...))`` gives the table.
     ``out=None`` keeps no files; a folder keeps them there (summary.json, pictures).
     With ``[continuation]`` or ``[codim2]`` the result also has ``.branches``, ``.curves``
-    (``curve``, ``kind``, the two parameters, ``r2_re``, ``r2_im``, ``point``) and
-    ``.special_points`` (``type``, ``parameters``, ``r2``, ``eigenvalues``, ``l1``).
+    (``curve``, ``kind``, the two parameters, ``r2_re``, ``r2_im``, ``point``),
+    ``.cycles`` (with ``cycles = true``: ``branch``, the parameter, ``period``, ``r2_abs_min``,
+    ``r2_abs_max``, ``multiplier``, ``stable``, ``point``) and ``.special_points`` (``type``,
+    ``parameters``, ``r2``, ``eigenvalues``, ``l1``).
     """
     path = _source(sweep)
     if isinstance(path, dict):
         raise TypeError("sweep: expected the path of a sweep file")
-    _summary, table, branches, curves, special = _native.sweep(path, _sets(set), _out(out))
+    _summary, table, branches, curves, special, cycles = _native.sweep(
+        path, _sets(set), _out(out)
+    )
     result = SweepResult(_columns(table, text_columns=_TEXT_COLUMNS))
     if branches:
         result.branches = _columns(branches, text_columns=("stable", "point"))
     if curves:
         result.curves = _columns(curves, text_columns=("kind", "point"))
+    if cycles:
+        result.cycles = _columns(cycles, text_columns=("stable", "point"))
     result.special_points = _json.loads(special) if special else []
     return result
 

@@ -346,6 +346,11 @@ impl Tracer<'_> {
         let radii: Vec<(f64, f64)> = orbit.iter().map(|(t, x)| (*t, x.norm())).collect();
         let (mu, check, norm) = multipliers(&s.segments);
         let period = Unknowns::period(y);
+        if !(mu.is_finite() && radii.iter().all(|r| r.1.is_finite())) {
+            // A multiplier beyond the floating-point range ends the branch (nothing non-finite
+            // is written).
+            return Ok(None);
+        }
         Ok(Some(CyclePoint {
             p,
             period,
@@ -450,7 +455,7 @@ impl Tracer<'_> {
         let field = self.field(p_h)?;
         let j = field.j(x_h);
         let det = j.determinant();
-        if !(det > 0.0) {
+        if det.is_nan() || det <= 0.0 {
             return Ok(Err("det J <= 0 there".into()));
         }
         let omega = det.sqrt();
@@ -826,7 +831,7 @@ fn line_fit(xs: &[f64], ys: &[f64]) -> Option<(f64, f64, f64)> {
     let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
     let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
     let sxy: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
-    if !(sxx > 0.0) {
+    if sxx.is_nan() || sxx <= 0.0 {
         return None;
     }
     let k = sxy / sxx;

@@ -84,7 +84,12 @@ struct Run {
 
 /// Sweeps v12 over [from, to] at v11 with cycles on.
 fn run_cycles(dir: &Path, v11: f64, from: f64, to: f64, step: f64) -> Run {
-    write(dir, "base.toml", &base(v11, -0.1));
+    run_cycles_at(dir, v11, -0.1, from, to, step)
+}
+
+/// [`run_cycles`] with the base scenario at v12 = `v12`.
+fn run_cycles_at(dir: &Path, v11: f64, v12: f64, from: f64, to: f64, step: f64) -> Run {
+    write(dir, "base.toml", &base(v11, v12));
     let s = write(
         dir,
         "s.toml",
@@ -559,4 +564,79 @@ fn a_branch_ends_exactly_at_the_interval_end() {
     assert!(rows
         .iter()
         .all(|r| (-0.08..=0.0).contains(&r.p) && r.stable));
+}
+
+/// The repelling focus of the field (tr J > 0, det J > 0) that a stable cycle surrounds:
+/// Newton from a grid of seeds over the disk.
+fn source(field: &Field) -> Complex64 {
+    let h = 1e-6;
+    let det = |r: Complex64| {
+        let dx = (field.f(r + h) - field.f(r - h)) / (2.0 * h);
+        let i = Complex64::i() * h;
+        let dy = (field.f(r + i) - field.f(r - i)) / (2.0 * h);
+        dx.re * dy.im - dy.re * dx.im
+    };
+    (-9..=9)
+        .flat_map(|i| (-9..=9).map(move |j| Complex64::new(i as f64 / 10.0, j as f64 / 10.0)))
+        .filter(|s| s.norm() < 0.95)
+        .map(|s| equilibrium(field, s))
+        .find(|r| {
+            r.norm() < 0.99 && field.f(*r).norm() < 1e-12 && field.trace(*r) > 0.0 && det(*r) > 0.0
+        })
+        .expect("a repelling focus")
+}
+
+#[test]
+fn a_cycle_predict_finds_is_continued_without_a_hopf_point() {
+    // v11 = 0.25: the supercritical Hopf point at v12 = -0.0722 lies outside [-0.1, -0.075];
+    // predict finds its grown stable cycle at the base value v12 = -0.085.
+    const BASE: f64 = -0.085;
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_cycles_at(dir.path(), V11_SUPER, BASE, -0.1, -0.075, 0.002);
+    let list = run.summary["continuation"]["cycles"]["list"]
+        .as_array()
+        .unwrap();
+    let started: Vec<&serde_json::Value> =
+        list.iter().filter(|b| b["hopf"].is_null()).collect();
+    assert_eq!(started.len(), 2, "{list:?}");
+    let k0 = started[0]["branch"].as_u64().unwrap() as usize;
+    let first = run.rows.iter().find(|r| r.branch == k0).unwrap();
+    // The predicted orbit, against a direct integration at the base value.
+    let field = Field(coefficients(V11_SUPER, BASE));
+    let centre = source(&field);
+    let x = cycle_crossing(&field, centre, outer(centre, first.hi), 0.002);
+    let direct = measure(&field, centre, x, 0.002, 20).period;
+    for b in &started {
+        let o = &b["predicted"];
+        assert_eq!(o["parameter"].as_f64(), Some(BASE));
+        assert_eq!(o["kind"], "stable");
+        let period = o["period"].as_f64().unwrap();
+        assert!((direct / period - 1.0).abs() < 1e-5, "{period} {direct}");
+        let k = b["branch"].as_u64().unwrap() as usize;
+        let rows: Vec<&Row> = run.rows.iter().filter(|r| r.branch == k).collect();
+        // The branch passes through predict's orbit.
+        assert_eq!(rows[0].p, BASE);
+        assert!((rows[0].period / period - 1.0).abs() < 1e-6, "{:?}", rows[0]);
+        let up = o["direction"] == "up";
+        assert!(rows.iter().all(|r| (r.p >= BASE) == up || r.p == BASE));
+    }
+    // At another parameter value: the branch's period against a direct integration.
+    let row = run
+        .rows
+        .iter()
+        .filter(|r| started.iter().any(|b| b["branch"].as_u64() == Some(r.branch as u64)))
+        .filter(|r| r.point.is_empty() && r.mu < 0.95 && (r.p - BASE).abs() > 0.005)
+        .last()
+        .expect("a cycle away from the base value");
+    let field = Field(coefficients(V11_SUPER, row.p));
+    let centre = source(&field);
+    let x = cycle_crossing(&field, centre, outer(centre, row.hi), 0.002);
+    let m = measure(&field, centre, x, 0.002, 20);
+    assert!(
+        ((m.period - row.period) / row.period).abs() < 1e-5,
+        "period {} against {} at {}",
+        row.period,
+        m.period,
+        row.p
+    );
 }

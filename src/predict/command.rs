@@ -4,39 +4,17 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use num_complex::Complex64;
 use serde::Serialize;
 
 use super::cluster_report::{cluster_prediction, simulated_count, ClusterPrediction};
 use super::{predict, CycleKind, LimitCycle, Prediction};
 use crate::classify::Label;
 use crate::error::Error;
-use crate::observe::order_parameter_r2;
 use crate::run::RunOptions;
-use crate::scenario::{InitKind, KernelKind, ModelKind, Scenario};
+use crate::scenario::{KernelKind, ModelKind, Scenario};
 use crate::simulation;
 
-/// The least horizon of a prediction.
-pub const MIN_HORIZON: f64 = 2000.0;
-
-/// The horizon of the prediction: the scenario's t_max (t_end when unset), and at least
-/// [`MIN_HORIZON`] (the OA ODE is two-dimensional: following it is cheap).
-pub fn horizon(scenario: &Scenario) -> f64 {
-    scenario
-        .time
-        .t_end
-        .max(scenario.time.t_max)
-        .max(MIN_HORIZON)
-}
-
-/// R(0) of the OA model for a scenario: r0 e^{i phi0} for a Poisson start, else R2 of the tokens.
-pub fn oa_start(scenario: &Scenario) -> Result<Complex64, Error> {
-    Ok(if scenario.tokens.init == InitKind::Poisson {
-        Complex64::from_polar(scenario.tokens.r0, scenario.tokens.phi0)
-    } else {
-        order_parameter_r2(&scenario.initial_tokens()?, 2)
-    })
-}
+pub use super::{horizon, oa_start, MIN_HORIZON};
 
 /// The prediction of a scenario (d = 2, lsa).
 pub fn prediction(scenario: &Scenario) -> Result<Prediction, Error> {

@@ -38,9 +38,11 @@ use crate::bifurcation::periodic::{
 use crate::observe::progress::Reporter;
 use crate::reduced::SecondHarmonic;
 
+use crate::predict::CycleKind;
+
 use super::continuation::{BranchPoint, Family};
 use super::format::{csv_text, fmt_f64};
-use super::spec::ContinuationSpec;
+use super::spec::{ContinuationSpec, Plan};
 
 /// Shooting segments per cycle.
 const SEGMENTS: usize = 8;
@@ -71,6 +73,9 @@ const BOUNDARY_GAP: f64 = 1e-4;
 const LPC_MULTIPLIER: f64 = 1e-3;
 /// Bisection steps locating an LPC.
 const LOCATE_STEPS: usize = 40;
+/// A predicted orbit whose period (relative) and point agree to this with a Hopf branch's
+/// cycle at the base value lies on that branch.
+const SAME_CYCLE: f64 = 1e-6;
 /// The message of an interrupted continuation.
 pub const INTERRUPTED: &str = "interrupted during the continuation";
 
@@ -117,11 +122,27 @@ pub struct PeriodLaw {
     pub points: usize,
 }
 
+/// A periodic orbit `tokdyn predict` finds in the base scenario, where a branch starts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PredictedOrbit {
+    /// The base value of the parameter.
+    pub p: f64,
+    pub period: f64,
+    /// A point of the orbit.
+    pub point: Complex64,
+    /// `stable`, `unstable` or `neutral`.
+    pub kind: &'static str,
+    /// The direction of p the branch leaves in (+1 or -1).
+    pub direction: f64,
+}
+
 /// One traced cycle branch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CycleBranch {
-    /// The Hopf point it starts from.
-    pub hopf: BranchPoint,
+    /// The Hopf point it starts from (`None` for a branch started at a predicted orbit).
+    pub hopf: Option<BranchPoint>,
+    /// The predicted orbit it starts from (`None` for a branch started at a Hopf point).
+    pub predicted: Option<PredictedOrbit>,
     pub points: Vec<CyclePoint>,
     /// How it ended: `interval`, `boundary`, `hopf`, `HC`, `SNIC`, `max_points`, `stalled`.
     pub end: &'static str,
@@ -183,6 +204,11 @@ struct Tracer<'a> {
     progress: Option<RefCell<Ticker>>,
     /// The last field built, by its parameter value.
     cache: RefCell<Option<(f64, PlanarField)>>,
+    /// The base value of the parameter when predicted orbits are started there.
+    base: Option<f64>,
+    /// The cycles of the Hopf branches at `base` (unknowns), to skip the predicted orbits
+    /// they already contain.
+    at_base: RefCell<Vec<DVector<f64>>>,
 }
 
 struct Ticker {
@@ -191,6 +217,8 @@ struct Ticker {
     branch: usize,
     branches: usize,
     points: usize,
+    /// The branch starts at a predicted orbit.
+    predicted: bool,
 }
 
 /// A corrected cycle: the unknowns, the Jacobian's periodicity rows there, the segments.
@@ -206,7 +234,8 @@ impl Tracer<'_> {
             let mut t = t.borrow_mut();
             t.points += 1;
             let what = format!(
-                "cycles from Hopf point {} of {}, {} points, {} = {}",
+                "cycles from {} {} of {}, {} points, {} = {}",
+                if t.predicted { "start" } else { "Hopf point" },
                 t.branch + 1,
                 t.branches,
                 t.points,
@@ -362,6 +391,119 @@ impl Tracer<'_> {
             special: None,
         }))
     }
+}
+
+impl Tracer<'_> {
+    /// Keeps the cycle at the base value of p when the step y0 -> y1 reaches it.
+    fn record_base(
+        &self,
+        y0: &DVector<f64>,
+        y1: &DVector<f64>,
+        section: &Section,
+    ) -> Result<(), String> {
+        let Some(base) = self.base else {
+            return Ok(());
+        };
+        let (p0, p1) = (Unknowns::parameter(y0), Unknowns::parameter(y1));
+        if p0 == p1 || (base - p0) * (base - p1) > 0.0 || base == p0 {
+            return Ok(());
+        }
+        let guess = y0 + (y1 - y0) * ((base - p0) / (p1 - p0));
+        let mut e_p = DVector::zeros(y0.len());
+        e_p[y0.len() - 1] = 1.0;
+        if let Some(s) = self.correct(guess, section, &e_p, base)? {
+            self.at_base.borrow_mut().push(s.y);
+        }
+        Ok(())
+    }
+
+    /// The predicted orbit `o` as shooting unknowns at its parameter: the points of its drawn
+    /// orbit at t = i T / m (they are evenly spaced in time), corrected at fixed p.
+    fn predicted_cycle(&self, o: &PredictedOrbit, orbit: &[Complex64]) -> Result<Option<Solved>, String> {
+        let m = SEGMENTS;
+        if orbit.len() < m || orbit.len() % m != 0 {
+            return Ok(None);
+        }
+        let mut y = DVector::zeros(2 * m + 2);
+        let stride = orbit.len() / m;
+        for i in 0..m {
+            let u = if i == 0 { o.point } else { orbit[i * stride] };
+            y[2 * i] = u.re;
+            y[2 * i + 1] = u.im;
+        }
+        y[2 * m] = o.period;
+        y[2 * m + 1] = o.p;
+        let section = self.section(&y)?;
+        let mut e_p = DVector::zeros(2 * m + 2);
+        e_p[2 * m + 1] = 1.0;
+        self.correct(y, &section, &e_p, o.p)
+    }
+
+    /// Whether the cycle through `point` with `period` at the base value is one of the Hopf
+    /// branches' there: the same period to [`SAME_CYCLE`] relative and `point` within
+    /// [`SAME_CYCLE`] of that cycle's orbit.
+    fn traced(&self, point: Complex64, period: f64) -> Result<bool, String> {
+        let x = Vector2::new(point.re, point.im);
+        for y in self.at_base.borrow().iter() {
+            if (Unknowns::period(y) / period - 1.0).abs() > SAME_CYCLE {
+                continue;
+            }
+            let field = self.field(Unknowns::parameter(y))?;
+            if orbit_distance(&field, y, x).is_some_and(|d| d < SAME_CYCLE) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The branch from a predicted orbit in its direction (the first cycle solved there).
+    fn predicted_branch(
+        &self,
+        o: &PredictedOrbit,
+        first: &Solved,
+    ) -> Result<Result<CycleBranch, Skip>, String> {
+        let Some(pt) = self.measure(first)? else {
+            return Ok(Err("the predicted cycle could not be measured".into()));
+        };
+        let n = first.y.len();
+        let mut along = DVector::zeros(n);
+        along[n - 1] = o.direction;
+        let Some(t) = self.tangent(first, &along)? else {
+            return Ok(Err("the branch has no tangent at the predicted cycle".into()));
+        };
+        let reference = START_AMPLITUDE.min(0.5 * amplitude(&first.y));
+        let solved = Solved {
+            y: first.y.clone(),
+            a: first.a.clone(),
+            segments: first.segments.clone(),
+        };
+        let mut branch = self.follow(solved, pt, t, o.period, reference)?;
+        branch.predicted = Some(*o);
+        Ok(Ok(branch))
+    }
+}
+
+/// The distance of x from the orbit of y: the nearest chord of the dense samples, then again
+/// on samples 64 times finer around the nearest one.
+fn orbit_distance(field: &PlanarField, y: &DVector<f64>, x: Vector2<f64>) -> Option<f64> {
+    let coarse = orbit_samples(field, y)?;
+    let n = coarse.len();
+    let k = (0..n)
+        .min_by(|&a, &b| (coarse[a].1 - x).norm().total_cmp(&(coarse[b].1 - x).norm()))?;
+    let (t0, from) = coarse[(k + n - 1) % n];
+    let t2 = coarse[(k + 1) % n].0;
+    let span = (t2 - t0).rem_euclid(Unknowns::period(y));
+    let fine = sample(field, from, span, SAMPLES * SAMPLES)?;
+    let chord = |a: Vector2<f64>, b: Vector2<f64>| {
+        let d = b - a;
+        let s = if d.norm_squared() > 0.0 {
+            ((x - a).dot(&d) / d.norm_squared()).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        (a + d * s - x).norm()
+    };
+    fine.windows(2).map(|w| chord(w[0].1, w[1].1)).reduce(f64::min)
 }
 
 /// The orbit of y sampled densely: (t, x) over one period, in time order.
@@ -539,9 +681,25 @@ impl Tracer<'_> {
         let t_hopf = Unknowns::period(&y_h);
         let start_amplitude = amplitude(&first.y);
         let secant = (&first.y - &y_h).component_mul(&Self::scale(&first.y));
-        let Some(mut t) = self.tangent(&first, &secant)? else {
+        let Some(t) = self.tangent(&first, &secant)? else {
             return Ok(Err("the branch has no tangent at its first cycle".into()));
         };
+        let mut branch = self.follow(first, pt, t, t_hopf, start_amplitude)?;
+        branch.hopf = Some(h.point);
+        Ok(Ok(branch))
+    }
+
+    /// The branch from a solved first cycle `first` (measured: `pt`) along the unit tangent
+    /// `t`; `t_ref` is the reference period of the end tests, `start_amplitude` the amplitude
+    /// below which a grown branch has shrunk back onto a Hopf point.
+    fn follow(
+        &self,
+        first: Solved,
+        pt: CyclePoint,
+        mut t: DVector<f64>,
+        t_hopf: f64,
+        start_amplitude: f64,
+    ) -> Result<CycleBranch, String> {
         let mut points = vec![pt];
         let mut current = first;
         let (p_lo, p_hi) = (
@@ -573,6 +731,7 @@ impl Tracer<'_> {
                 }
                 continue;
             };
+            self.record_base(y, &next.y, &section)?;
             let p1 = Unknowns::parameter(&next.y);
             if p1 < p_lo || p1 > p_hi {
                 let edge = if p1 < p_lo { p_lo } else { p_hi };
@@ -631,7 +790,8 @@ impl Tracer<'_> {
             }
         };
         let mut branch = CycleBranch {
-            hopf: h.point,
+            hopf: None,
+            predicted: None,
             points,
             end,
             law: None,
@@ -643,7 +803,7 @@ impl Tracer<'_> {
         if matches!(end, "period" | "stalled" | "max_points") && long {
             self.classify_end(&mut branch, &current, t_hopf)?;
         }
-        Ok(Ok(branch))
+        Ok(branch)
     }
 
     /// Bisection on the tangent's p-component along the arclength from `from` in direction t
@@ -849,21 +1009,84 @@ fn ended_at(branches: &[CycleBranch], h: &BranchPoint, tol: f64) -> bool {
     branches.iter().any(|b| {
         b.end == "hopf"
             && b.points.last().is_some_and(|pt| (pt.p - h.p).abs() < tol)
-            && (b.hopf.p - h.p).abs() > 0.0
+            && b.hopf.is_some_and(|start| (start.p - h.p).abs() > 0.0)
     })
 }
 
-/// Checks that cycles can start: some fixed-point branch has a Hopf point.
-pub fn has_start(branches: &[Vec<BranchPoint>]) -> bool {
-    !hopf_starts(branches).is_empty()
+/// Checks that cycles can start: some fixed-point branch has a Hopf point, or `predict`
+/// found a periodic orbit at the base value.
+pub fn has_start(branches: &[Vec<BranchPoint>], predicted: &[Predicted]) -> bool {
+    !hopf_starts(branches).is_empty() || !predicted.is_empty()
+}
+
+/// A periodic orbit of `tokdyn predict` at the base value, with its drawn points.
+#[derive(Debug, Clone)]
+pub struct Predicted {
+    /// Direction 0 (set per branch).
+    pub orbit: PredictedOrbit,
+    /// Points evenly spaced in time over one period, the first the orbit's point.
+    pub points: Vec<Complex64>,
+}
+
+/// The isolated periodic orbits (not a centre's family) `tokdyn predict` finds for the base
+/// scenario, when the base value of the parameter lies in the interval.
+pub fn predicted_orbits(
+    plan: &Plan,
+    fam: &Family<'_>,
+    spec: &ContinuationSpec,
+) -> Result<Vec<Predicted>, String> {
+    let Some(p0) = base_value(plan, &spec.key) else {
+        return Ok(Vec::new());
+    };
+    if !(spec.from.min(spec.to)..=spec.from.max(spec.to)).contains(&p0) {
+        return Ok(Vec::new());
+    }
+    let sh = fam.coefficients(p0)?;
+    let start = crate::predict::oa_start(&plan.base).map_err(|e| e.to_string())?;
+    let mut prediction = crate::predict::predict(&sh, start, crate::predict::horizon(&plan.base));
+    prediction.add_limit_cycles(&sh);
+    Ok(prediction
+        .limit_cycles
+        .iter()
+        .filter(|c| c.kind != CycleKind::Centre)
+        .map(|c| Predicted {
+            orbit: PredictedOrbit {
+                p: p0,
+                period: c.period,
+                point: c.start,
+                kind: c.kind.as_str(),
+                direction: 0.0,
+            },
+            points: c.orbit.clone(),
+        })
+        .collect())
+}
+
+/// The base scenario's value of a dotted key, when it is a number.
+fn base_value(plan: &Plan, key: &str) -> Option<f64> {
+    let mut parts = key.split('.').peekable();
+    let mut table = &plan.template;
+    while let Some(part) = parts.next() {
+        let value = table.get(part)?;
+        if parts.peek().is_none() {
+            return match value {
+                toml::Value::Float(x) => Some(*x),
+                toml::Value::Integer(i) => Some(*i as f64),
+                _ => None,
+            };
+        }
+        table = value.as_table()?;
+    }
+    None
 }
 
 /// Continues the cycles from every Hopf point of `fixed` (the branches of `fam` along
-/// `spec.parameter`).
+/// `spec.parameter`), then from every orbit of `predicted` not on those branches, both ways.
 pub fn run(
     fam: &Family<'_>,
     spec: &ContinuationSpec,
     fixed: &[Vec<BranchPoint>],
+    predicted: &[Predicted],
     progress: bool,
     title: &str,
 ) -> Result<Report, String> {
@@ -878,9 +1101,12 @@ pub fn run(
                 branch: 0,
                 branches: starts.len(),
                 points: 0,
+                predicted: false,
             })
         }),
         cache: RefCell::new(None),
+        base: predicted.first().map(|o| o.orbit.p),
+        at_base: RefCell::new(Vec::new()),
     };
     let mut branches: Vec<CycleBranch> = Vec::new();
     let mut skipped = Vec::new();
@@ -901,6 +1127,36 @@ pub fn run(
                 "parameter": h.point.p,
                 "reason": reason,
             })),
+        }
+    }
+    for (k, o) in predicted.iter().enumerate() {
+        if let Some(t) = &tracer.progress {
+            let mut t = t.borrow_mut();
+            (t.branch, t.branches, t.predicted) = (k, predicted.len(), true);
+        }
+        let not_started = |reason: &str| {
+            serde_json::json!({
+                "parameter": o.orbit.p,
+                "period": o.orbit.period,
+                "reason": reason,
+            })
+        };
+        let Some(first) = tracer.predicted_cycle(&o.orbit, &o.points)? else {
+            skipped.push(not_started("predict's orbit did not converge as a shooting solution"));
+            continue;
+        };
+        if tracer.traced(o.orbit.point, Unknowns::period(&first.y))? {
+            continue;
+        }
+        for direction in [1.0, -1.0] {
+            let start = PredictedOrbit {
+                direction,
+                ..o.orbit
+            };
+            match tracer.predicted_branch(&start, &first)? {
+                Ok(b) => branches.push(b),
+                Err(reason) => skipped.push(not_started(&reason)),
+            }
         }
     }
     if let Some(t) = &tracer.progress {
@@ -953,18 +1209,28 @@ fn report(
         .iter()
         .enumerate()
         .map(|(b, br)| {
-            serde_json::json!({
+            let mut entry = serde_json::json!({
                 "branch": b + 1,
-                "hopf": {
-                    "parameter": br.hopf.p,
-                    "r2": [br.hopf.r.re, br.hopf.r.im],
-                    "l1": br.hopf.l1,
-                    "criticality": if br.hopf.l1.is_some_and(|l| l > 0.0) { "subcritical" } else { "supercritical" },
-                },
+                "hopf": br.hopf.map(|h| serde_json::json!({
+                    "parameter": h.p,
+                    "r2": [h.r.re, h.r.im],
+                    "l1": h.l1,
+                    "criticality": if h.l1.is_some_and(|l| l > 0.0) { "subcritical" } else { "supercritical" },
+                })),
                 "points": br.points.len(),
                 "end": br.end,
                 "law": br.law,
-            })
+            });
+            if let Some(o) = br.predicted {
+                entry["predicted"] = serde_json::json!({
+                    "parameter": o.p,
+                    "period": o.period,
+                    "r2": [o.point.re, o.point.im],
+                    "kind": o.kind,
+                    "direction": if o.direction > 0.0 { "up" } else { "down" },
+                });
+            }
+            entry
         })
         .collect();
     let summary = serde_json::json!({

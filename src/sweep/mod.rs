@@ -769,23 +769,33 @@ fn continue_branches(plan: &Plan, progress: bool) -> Result<Option<Continued>, E
             cycles: None,
         }));
     }
-    if !cycles::has_start(&branches.branches) {
+    let fam = continuation::Family::new(plan, &c.key);
+    let input = |m: String| {
+        if m == cycles::INTERRUPTED {
+            Error::Interrupted("during the continuation".into())
+        } else {
+            Error::Input(format!("{}: continuation.cycles: {m}", plan.file.display()))
+        }
+    };
+    let predicted = cycles::predicted_orbits(plan, &fam, c).map_err(input)?;
+    if !cycles::has_start(&branches.branches, &predicted) {
         return Err(Error::Input(format!(
-            "{}: continuation.cycles: no Hopf point on the fixed-point branches of {} in [{}, {}]: no periodic orbit to start from",
+            "{}: continuation.cycles: no Hopf point on the fixed-point branches of {} in [{}, {}] and no periodic orbit of predict at the base value: no periodic orbit to start from",
             plan.file.display(),
             c.parameter,
             c.from.min(c.to),
             c.from.max(c.to)
         )));
     }
-    let fam = continuation::Family::new(plan, &c.key);
-    let report = cycles::run(&fam, c, &branches.branches, progress, &plan.name).map_err(|m| {
-        if m == cycles::INTERRUPTED {
-            Error::Interrupted("during the continuation".into())
-        } else {
-            Error::Input(format!("{}: continuation.cycles: {m}", plan.file.display()))
-        }
-    })?;
+    let report = cycles::run(
+        &fam,
+        c,
+        &branches.branches,
+        &predicted,
+        progress,
+        &plan.name,
+    )
+    .map_err(input)?;
     Ok(Some(Continued {
         branches,
         cycles: Some(report),

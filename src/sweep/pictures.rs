@@ -86,10 +86,16 @@ fn branch_kind(pt: &BranchPoint) -> FixedKind {
 fn cycle_lines(cycles: &[CycleBranch]) -> Vec<plot::CycleLine> {
     let mut out = Vec::new();
     for b in cycles {
-        let start = b.hopf.r.norm();
+        let Some(first) = b.points.first() else {
+            continue;
+        };
         for max in [false, true] {
             let mut pieces: Vec<plot::CycleLine> = Vec::new();
-            let mut last = (b.hopf.p, start);
+            // From the Hopf point, or from the first cycle of a predicted orbit's branch.
+            let mut last = match b.hopf {
+                Some(h) => (h.p, h.r.norm()),
+                None => (first.p, if max { first.r2_abs_max } else { first.r2_abs_min }),
+            };
             for c in &b.points {
                 let xy = (c.p, if max { c.r2_abs_max } else { c.r2_abs_min });
                 match pieces.last_mut() {

@@ -639,4 +639,13 @@ fn a_cycle_predict_finds_is_continued_without_a_hopf_point() {
         m.period,
         row.p
     );
+    // With the Hopf point inside [-0.1, 0], predict's cycle at the base value -0.08 lies on
+    // the Hopf point's branch (which passes -0.08): it is not traced again.
+    let run = run_cycles_at(dir.path(), V11_SUPER, -0.08, -0.1, 0.0, 0.002);
+    let list = run.summary["continuation"]["cycles"]["list"]
+        .as_array()
+        .unwrap();
+    assert!(list.iter().all(|b| !b["hopf"].is_null()), "{list:?}");
+    let hopf_rows: Vec<f64> = run.rows.iter().map(|r| r.p).collect();
+    assert!(hopf_rows.iter().any(|p| *p < -0.08) && hopf_rows.iter().any(|p| *p > -0.08));
 }

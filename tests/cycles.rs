@@ -596,8 +596,7 @@ fn a_cycle_predict_finds_is_continued_without_a_hopf_point() {
     let list = run.summary["continuation"]["cycles"]["list"]
         .as_array()
         .unwrap();
-    let started: Vec<&serde_json::Value> =
-        list.iter().filter(|b| b["hopf"].is_null()).collect();
+    let started: Vec<&serde_json::Value> = list.iter().filter(|b| b["hopf"].is_null()).collect();
     assert_eq!(started.len(), 2, "{list:?}");
     for b in &started {
         let o = &b["predicted"];
@@ -608,7 +607,11 @@ fn a_cycle_predict_finds_is_continued_without_a_hopf_point() {
         let rows: Vec<&Row> = run.rows.iter().filter(|r| r.branch == k).collect();
         // The branch passes through predict's orbit.
         assert_eq!(rows[0].p, BASE, "{:?}", rows[0]);
-        assert!((rows[0].period / period - 1.0).abs() < 1e-6, "{:?}", rows[0]);
+        assert!(
+            (rows[0].period / period - 1.0).abs() < 1e-6,
+            "{:?}",
+            rows[0]
+        );
         let up = o["direction"] == "up";
         assert!(rows.iter().all(|r| (r.p >= BASE) == up || r.p == BASE));
     }
@@ -619,14 +622,20 @@ fn a_cycle_predict_finds_is_continued_without_a_hopf_point() {
     let centre = source(&field);
     let x = cycle_crossing(&field, centre, outer(centre, first.hi), 0.002);
     let direct = measure(&field, centre, x, 0.002, 20).period;
-    assert!((direct / first.period - 1.0).abs() < 1e-5, "{first:?} {direct}");
+    assert!(
+        (direct / first.period - 1.0).abs() < 1e-5,
+        "{first:?} {direct}"
+    );
     // At another parameter value: the branch's period against a direct integration.
     let row = run
         .rows
         .iter()
-        .filter(|r| started.iter().any(|b| b["branch"].as_u64() == Some(r.branch as u64)))
-        .filter(|r| r.point.is_empty() && r.mu < 0.95 && (r.p - BASE).abs() > 0.005)
-        .last()
+        .filter(|r| {
+            started
+                .iter()
+                .any(|b| b["branch"].as_u64() == Some(r.branch as u64))
+        })
+        .rfind(|r| r.point.is_empty() && r.mu < 0.95 && (r.p - BASE).abs() > 0.005)
         .expect("a cycle away from the base value");
     let field = Field(coefficients(V11_SUPER, row.p));
     let centre = source(&field);

@@ -43,8 +43,8 @@ pub use fixed::{
 use crate::classify::Label;
 use crate::error::Error;
 use crate::observe::order_parameter_r2;
-use crate::scenario::{InitKind, Scenario};
 use crate::reduced::SecondHarmonic;
+use crate::scenario::{InitKind, Scenario};
 use attractor::{follow, Objects, Outcome};
 use orbit::Field;
 

@@ -1,5 +1,6 @@
 //! Continuation of the periodic orbits born at the Hopf points of a one-parameter continuation
-//! (sweep file `[continuation] cycles = true`; docs/MATH.md §10.3).
+//! and of those `tokdyn predict` finds at the base value of the parameter (sweep file
+//! `[continuation] cycles = true`; docs/MATH.md §10.3).
 //!
 //! The unknowns are y = (u_0..u_{m-1}, T, p) of multiple shooting with a Poincaré-section phase
 //! condition ([`crate::bifurcation::periodic`]); the branch is traced by pseudo-arclength in the
@@ -15,7 +16,10 @@
 //! x(theta) = x*(p) + 2 rho Re(q e^{i theta}),   rho^2 = -(tau dp / 2) / (omega l1),   T = 2 pi / omega,
 //! ```
 //!
-//! corrected at fixed p. A branch ends at the ends of the interval (its last point exactly
+//! corrected at fixed p. A predicted orbit (period T, points at t = i T / m) is corrected at
+//! the base value p_0 and followed both ways (two branches, after the Hopf-started ones);
+//! it is skipped when a Hopf branch's cycle at p_0 has its period to 1e-6 relative and passes
+//! within 1e-6 of its point. A branch ends at the ends of the interval (its last point exactly
 //! there), where max |R2| reaches the boundary circle, where it shrinks back onto a Hopf point,
 //! where the period grows without bound (HC when the orbit's slowest point is near a saddle,
 //! the fitted law T = -a ln|p - p*| + b; SNIC otherwise, T = c |p - p*|^(-1/2)), or after
@@ -222,6 +226,7 @@ struct Ticker {
 }
 
 /// A corrected cycle: the unknowns, the Jacobian's periodicity rows there, the segments.
+#[derive(Clone)]
 struct Solved {
     y: DVector<f64>,
     a: DMatrix<f64>,
@@ -419,9 +424,13 @@ impl Tracer<'_> {
 
     /// The predicted orbit `o` as shooting unknowns at its parameter: the points of its drawn
     /// orbit at t = i T / m (they are evenly spaced in time), corrected at fixed p.
-    fn predicted_cycle(&self, o: &PredictedOrbit, orbit: &[Complex64]) -> Result<Option<Solved>, String> {
+    fn predicted_cycle(
+        &self,
+        o: &PredictedOrbit,
+        orbit: &[Complex64],
+    ) -> Result<Option<Solved>, String> {
         let m = SEGMENTS;
-        if orbit.len() < m || orbit.len() % m != 0 {
+        if orbit.len() < m || !orbit.len().is_multiple_of(m) {
             return Ok(None);
         }
         let mut y = DVector::zeros(2 * m + 2);
@@ -469,15 +478,12 @@ impl Tracer<'_> {
         let mut along = DVector::zeros(n);
         along[n - 1] = o.direction;
         let Some(t) = self.tangent(first, &along)? else {
-            return Ok(Err("the branch has no tangent at the predicted cycle".into()));
+            return Ok(Err(
+                "the branch has no tangent at the predicted cycle".into()
+            ));
         };
         let reference = START_AMPLITUDE.min(0.5 * amplitude(&first.y));
-        let solved = Solved {
-            y: first.y.clone(),
-            a: first.a.clone(),
-            segments: first.segments.clone(),
-        };
-        let mut branch = self.follow(solved, pt, t, o.period, reference)?;
+        let mut branch = self.follow(first.clone(), pt, t, o.period, reference)?;
         branch.predicted = Some(*o);
         Ok(Ok(branch))
     }
@@ -488,8 +494,11 @@ impl Tracer<'_> {
 fn orbit_distance(field: &PlanarField, y: &DVector<f64>, x: Vector2<f64>) -> Option<f64> {
     let coarse = orbit_samples(field, y)?;
     let n = coarse.len();
-    let k = (0..n)
-        .min_by(|&a, &b| (coarse[a].1 - x).norm().total_cmp(&(coarse[b].1 - x).norm()))?;
+    let k = (0..n).min_by(|&a, &b| {
+        (coarse[a].1 - x)
+            .norm()
+            .total_cmp(&(coarse[b].1 - x).norm())
+    })?;
     let (t0, from) = coarse[(k + n - 1) % n];
     let t2 = coarse[(k + 1) % n].0;
     let span = (t2 - t0).rem_euclid(Unknowns::period(y));
@@ -503,7 +512,9 @@ fn orbit_distance(field: &PlanarField, y: &DVector<f64>, x: Vector2<f64>) -> Opt
         };
         (a + d * s - x).norm()
     };
-    fine.windows(2).map(|w| chord(w[0].1, w[1].1)).reduce(f64::min)
+    fine.windows(2)
+        .map(|w| chord(w[0].1, w[1].1))
+        .reduce(f64::min)
 }
 
 /// The orbit of y sampled densely: (t, x) over one period, in time order.
@@ -1142,7 +1153,9 @@ pub fn run(
             })
         };
         let Some(first) = tracer.predicted_cycle(&o.orbit, &o.points)? else {
-            skipped.push(not_started("predict's orbit did not converge as a shooting solution"));
+            skipped.push(not_started(
+                "predict's orbit did not converge as a shooting solution",
+            ));
             continue;
         };
         if tracer.traced(o.orbit.point, Unknowns::period(&first.y))? {

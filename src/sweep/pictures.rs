@@ -94,7 +94,14 @@ fn cycle_lines(cycles: &[CycleBranch]) -> Vec<plot::CycleLine> {
             // From the Hopf point, or from the first cycle of a predicted orbit's branch.
             let mut last = match b.hopf {
                 Some(h) => (h.p, h.r.norm()),
-                None => (first.p, if max { first.r2_abs_max } else { first.r2_abs_min }),
+                None => (
+                    first.p,
+                    if max {
+                        first.r2_abs_max
+                    } else {
+                        first.r2_abs_min
+                    },
+                ),
             };
             for c in &b.points {
                 let xy = (c.p, if max { c.r2_abs_max } else { c.r2_abs_min });

@@ -295,8 +295,12 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         let path = staged.path().join("tokens_final.csv");
         write_tokens_csv(&path, &tokens, scenario.model.d).map_err(Error::io(&path))?;
     }
-    let (classification, cluster_summary) =
-        crate::run::label_clusters(scenario, classify(&full_series), &full_clusters);
+    let (classification, cluster_summary) = crate::run::label_clusters(
+        scenario,
+        ModelKind::Full,
+        classify(&full_series),
+        &full_clusters,
+    );
     crate::run::draw_run_pictures(
         scenario,
         ModelKind::Full,

@@ -470,8 +470,8 @@ pub fn run_observed(
         solve_into_observed(scenario, &sim, staged.path(), options, &mut observers)?
     };
     let (classification, stack) = classify_run(scenario, &series, &solution, staged.path())?;
-    let (classification, cluster_summary) = label_clusters(scenario, classification, &clusters);
-    let classification = formed_or_undetermined(model, classification, &clusters);
+    let (classification, cluster_summary) =
+        label_clusters(scenario, model, classification, &clusters);
     // The pictures and tokens_final.csv are independent: written concurrently, a picture's
     // error reported first.
     let path = staged.path().join("tokens_final.csv");
@@ -579,26 +579,14 @@ pub fn run_in_memory(
         .succeeded(&scenario.name, sim.model)?;
     let (classification, cluster_summary) = label_clusters(
         scenario,
+        model,
         classify_series(scenario, &watch.series),
         &clusters,
     );
-    let classification = formed_or_undetermined(model, classification, &clusters);
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.clusters = cluster_summary;
     summary.cluster_rows = clusters.map(|c| c.rows().to_vec()).unwrap_or_default();
     Ok(summary)
-}
-
-/// `--model clusters`: `undetermined` when the cluster model never took over (docs/MATH.md §11).
-fn formed_or_undetermined(
-    model: ModelKind,
-    c: Classification,
-    clusters: &Option<ClusterSeries>,
-) -> Classification {
-    match clusters {
-        Some(series) if model == ModelKind::Clusters => metastable::without_handover(c, series),
-        _ => c,
-    }
 }
 
 /// The clusters observer of a run whose model has tokens (not `oa`), writing `clusters.csv`
@@ -613,7 +601,7 @@ pub fn cluster_series(
         return Ok(None);
     }
     let d = scenario.model.d;
-    let energy = if one_free_sphere_layer(scenario) {
+    let energy = if simulation::one_free_sphere_layer(scenario) {
         Energy::of_attention(&simulation::attention(scenario))
             .filter(|e| e.computable(scenario.tokens.n, d))
     } else {
@@ -630,31 +618,23 @@ pub fn cluster_series(
     }))
 }
 
-/// One layer on the sphere (post-LN), unmasked and without noise: where the flow is the
-/// gradient flow of the energy (V = A symmetric) and the cluster model holds (docs/MATH.md §11).
-fn one_free_sphere_layer(scenario: &Scenario) -> bool {
-    scenario.model.layers.is_empty()
-        && scenario.model.mask == crate::scenario::MaskKind::None
-        && scenario.model.normalization == crate::scenario::NormalizationKind::Post
-        && scenario.noise.is_none()
-}
-
-/// The layer whose clusters refine the label: one free layer on the sphere; elsewhere the
-/// clusters are reported and the label is the order parameters' one.
-pub fn cluster_attention(scenario: &Scenario) -> Option<crate::model::Attention> {
-    one_free_sphere_layer(scenario).then(|| simulation::attention(scenario))
-}
-
-/// The label refined by the clusters (docs/MATH.md §11) and summary.json `clusters`.
+/// The label refined by the clusters (docs/MATH.md §11; `--model clusters`: `undetermined` when
+/// the cluster model never took over) and summary.json `clusters`.
 pub fn label_clusters(
     scenario: &Scenario,
+    model: ModelKind,
     c: Classification,
     clusters: &Option<ClusterSeries>,
 ) -> (Classification, Option<RunClusters>) {
     let Some(series) = clusters else {
         return (c, None);
     };
-    let (c, metastable) = metastable::refine(c, cluster_attention(scenario).as_ref(), series);
+    let (c, metastable) = metastable::refine_run(
+        c,
+        simulation::cluster_attention(scenario).as_ref(),
+        series,
+        model == ModelKind::Clusters,
+    );
     let summary = series.summary().map(|summary| RunClusters {
         summary,
         metastable,

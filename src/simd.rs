@@ -57,6 +57,13 @@ pub fn add_in_lanes(acc: &mut [f64; LANES], values: &[f64]) {
     }
 }
 
+/// The dot product of two rows, summed in order (the one every stage uses, so that the same
+/// rows give the same bits wherever they are multiplied).
+#[inline]
+pub fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
 #[cfg(test)]
 mod tests {
     // The examples of the documentation (the module is internal, so not doctests).

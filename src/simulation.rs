@@ -74,6 +74,21 @@ impl Simulation {
     }
 }
 
+/// One layer on the sphere (post-LN), unmasked and without noise: where the flow is the
+/// gradient flow of the energy (V = A symmetric) and the cluster model holds (docs/MATH.md §11).
+pub fn one_free_sphere_layer(scenario: &Scenario) -> bool {
+    scenario.model.layers.is_empty()
+        && scenario.model.mask == crate::scenario::MaskKind::None
+        && scenario.model.normalization == crate::scenario::NormalizationKind::Post
+        && scenario.noise.is_none()
+}
+
+/// The layer whose clusters refine the label: one free layer on the sphere; elsewhere the
+/// clusters are reported and the label is the order parameters' one.
+pub fn cluster_attention(scenario: &Scenario) -> Option<Attention> {
+    one_free_sphere_layer(scenario).then(|| attention(scenario))
+}
+
 /// The attention layer of a scenario (for a stack of layers: the first layer).
 pub fn attention(scenario: &Scenario) -> Attention {
     attention_of(scenario, &scenario.model.heads, &scenario.model.factored)

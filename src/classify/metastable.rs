@@ -246,6 +246,23 @@ pub struct RunClusters {
     pub metastable: Option<Metastability>,
 }
 
+/// The label a run gives from its clusters: [`refine`], then for the cluster model
+/// (`cluster_model`) [`without_handover`].
+pub fn refine_run(
+    c: Classification,
+    attention: Option<&Attention>,
+    clusters: &ClusterSeries,
+    cluster_model: bool,
+) -> (Classification, Option<Metastability>) {
+    let (c, metastable) = refine(c, attention, clusters);
+    let c = if cluster_model {
+        without_handover(c, clusters)
+    } else {
+        c
+    };
+    (c, metastable)
+}
+
 /// The label of a `--model clusters` run whose tokens never formed tight clusters by t_end
 /// (the cluster model never took over, `reduced::staircase::handover_index`): `undetermined`,
 /// saying so, with the full model's label in the reason; any other run's label unchanged.

@@ -159,7 +159,7 @@ fn run_member(
         )?;
     let series = watch.series;
     let (c, cluster_summary) =
-        crate::run::label_clusters(&s, label_of(&s, &series, &solution), &clusters);
+        crate::run::label_clusters(&s, model, label_of(&s, &series, &solution), &clusters);
     let f = &c.features;
     let row = RunRow {
         run: i,

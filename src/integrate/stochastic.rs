@@ -27,6 +27,7 @@ use super::gaussian::TokenStream;
 use super::stepper::Counts;
 use super::{Dynamics, Status};
 use crate::parallel::TOKENS_PER_CHUNK;
+use crate::simd::dot;
 
 /// The settings of the noise: temperature, largest step, seed, token dimension.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,11 +40,6 @@ pub struct NoiseSettings {
     pub seed: u64,
     /// Dimension of a token (the state is n x d row-major).
     pub d: usize,
-}
-
-/// The dot product of two rows.
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 /// Buffers of one Heun step (the field at the start and at the predictor, the predictor).

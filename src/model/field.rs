@@ -772,10 +772,7 @@ pub(crate) fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
     sum
 }
 
-#[inline]
-pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
+pub(crate) use crate::simd::dot;
 
 /// unit_k = x_k / |x_k|.
 fn normalise_rows(x: &[f64], unit: &mut [f64], d: usize) {

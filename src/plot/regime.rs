@@ -87,19 +87,8 @@ pub fn regime_map(
     figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
-    let pic = RegimePicture {
-        x_name,
-        xs,
-        y_name,
-        ys,
-        labels,
-        shares: None,
-        boundary,
-        theory,
-        title,
-        overlay: None,
-    };
-    super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
+    let pic = RegimePicture::plain((x_name, xs), (y_name, ys), labels, boundary, theory, title);
+    write_regime_map(&pic, figure, dir)
 }
 
 /// [`regime_map`] of an ensemble sweep: each cell's colour is mixed with white by its share
@@ -118,18 +107,15 @@ pub fn regime_map_shaded(
     dir: &Path,
 ) -> io::Result<()> {
     let pic = RegimePicture {
-        x_name,
-        xs,
-        y_name,
-        ys,
-        labels,
         shares: Some(shares),
-        boundary,
-        theory,
-        title,
-        overlay: None,
+        ..RegimePicture::plain((x_name, xs), (y_name, ys), labels, boundary, theory, title)
     };
-    super::render(&pic, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
+    write_regime_map(&pic, figure, dir)
+}
+
+/// `regime_map.png` / `.svg` of `pic`.
+fn write_regime_map(pic: &RegimePicture<'_>, figure: Figure, dir: &Path) -> io::Result<()> {
+    super::render(pic, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
 }
 
 /// `color` mixed with white: weight `share` (clamped to [0, 1]) on the colour.
@@ -158,16 +144,8 @@ pub fn codim2_map(
     dir: &Path,
 ) -> io::Result<()> {
     let pic = RegimePicture {
-        x_name,
-        xs,
-        y_name,
-        ys,
-        labels,
-        shares: None,
-        boundary: &[],
-        theory: None,
-        title,
         overlay: Some(overlay),
+        ..RegimePicture::plain((x_name, xs), (y_name, ys), labels, &[], None, title)
     };
     super::render(&pic, dir, "codim2", figure.size(REGIME_SIZE), figure).map(|_| ())
 }
@@ -183,6 +161,32 @@ struct RegimePicture<'a> {
     theory: Option<&'a Theory>,
     title: &'a str,
     overlay: Option<&'a super::codim2::Overlay>,
+}
+
+impl<'a> RegimePicture<'a> {
+    /// The labels on the grid with the boundary points and the theory curve: no shading, no
+    /// overlay.
+    fn plain(
+        (x_name, xs): (&'a str, &'a [f64]),
+        (y_name, ys): (&'a str, &'a [f64]),
+        labels: &'a [Option<Label>],
+        boundary: &'a [(f64, f64)],
+        theory: Option<&'a Theory>,
+        title: &'a str,
+    ) -> Self {
+        RegimePicture {
+            x_name,
+            xs,
+            y_name,
+            ys,
+            labels,
+            shares: None,
+            boundary,
+            theory,
+            title,
+            overlay: None,
+        }
+    }
 }
 
 /// The extent (lo, hi) of the cell of each grid value: halfway to the neighbours, the outer

@@ -28,6 +28,7 @@ use super::{
     Figure, OrIo, Picture, TICK_SIZE,
 };
 use super::{lw, px, pxi};
+use crate::simd::dot;
 
 /// Most panels in `tokens.png`.
 pub const MAX_PANELS: usize = 6;
@@ -55,10 +56,6 @@ pub(crate) enum View {
         e2: Vec<f64>,
         share: (f64, f64),
     },
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 /// Above this dimension the principal axes come from the Gram matrix of at most this many

@@ -360,17 +360,13 @@ fn label_by_clusters(
     c: crate::classify::Classification,
     series: &ClusterSeries,
 ) -> crate::classify::Classification {
-    let (c, _) = crate::classify::metastable::refine(
+    crate::classify::metastable::refine_run(
         c,
-        crate::run::cluster_attention(scenario).as_ref(),
+        simulation::cluster_attention(scenario).as_ref(),
         series,
-    );
-    match model {
-        crate::scenario::ModelKind::Clusters => {
-            crate::classify::metastable::without_handover(c, series)
-        }
-        _ => c,
-    }
+        model == crate::scenario::ModelKind::Clusters,
+    )
+    .0
 }
 
 /// The count of tight clusters of the final tokens under the scenario's `[clusters]` rule

@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use tokdyn::ensemble;
-use tokdyn::run::RunOptions;
+use tokdyn::output::RunOptions;
 use tokdyn::scenario::{ModelKind, Scenario};
 
 /// `struct rusage` of Linux x86_64/aarch64: two `timeval`s, then 14 longs.
@@ -102,7 +102,7 @@ fn ensemble_against_singles(runs: usize) {
     let wall0 = Instant::now();
     for i in 0..runs {
         let member = ensemble::member(&s, i);
-        tokdyn::run::run_in_memory(&member, &options, &mut []).unwrap();
+        tokdyn::outcome::run_in_memory(&member, &options, &mut []).unwrap();
     }
     let singles_cpu = cpu_seconds() - cpu0;
     let singles_wall = wall0.elapsed().as_secs_f64();

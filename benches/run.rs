@@ -17,9 +17,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use tokdyn::command::run::run;
 use tokdyn::integrate::solve;
 use tokdyn::observe::OrderSeries;
-use tokdyn::run::{run, RunOptions};
+use tokdyn::output::RunOptions;
 use tokdyn::scenario::{ModelKind, Scenario};
 use tokdyn::simulation::{self, Simulation};
 

@@ -1,9 +1,10 @@
 //! The errors a user can meet, and their exit codes: 2 for bad input, 1 for a run that fails.
 
+use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::integrate::Status;
+use crate::integrate::{Solution, Status};
 use crate::scenario::ScenarioError;
 
 /// Everything that stops a command.
@@ -66,5 +67,24 @@ impl Error {
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
         let path = path.into();
         move |source| Error::Io { path, source }
+    }
+}
+
+/// Where a solution meets the errors: the integrator reports a [`Status`], the commands an
+/// [`Error`] (kept here so that the integrator does not depend on the errors of the commands).
+impl Solution {
+    /// The solution of a run that reached its end, or its failure (numerical, or an
+    /// interruption) as an [`Error::RunFailed`] saying where and when: the one place callers
+    /// turn a [`Status`] into an error.
+    pub fn succeeded(self, name: &str, model: impl fmt::Display) -> Result<Solution, Error> {
+        if self.status.is_success() {
+            Ok(self)
+        } else {
+            Err(Error::RunFailed {
+                name: name.to_string(),
+                model: model.to_string(),
+                status: self.status,
+            })
+        }
     }
 }

@@ -1,11 +1,13 @@
-//! The `tokdyn` command line: parse, run, report, map errors to exit codes.
+//! The `tokdyn` command line: parse the arguments, hand them to the command of
+//! [`tokdyn::command`], map its error to an exit code.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tokdyn::run::RunOptions;
-use tokdyn::scenario::Scenario;
+use tokdyn::command;
+use tokdyn::output::RunOptions;
+use tokdyn::sweep::SweepOptions;
 use tokdyn::Error;
 
 #[derive(Parser)]
@@ -206,131 +208,45 @@ fn execute(command: Command) -> Result<(), Error> {
             out,
             model,
             sets,
-        } => run(&scenario, out, model, sets),
+        } => command::run::cli(&scenario, model, sets, &options(out)),
         Command::Compare {
             scenario,
             out,
             sets,
-        } => compare(&Scenario::load(&scenario, &sets)?, out),
+        } => command::compare::cli(&scenario, &sets, &options(out)),
         Command::Predict {
             scenario,
             out,
             sets,
-        } => {
-            let scenario = Scenario::load(&scenario, &sets)?;
-            let report = tokdyn::predict::command::predict_scenario(&scenario, &options(out))?;
-            print!("{}", report.table);
-            Ok(())
-        }
+        } => command::predict::cli(&scenario, &sets, &options(out)),
         Command::Portrait {
             scenario,
             out,
             sets,
-        } => portrait(&Scenario::load(&scenario, &sets)?, out),
+        } => command::portrait::cli(&scenario, &sets, &options(out)),
         Command::Sweep {
             sweep,
             out,
             shard,
             resume,
             sets,
-        } => {
-            let options = tokdyn::sweep::SweepOptions {
+        } => command::sweep::cli(
+            &sweep,
+            &SweepOptions {
                 out,
                 shard,
                 resume,
                 sets,
                 progress: true,
                 command_line: std::env::args().collect(),
-            };
-            let dir = tokdyn::sweep::sweep(&sweep, &options)?;
-            println!("-> {}", dir.display());
-            Ok(())
-        }
-        Command::Merge { dir } => {
-            let path = tokdyn::sweep::merge(&dir)?;
-            println!("-> {}", path.display());
-            Ok(())
-        }
+            },
+        ),
+        Command::Merge { dir } => command::merge::cli(&dir),
         Command::Inspect {
             checkpoint,
             heads,
             format,
             out,
-        } => {
-            let report = tokdyn::inspect::inspect(&checkpoint, heads, format.as_deref(), out)?;
-            print!("{}", report.table);
-            if let Some(dir) = report.dir {
-                println!("-> {}", dir.join("heads.csv").display());
-            }
-            Ok(())
-        }
+        } => command::inspect::cli(&checkpoint, heads, format.as_deref(), out),
     }
-}
-
-/// `tokdyn run`: the label line, and whether the scenario's `expect` was met.
-fn run(
-    scenario: &std::path::Path,
-    out: Option<PathBuf>,
-    model: Option<String>,
-    mut sets: Vec<String>,
-) -> Result<(), Error> {
-    let changed = !sets.is_empty();
-    if let Some(m) = model {
-        sets.push(format!("run.model={m}"));
-    }
-    let scenario = Scenario::load(scenario, &sets)?;
-    let report = if scenario.ensemble.is_some() {
-        tokdyn::ensemble::run(&scenario, &options(out))?
-    } else {
-        tokdyn::run::run(&scenario, &options(out))?
-    };
-    let s = &report.summary;
-    println!(
-        "{}: {} ({}) in {:.2} s, {} field evaluations -> {}",
-        s.name,
-        s.label,
-        s.label_reason,
-        s.wall_seconds,
-        s.rhs_evals,
-        report.dir.display()
-    );
-    // `expect` speaks of the scenario as written: with --set it may no longer apply.
-    if let (Some(expect), Some(false)) = (&s.expect, s.expect_met) {
-        if changed {
-            println!("(the scenario as written expects {expect}; --set changed it)");
-        } else {
-            println!("expected {expect}, got {}", s.label);
-        }
-    }
-    Ok(())
-}
-
-/// `tokdyn compare`: a table of the models.
-fn compare(scenario: &Scenario, out: Option<PathBuf>) -> Result<(), Error> {
-    let report = tokdyn::compare::compare(scenario, &options(out))?;
-    println!(
-        "{:<6} {:>9} {:>10} {:>12}",
-        "model", "unknowns", "seconds", "max |dR2|"
-    );
-    for r in &report.rows {
-        println!(
-            "{:<6} {:>9} {:>10.4} {:>12.3e}",
-            r.model.as_str(),
-            r.unknowns,
-            r.seconds,
-            r.max_dr2
-        );
-    }
-    println!("-> {}", report.dir.display());
-    Ok(())
-}
-
-/// `tokdyn portrait`: where the picture is, and where its path came from.
-fn portrait(scenario: &Scenario, out: Option<PathBuf>) -> Result<(), Error> {
-    let (path, source) = tokdyn::portrait::portrait(scenario, &options(out))?;
-    if source == tokdyn::portrait::PathSource::OttAntonsen {
-        println!("no run found in the output folder: drew the OA path from R2(0)");
-    }
-    println!("-> {}", path.display());
-    Ok(())
 }

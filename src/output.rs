@@ -903,3 +903,37 @@ mod tests {
         drop(held);
     }
 }
+
+/// How a command is run (not part of the scenario).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Output folder; default `output/<name>/`.
+    pub out: Option<PathBuf>,
+    /// Show progress on stderr for long runs.
+    pub progress: bool,
+    /// The command line, for provenance.
+    pub command_line: Vec<String>,
+}
+
+impl RunOptions {
+    /// The output folder of `scenario`.
+    pub fn folder(&self, scenario: &crate::scenario::Scenario) -> PathBuf {
+        self.out
+            .clone()
+            .unwrap_or_else(|| default_folder(&scenario.name))
+    }
+}
+
+/// The label of the run whose output folder is `dir` (read from its summary.json), if there is
+/// one.
+pub fn read_label(dir: &Path) -> Option<crate::label::Label> {
+    /// The part of summary.json read back.
+    #[derive(serde::Deserialize)]
+    struct Labelled {
+        label: crate::label::Label,
+    }
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    serde_json::from_str::<Labelled>(&text)
+        .ok()
+        .map(|s| s.label)
+}

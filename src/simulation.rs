@@ -9,6 +9,7 @@
 //! | `oa` | (Re R, Im R) | r0 e^{i phi0} for `poisson`, else R2 of the tokens |
 //! | `group` | Phi (d x d, column-major) | Phi = I, with the tokens as constants |
 
+use crate::error::Error;
 use crate::integrate::{Dynamics, Method, NoiseSettings, Piecewise, Problem};
 use crate::model::spectral::{self, KernelChoice, KernelMethod, SpectralField};
 use crate::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
@@ -501,4 +502,22 @@ pub fn stream_norms(scenario: &Scenario, model: ModelKind, state: &[f64]) -> Opt
 /// Memory available to this process (Linux `MemAvailable`), if known.
 pub fn memory_available() -> Option<u64> {
     crate::memory::available()
+}
+
+/// Refuses, before allocating, a run that cannot fit in memory.
+pub fn check_memory(scenario: &Scenario, model: ModelKind) -> Result<(), Error> {
+    let need = memory_estimate(scenario, model);
+    if let Some(available) = memory_available() {
+        if need > available {
+            return Err(Error::Input(format!(
+                "{}: tokens.n: n = {}, d = {} needs about {:.1} GiB with the {model} model, more than the {:.1} GiB available",
+                scenario.file.display(),
+                scenario.tokens.n,
+                scenario.model.d,
+                need as f64 / (1u64 << 30) as f64,
+                available as f64 / (1u64 << 30) as f64
+            )));
+        }
+    }
+    Ok(())
 }

@@ -183,7 +183,7 @@ fn circle_run(beta: f64, temperature: f64, n: usize, t_end: f64) -> (f64, Label,
         &format!("temperature = {temperature}\nseed = 5\ndt = 0.02"),
     ));
     let (_, _, series) = run(&s);
-    let c = tokdyn::run::classify_series(&s, &series);
+    let c = tokdyn::outcome::classify_series(&s, &series);
     (c.features.r1_abs_mean.unwrap(), c.label, c.reason)
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use tokdyn::classify::{classify, CertaintyWatch, Label};
-use tokdyn::predict::command::prediction;
+use tokdyn::predict::report::prediction;
 use tokdyn::predict::CycleKind;
 use tokdyn::scenario::Scenario;
 use tokdyn::simulation;
@@ -199,7 +199,7 @@ fn the_portrait_draws_the_cycles_predict_finds() {
     // closed orbit of the OA flow (the field is tangent to it: it turns around the centre).
     let s = case4(0.2, 1.0);
     let sh = simulation::second_harmonic(&s, tokdyn::scenario::ModelKind::Oa).unwrap();
-    let curves = tokdyn::portrait::cycles(&s, &sh);
+    let curves = tokdyn::command::portrait::cycles(&s, &sh);
     assert!(!curves.is_empty());
     for c in &curves {
         assert_eq!(c.kind, Drawn::Neutral);
@@ -209,5 +209,5 @@ fn the_portrait_draws_the_cycles_predict_finds() {
     // V = I with a slow spiral into an interior point: no cycle to draw.
     let s = scenario("[[-0.2, 1.5], [-1.5, 0.1]]", "\"identity\"", 2000.0);
     let sh = simulation::second_harmonic(&s, tokdyn::scenario::ModelKind::Oa).unwrap();
-    assert!(tokdyn::portrait::cycles(&s, &sh).is_empty());
+    assert!(tokdyn::command::portrait::cycles(&s, &sh).is_empty());
 }

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use tokdyn::classify::Label;
-use tokdyn::run::{run, RunOptions};
+use tokdyn::command::run::run;
+use tokdyn::output::RunOptions;
 use tokdyn::scenario::Scenario;
 
 /// Overrides that keep the expensive scenarios quick without changing their regime.

@@ -28,7 +28,7 @@ use pyo3::types::{PyComplex, PyDict};
 use nalgebra::DMatrix;
 use tokdyn::error::Error;
 use tokdyn::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
-use tokdyn::run::RunOptions;
+use tokdyn::output::RunOptions;
 use tokdyn::scenario::{apply_set, Scenario, ScenarioError};
 
 use convert::{matrix_rows, py_to_toml, sets_to_strings};
@@ -96,8 +96,8 @@ fn run<'py>(
         let mut recorder = recorder;
         let opts = options(out.clone(), "run");
         let summary = match out {
-            Some(_) => tokdyn::run::run_observed(&scenario, &opts, &mut [&mut recorder])?.summary,
-            None => tokdyn::run::run_in_memory(&scenario, &opts, &mut [&mut recorder])?,
+            Some(_) => tokdyn::command::run::run_observed(&scenario, &opts, &mut [&mut recorder])?.summary,
+            None => tokdyn::outcome::run_in_memory(&scenario, &opts, &mut [&mut recorder])?,
         };
         let text = serde_json::to_string(&summary).map_err(|e| Error::Input(e.to_string()))?;
         Ok(((text, summary.cluster_rows), recorder.finish()))
@@ -210,7 +210,7 @@ fn compare(
 ) -> PyResult<(String, String)> {
     let scenario = load_scenario(scenario, sets, None)?;
     let mut texts = into_folder(py, out, &["summary.json", "compare.csv"], move |dir| {
-        Ok(tokdyn::compare::compare(&scenario, &options(Some(dir.into()), "compare"))?.dir)
+        Ok(tokdyn::command::compare::compare(&scenario, &options(Some(dir.into()), "compare"))?.dir)
     })?;
     let csv = texts.pop().unwrap_or_default();
     Ok((texts.pop().unwrap_or_default(), csv))
@@ -231,7 +231,7 @@ fn ensemble(
     let files = &["summary.json", "ensemble.csv", "ensemble_order.csv"];
     into_folder(py, out, files, move |dir| {
         let opts = options(Some(dir.into()), "run");
-        Ok(tokdyn::ensemble::run(&scenario, &opts)?.dir)
+        Ok(tokdyn::command::ensemble::run(&scenario, &opts)?.dir)
     })
 }
 
@@ -275,7 +275,7 @@ fn predict(
 ) -> PyResult<String> {
     let scenario = load_scenario(scenario, sets, None)?;
     detached(py, move || {
-        let report = tokdyn::predict::command::report(&scenario, None)?;
+        let report = tokdyn::predict::report::report(&scenario, None)?;
         serde_json::to_string(&report).map_err(|e| Error::Input(e.to_string()))
     })
 }

@@ -20,6 +20,7 @@
 
 pub mod bert;
 pub mod gpt2;
+pub mod spectra;
 pub mod validate;
 
 use std::collections::BTreeSet;

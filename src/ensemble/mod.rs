@@ -30,8 +30,8 @@ use crate::classify::{Classification, Label};
 use crate::error::Error;
 use crate::integrate::Solution;
 use crate::observe::OrderSeries;
-use crate::output::{write_json, ResultKind, StagedDir};
-use crate::run::{RunOptions, RunReport, Summary};
+use crate::outcome::Summary;
+use crate::output::RunOptions;
 use crate::scenario::{ModelKind, Scenario};
 use crate::simulation;
 use stats::{count_quantiles, label_shares, most_frequent, CountQuantiles, LabelShare};
@@ -128,7 +128,7 @@ fn label_of(scenario: &Scenario, series: &OrderSeries, solution: &Solution) -> C
     if scenario.noise.is_none() && !scenario.model.layers.is_empty() {
         return crate::layers::classify_stack(scenario, series, &solution.boundaries).0;
     }
-    crate::run::classify_series(scenario, series)
+    crate::outcome::classify_series(scenario, series)
 }
 
 /// Runs one member in memory (from `start` when given, else from its scenario's tokens): its
@@ -145,7 +145,7 @@ fn run_member(
         None => simulation::build(&s, model)?,
     };
     let mut watch = crate::classify::CertaintyWatch::default();
-    let mut clusters = crate::run::cluster_series(&s, model, None)?;
+    let mut clusters = crate::outcome::cluster_series(&s, model, None)?;
     let mut observers: Vec<&mut dyn crate::observe::Observer> = vec![&mut watch];
     if let Some(c) = clusters.as_mut() {
         observers.push(c);
@@ -159,7 +159,7 @@ fn run_member(
         )?;
     let series = watch.series;
     let (c, cluster_summary) =
-        crate::run::label_clusters(&s, model, label_of(&s, &series, &solution), &clusters);
+        crate::outcome::label_clusters(&s, model, label_of(&s, &series, &solution), &clusters);
     let f = &c.features;
     let row = RunRow {
         run: i,
@@ -308,47 +308,6 @@ pub fn write_order(path: &Path, order: &OrderMoments) -> std::io::Result<()> {
     w.flush()
 }
 
-/// Refuses (exit 2) an ensemble whose files would not fit where `dir` lives: about 120
-/// bytes a row of ensemble.csv, 100 a sample of ensemble_order.csv, and the pictures.
-pub fn check_disk(scenario: &Scenario, dir: &Path) -> Result<(), Error> {
-    let runs = scenario.ensemble.map_or(1, |e| e.runs) as u64;
-    let need = runs
-        .saturating_mul(120)
-        .saturating_add((scenario.time.samples as u64).saturating_mul(100))
-        .saturating_add(16 << 20);
-    let what = format!("{}: ensemble.runs", scenario.file.display());
-    crate::output::check_free_space(dir, need, &what)
-}
-
-/// Runs the ensemble of `scenario` (its `run.model`) and writes its folder.
-pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error> {
-    let model = scenario.run.model;
-    crate::run::check_memory(scenario, model)?;
-    let target = options.folder(scenario);
-    let staged = StagedDir::new(&target, ResultKind::Run)?;
-    check_disk(scenario, staged.path())?;
-    let ensemble = simulate(scenario, model)?;
-    let dir = staged.path();
-    let path = dir.join("ensemble.csv");
-    write_rows(&path, &ensemble.rows).map_err(Error::io(&path))?;
-    let path = dir.join("ensemble_order.csv");
-    write_order(&path, &ensemble.order).map_err(Error::io(&path))?;
-    crate::plot::ensemble_plot(
-        &ensemble_picture(scenario, &ensemble),
-        scenario.output.figure,
-        dir,
-    )
-    .map_err(Error::io(dir))?;
-    let summary = ensemble_run_summary(scenario, model, &ensemble, options);
-    let path = dir.join("summary.json");
-    write_json(&path, &summary).map_err(Error::io(&path))?;
-    let dir = staged.commit()?;
-    Ok(RunReport {
-        dir,
-        summary: summary.summary,
-    })
-}
-
 /// summary.json of an ensemble: run 0's summary (with the most frequent label) and
 /// `ensemble`.
 #[derive(Debug, Clone, Serialize)]
@@ -378,31 +337,5 @@ pub fn ensemble_run_summary(
     EnsembleRunSummary {
         summary,
         ensemble: ensemble.summary.clone(),
-    }
-}
-
-/// What `ensemble.png` shows, read from the result.
-fn ensemble_picture(scenario: &Scenario, e: &Ensemble) -> crate::plot::EnsembleView {
-    crate::plot::EnsembleView {
-        title: format!(
-            "{}: {} runs, n = {}, d = {}{}",
-            scenario.name,
-            e.summary.runs,
-            scenario.tokens.n,
-            scenario.model.d,
-            scenario
-                .noise
-                .map(|n| format!(", T = {}", n.temperature))
-                .unwrap_or_default()
-        ),
-        shares: e
-            .summary
-            .labels
-            .iter()
-            .map(|(l, s)| (l.to_string(), s.share, s.low, s.high))
-            .collect(),
-        t: e.order.t.clone(),
-        r1: e.order.r1.as_ref().map(|m| (m.mean().to_vec(), m.sd())),
-        nematic: (e.order.nematic.mean().to_vec(), e.order.nematic.sd()),
     }
 }

@@ -26,7 +26,6 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::error::Error;
 use crate::observe::{Observer, OrderParameters, RunInfo, Sample};
 
 /// A system of autonomous ODEs y' = F(y) whose states carry tokens.
@@ -161,23 +160,6 @@ impl Status {
     /// Whether the run reached t_end.
     pub fn is_success(&self) -> bool {
         matches!(self, Status::Success)
-    }
-}
-
-impl Solution {
-    /// The solution of a run that reached its end, or its failure (numerical, or an
-    /// interruption) as an [`Error::RunFailed`] saying where and when: the one place callers
-    /// turn a [`Status`] into an error.
-    pub fn succeeded(self, name: &str, model: impl fmt::Display) -> Result<Solution, Error> {
-        if self.status.is_success() {
-            Ok(self)
-        } else {
-            Err(Error::RunFailed {
-                name: name.to_string(),
-                model: model.to_string(),
-                status: self.status,
-            })
-        }
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! At each sample the tokens' tight clusters are found ([`super::clusters`]) and one row is
 //! kept: t, the count, the largest cluster's fraction, the largest diameter, the smallest
-//! separation of the centres and the energy (when the flow has one, `crate::model::energy`).
+//! separation of the centres and the energy (when the flow has one: the energy of docs/MATH.md §11, computed by the model).
 //!
 //! ```text
 //! plateau: a maximal run of samples with one count c      -> {count: c, from: t_first, to: t_last}

@@ -75,7 +75,7 @@ pub trait Observer {
         Ok(())
     }
     /// Asked at the checkpoints of a run that may go on past t_end (see
-    /// [`crate::integrate::solve_until`]): true when this observer has seen enough to stop.
+    /// the integrator's `solve_until`): true when this observer has seen enough to stop.
     fn enough(&mut self) -> bool {
         false
     }

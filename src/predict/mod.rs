@@ -26,10 +26,10 @@
 
 pub mod attractor;
 pub mod cluster_report;
-pub mod command;
 pub mod cycles;
 pub mod fixed;
 pub(crate) mod orbit;
+pub mod report;
 pub mod uniform;
 
 use num_complex::Complex64;

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::classify::Label;
+use crate::label::Label;
 
 /// The words of the behaviour labels (docs/MATH.md §6) that `expect` may name: those of
 /// [`Label`], in the order of [`Label::ALL`].

@@ -30,7 +30,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-use crate::classify::Label;
+use crate::label::Label;
 pub use bounds::{MAX_FIXED_STEPS, MAX_LAYER_SEGMENTS};
 pub use error::ScenarioError;
 pub use expression::evaluate as evaluate_expression;

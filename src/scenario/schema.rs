@@ -263,7 +263,7 @@ pub struct RawOutput {
     pub animation: bool,
     pub window: Option<Vec<f64>>,
     pub snapshots: Option<Vec<f64>>,
-    pub figure: crate::plot::Figure,
+    pub figure: crate::figure::Figure,
 }
 
 /// Deserialize a scenario table into the raw structs; errors name the key.

@@ -112,7 +112,7 @@ fn base_scenario_loads_with_defaults() {
     let s = ok(BASE);
     assert_eq!(s.name, "case4-oscillation");
     assert_eq!(s.description.as_deref(), Some("a test"));
-    assert_eq!(s.expect, Some(crate::classify::Label::Oscillation));
+    assert_eq!(s.expect, Some(crate::label::Label::Oscillation));
     assert_eq!(
         s.params,
         vec![("v11".to_string(), 0.2), ("v12".to_string(), 1.0)]

@@ -14,7 +14,7 @@ use super::matrix::{build_matrix, describe, matrix_to_toml, MatrixContext};
 use super::schema::{RawModel, RawScenario, RawTokens};
 use super::stochastic;
 use super::{HeadSpec, ModelSpec, OutputSpec, RunSpec, Scenario, SolverSpec, TimeSpec, TokenSpec};
-use crate::classify::Label;
+use crate::label::Label;
 
 /// The largest accepted dimension: a d x d matrix of f64 then takes at most 2 GiB. (Larger
 /// matrices would be allocated while loading, before any memory check of the run can warn.)

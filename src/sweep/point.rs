@@ -385,7 +385,7 @@ fn final_cluster_count(
 /// A point labelled by the OA analysis (`label = "predict"`): the label and reason of
 /// `tokdyn predict`; the simulation's numbers stay empty (none was run).
 fn predicted_point(scenario: &crate::scenario::Scenario) -> Outcome {
-    match crate::predict::command::prediction(scenario) {
+    match crate::predict::report::prediction(scenario) {
         Ok(p) => Outcome::labelled(Some(p.label), one_line(&p.reason)),
         Err(e) => Outcome::failure(&format!("the prediction failed: {e}")),
     }

@@ -34,11 +34,11 @@ use serde::{Deserialize, Serialize};
 use toml::Value;
 
 use crate::error::Error;
-use crate::run::check_memory;
 use crate::scenario::{
     check_name, deserialize_at, parse_toml, set_value, ModelKind, Scenario, ScenarioError,
 };
 use crate::simulation;
+use crate::simulation::check_memory;
 
 use super::format::fmt_f64;
 

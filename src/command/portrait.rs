@@ -6,19 +6,22 @@
 //! is drawn, which the command says.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use num_complex::Complex64;
 
 use crate::error::Error;
 use crate::integrate::solve;
 use crate::observe::{Observer, OrderSeries};
+use crate::output::RunOptions;
 use crate::plot;
 use crate::predict::fixed_points;
 use crate::reduced::SecondHarmonic;
-use crate::run::{RunOptions, PORTRAIT_GUIDE_TIME};
 use crate::scenario::{ModelKind, Scenario};
 use crate::simulation;
+
+/// How long the portrait's guide trajectories run.
+pub const PORTRAIT_GUIDE_TIME: f64 = 30.0;
 
 /// Where the drawn R2 path came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +36,7 @@ pub enum PathSource {
 /// draw (docs/MATH.md §6.1).
 pub fn cycles(scenario: &Scenario, sh: &SecondHarmonic) -> Vec<plot::portrait::CycleCurve> {
     let mut found = Vec::new();
-    crate::predict::limit_cycles(sh, crate::predict::command::horizon(scenario), &mut found);
+    crate::predict::limit_cycles(sh, crate::predict::horizon(scenario), &mut found);
     plot::portrait::cycle_curves(&found)
 }
 
@@ -114,4 +117,14 @@ pub fn portrait(scenario: &Scenario, options: &RunOptions) -> Result<(PathBuf, P
         }
     }
     Ok((dir.join("portrait.png"), source))
+}
+
+/// `tokdyn portrait`: where the picture is, and where its path came from.
+pub fn cli(scenario: &Path, sets: &[String], options: &RunOptions) -> Result<(), Error> {
+    let (path, source) = portrait(&Scenario::load(scenario, sets)?, options)?;
+    if source == PathSource::OttAntonsen {
+        println!("no run found in the output folder: drew the OA path from R2(0)");
+    }
+    println!("-> {}", path.display());
+    Ok(())
 }

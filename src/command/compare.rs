@@ -10,6 +10,7 @@
 
 use std::fs::File;
 use std::io::BufWriter;
+use std::path::Path;
 use std::time::Instant;
 
 use num_complex::Complex64;
@@ -20,23 +21,14 @@ use crate::error::Error;
 use crate::integrate::solve;
 use crate::observe::cluster_series::ClusterSeries;
 use crate::observe::{Observer, OrderSeries};
-use crate::output::{write_json, write_tokens_csv, ResultKind, StagedDir};
-use crate::run::{check_memory, solve_into, solve_into_observed, RunOptions, Summary};
+use crate::outcome::{
+    cluster_series, compare_summary, label_clusters, CompareMerges, ModelRow, Summary,
+};
+use crate::output::{write_json, write_tokens_csv, ResultKind, RunOptions, StagedDir};
 use crate::scenario::{ModelKind, Scenario};
 use crate::simulation;
 
-/// One model's line of the comparison.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModelRow {
-    /// The model.
-    pub model: ModelKind,
-    /// Real unknowns integrated.
-    pub unknowns: usize,
-    /// Wall time of its run.
-    pub seconds: f64,
-    /// max |R2 - R2_full| over the samples (0 for the full model).
-    pub max_dr2: f64,
-}
+use super::run::{check_disk, draw_run_pictures, solve_into, solve_into_observed};
 
 /// The result of a comparison.
 #[derive(Debug, Clone)]
@@ -47,73 +39,6 @@ pub struct CompareReport {
     pub rows: Vec<ModelRow>,
     /// The summary written there.
     pub summary: Summary,
-}
-
-/// The `compare` object of summary.json: max over the samples of |R2 - R2_full| for each
-/// reduction, and the seconds and unknowns of each model (null for a model that did not run).
-/// Fields in alphabetical order, the order of the file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CompareSummary {
-    /// max |R2 - R2_full| of the cluster model (usa / sa only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clusters_vs_full: Option<f64>,
-    /// max |R2 - R2_full| of the group model.
-    pub group_vs_full: Option<f64>,
-    /// max |R2 - R2_full| of the Ott–Antonsen equation.
-    pub oa_vs_full: Option<f64>,
-    /// max |R2 - R2_full| of the phase model.
-    pub phase_vs_full: Option<f64>,
-    /// Wall time of each model.
-    pub seconds: PerModel<f64>,
-    /// Real unknowns of each model.
-    pub unknowns: PerModel<usize>,
-    /// max |R2 - R2_full| of Watanabe–Strogatz.
-    pub ws_vs_full: Option<f64>,
-    /// usa / sa: the merges of the full model and of the cluster model, side by side.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub merges: Option<CompareMerges>,
-}
-
-/// The merges `{t, from_count, to_count}` of the full model and of the cluster model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CompareMerges {
-    /// The cluster model's.
-    pub clusters: Vec<crate::observe::cluster_series::Merge>,
-    /// The full model's.
-    pub full: Vec<crate::observe::cluster_series::Merge>,
-}
-
-/// One number per compared model (null for a model that did not run).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PerModel<T> {
-    /// The cluster model (usa / sa only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clusters: Option<T>,
-    /// The full particle model.
-    pub full: Option<T>,
-    /// The group model.
-    pub group: Option<T>,
-    /// The Ott–Antonsen equation.
-    pub oa: Option<T>,
-    /// The phase model.
-    pub phase: Option<T>,
-    /// Watanabe–Strogatz.
-    pub ws: Option<T>,
-}
-
-impl<T> PerModel<T> {
-    /// `value` of the row of each model.
-    fn of(rows: &[ModelRow], value: impl Fn(&ModelRow) -> T) -> Self {
-        let of = |model: ModelKind| rows.iter().find(|r| r.model == model).map(&value);
-        PerModel {
-            clusters: of(ModelKind::Clusters),
-            full: of(ModelKind::Full),
-            group: of(ModelKind::Group),
-            oa: of(ModelKind::Oa),
-            phase: of(ModelKind::Phase),
-            ws: of(ModelKind::Ws),
-        }
-    }
 }
 
 /// One line of compare.csv; a model that did not run (d != 2: phase, ws, oa) leaves its
@@ -171,7 +96,7 @@ fn run_compared(
     let sim = simulation::build_with_tokens(scenario, model, tokens.to_vec())?;
     let mut series = OrderSeries::new();
     let mut clusters =
-        crate::run::cluster_series(scenario, model, None)?.filter(|_| model == ModelKind::Clusters);
+        cluster_series(scenario, model, None)?.filter(|_| model == ModelKind::Clusters);
     let started = Instant::now();
     let mut observers: Vec<&mut dyn Observer> = vec![&mut series];
     if let Some(c) = clusters.as_mut() {
@@ -235,36 +160,20 @@ fn write_compare_csv(
     w.flush().map_err(Error::io(path))
 }
 
-/// The `compare` object of summary.json.
-fn compare_summary(rows: &[ModelRow]) -> CompareSummary {
-    let dr2 = PerModel::of(rows, |r| r.max_dr2);
-    CompareSummary {
-        clusters_vs_full: dr2.clusters,
-        group_vs_full: dr2.group,
-        oa_vs_full: dr2.oa,
-        phase_vs_full: dr2.phase,
-        seconds: PerModel::of(rows, |r| r.seconds),
-        unknowns: PerModel::of(rows, |r| r.unknowns),
-        ws_vs_full: dr2.ws,
-        merges: None,
-    }
-}
-
 /// Runs full and the models it is compared with on `scenario` and writes the comparison
 /// folder: full, phase, ws, oa and group for d = 2 LSA; full and group for LSA in another d.
 pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareReport, Error> {
     simulation::require_no_noise(scenario, "compare")?;
     let models = compared_models(scenario)?;
-    check_memory(scenario, ModelKind::Full)?;
+    simulation::check_memory(scenario, ModelKind::Full)?;
     let tokens = scenario.initial_tokens()?;
     let target = options.folder(scenario);
     let staged = StagedDir::new(&target, ResultKind::Run)?;
-    crate::run::check_disk(scenario, staged.path())?;
+    check_disk(scenario, staged.path())?;
 
     let full = simulation::build_with_tokens(scenario, ModelKind::Full, tokens.clone())?;
     let started = Instant::now();
-    let mut full_clusters =
-        crate::run::cluster_series(scenario, ModelKind::Full, Some(staged.path()))?;
+    let mut full_clusters = cluster_series(scenario, ModelKind::Full, Some(staged.path()))?;
     let (solution, full_series, snapshots) = match full_clusters.as_mut() {
         Some(c) => solve_into_observed(scenario, &full, staged.path(), options, &mut [c])?,
         None => solve_into(scenario, &full, staged.path(), options)?,
@@ -295,13 +204,13 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         let path = staged.path().join("tokens_final.csv");
         write_tokens_csv(&path, &tokens, scenario.model.d).map_err(Error::io(&path))?;
     }
-    let (classification, cluster_summary) = crate::run::label_clusters(
+    let (classification, cluster_summary) = label_clusters(
         scenario,
         ModelKind::Full,
         classify(&full_series),
         &full_clusters,
     );
-    crate::run::draw_run_pictures(
+    draw_run_pictures(
         scenario,
         ModelKind::Full,
         &full_series,
@@ -387,4 +296,24 @@ fn write_cluster_compare_csv(
         .map_err(|e| Error::io(path)(std::io::Error::other(e)))?;
     }
     w.flush().map_err(Error::io(path))
+}
+
+/// `tokdyn compare`: a table of the models.
+pub fn cli(scenario: &Path, sets: &[String], options: &RunOptions) -> Result<(), Error> {
+    let report = compare(&Scenario::load(scenario, sets)?, options)?;
+    println!(
+        "{:<6} {:>9} {:>10} {:>12}",
+        "model", "unknowns", "seconds", "max |dR2|"
+    );
+    for r in &report.rows {
+        println!(
+            "{:<6} {:>9} {:>10.4} {:>12.3e}",
+            r.model.as_str(),
+            r.unknowns,
+            r.seconds,
+            r.max_dr2
+        );
+    }
+    println!("-> {}", report.dir.display());
+    Ok(())
 }

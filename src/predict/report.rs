@@ -1,5 +1,6 @@
-//! `tokdyn predict`: the OA analysis of a scenario, printed as a table and written as
-//! `predict.json`, next to the simulated label when the scenario's run folder has one.
+//! What `tokdyn predict` reports: the OA analysis of a scenario (lsa) or its predicted clusters
+//! (usa / sa), as `predict.json`'s content and a printed table, next to the simulated label when
+//! the scenario's run folder has one (docs/MATH.md §5, §11). The command writes it.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -7,14 +8,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::cluster_report::{cluster_prediction, simulated_count, ClusterPrediction};
-use super::{predict, CycleKind, LimitCycle, Prediction};
+use super::{horizon, oa_start, predict, CycleKind, LimitCycle, Prediction};
 use crate::classify::Label;
 use crate::error::Error;
-use crate::run::RunOptions;
 use crate::scenario::{KernelKind, ModelKind, Scenario};
 use crate::simulation;
-
-pub use super::{horizon, oa_start, MIN_HORIZON};
 
 /// The prediction of a scenario (d = 2, lsa).
 pub fn prediction(scenario: &Scenario) -> Result<Prediction, Error> {
@@ -58,14 +56,6 @@ pub struct PredictReport {
     pub path: PathBuf,
 }
 
-/// Predicts, compares with a finished run of the same scenario, writes `predict.json`.
-pub fn predict_scenario(scenario: &Scenario, options: &RunOptions) -> Result<PredictReport, Error> {
-    let dir = options.folder(scenario);
-    let mut report = report(scenario, Some(&dir))?;
-    write_report(&dir, &mut report)?;
-    Ok(report)
-}
-
 /// What `predict` reports for `scenario` (the OA analysis for lsa, the clusters for usa /
 /// sa), compared with the run in `dir` when given; nothing is written.
 pub fn report(scenario: &Scenario, dir: Option<&Path>) -> Result<PredictReport, Error> {
@@ -75,7 +65,7 @@ pub fn report(scenario: &Scenario, dir: Option<&Path>) -> Result<PredictReport, 
         return clusters_report(scenario, dir);
     }
     let p = prediction_with_cycles(scenario)?;
-    let simulated_label = dir.and_then(crate::run::read_label);
+    let simulated_label = dir.and_then(crate::output::read_label);
     let dir = dir.map(Path::to_path_buf).unwrap_or_default();
     let agrees = simulated_label.map(|l| l == p.label);
     let mut table = String::new();
@@ -103,7 +93,7 @@ pub fn report(scenario: &Scenario, dir: Option<&Path>) -> Result<PredictReport, 
 /// The usa / sa report: predict.json `clusters` (docs/MATH.md §11).
 fn clusters_report(scenario: &Scenario, dir: Option<&Path>) -> Result<PredictReport, Error> {
     let c = cluster_prediction(scenario)?;
-    let simulated_label = dir.and_then(crate::run::read_label);
+    let simulated_label = dir.and_then(crate::output::read_label);
     let simulated_count = dir.and_then(simulated_count);
     let dir = dir.map(Path::to_path_buf).unwrap_or_default();
     let agrees = match (c.uniform.from_uniform, simulated_count) {
@@ -317,14 +307,4 @@ fn comparison_table(
         }
         _ => {}
     }
-}
-
-/// Writes `predict.json` atomically (a temporary file renamed).
-fn write_report(dir: &Path, report: &mut PredictReport) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
-    crate::output::write_json_atomic(&report.path, &*report).map_err(Error::io(&report.path))?;
-    report
-        .table
-        .push_str(&format!("-> {}\n", report.path.display()));
-    Ok(())
 }

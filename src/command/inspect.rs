@@ -1,52 +1,12 @@
-//! `tokdyn inspect CHECKPOINT --heads H`: what a checkpoint holds, and per head the spectra
-//! that decide the dynamics.
-//!
-//! For each head, with A_h = W_Q^h (W_K^h)^T / sqrt(d_h) and V_h = (W_V^h W_O^h)^T (see
-//! [`crate::checkpoint`]): the eigenvalues of the symmetric part (A_h + A_h^T) / 2 (its sign
-//! decides clustering against an interior state when V = I), the eigenvalues of V_h (the
-//! largest real part decides clustering when A = I), and the relative commutator
-//! c = |A_h V_h - V_h A_h|_F / (|A_h|_F |V_h|_F); A_h and V_h "nearly commute" when
-//! c < [`NEARLY_COMMUTE`] (non-commuting A and V are what allows rotating clusters).
-
+//! `tokdyn inspect CHECKPOINT --heads H`: what a checkpoint holds, and per head the spectra of
+//! [`crate::checkpoint::spectra`] as a table and `heads.csv`.
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use nalgebra::DMatrix;
-use serde::Serialize;
-
-use crate::checkpoint::{Checkpoint, Format, HeadWeights};
+use crate::checkpoint::spectra::{head_row, HeadRow};
+use crate::checkpoint::{Checkpoint, Format};
 use crate::error::Error;
 use crate::output::{ResultKind, StagedDir};
-
-/// Threshold of the relative commutator below which A_h and V_h count as nearly commuting.
-pub const NEARLY_COMMUTE: f64 = 1e-3;
-
-/// One row of `heads.csv`.
-#[derive(Debug, Clone, Serialize)]
-pub struct HeadRow {
-    /// Checkpoint layer.
-    pub layer: usize,
-    /// Head within the layer.
-    pub head: usize,
-    /// Smallest eigenvalue of the symmetric part of A_h.
-    pub a_sym_min: f64,
-    /// Largest eigenvalue of the symmetric part of A_h.
-    pub a_sym_max: f64,
-    /// How many eigenvalues of the symmetric part of A_h are > 0.
-    pub a_sym_positive: usize,
-    /// Smallest real part of V_h's eigenvalues.
-    pub v_re_min: f64,
-    /// Largest real part of V_h's eigenvalues.
-    pub v_re_max: f64,
-    /// Largest |imaginary part| of V_h's eigenvalues.
-    pub v_im_max: f64,
-    /// Spectral radius of V_h.
-    pub v_radius: f64,
-    /// |A V - V A|_F / (|A|_F |V|_F).
-    pub commutator: f64,
-    /// Whether `commutator` is below [`NEARLY_COMMUTE`].
-    pub nearly_commute: bool,
-}
 
 /// What `inspect` found.
 #[derive(Debug, Clone)]
@@ -152,40 +112,6 @@ pub fn mask_line(format: Format) -> &'static str {
     }
 }
 
-/// The spectra of one head.
-pub fn head_row(layer: usize, head: usize, w: &HeadWeights) -> HeadRow {
-    let sym = (&w.a + w.a.transpose()) * 0.5;
-    let a_eig = sym.symmetric_eigenvalues();
-    let v_eig = nalgebra::Schur::try_new(w.v.clone(), f64::EPSILON, 100_000)
-        .map(|s| s.complex_eigenvalues().iter().copied().collect::<Vec<_>>())
-        .unwrap_or_default();
-    let min = |it: &mut dyn Iterator<Item = f64>| it.fold(f64::INFINITY, f64::min);
-    let max = |it: &mut dyn Iterator<Item = f64>| it.fold(f64::NEG_INFINITY, f64::max);
-    let commutator = relative_commutator(&w.a, &w.v);
-    HeadRow {
-        layer,
-        head,
-        a_sym_min: min(&mut a_eig.iter().copied()),
-        a_sym_max: max(&mut a_eig.iter().copied()),
-        a_sym_positive: a_eig.iter().filter(|&&e| e > 0.0).count(),
-        v_re_min: min(&mut v_eig.iter().map(|z| z.re)),
-        v_re_max: max(&mut v_eig.iter().map(|z| z.re)),
-        v_im_max: max(&mut v_eig.iter().map(|z| z.im.abs())),
-        v_radius: max(&mut v_eig.iter().map(|z| z.norm())),
-        commutator,
-        nearly_commute: commutator < NEARLY_COMMUTE,
-    }
-}
-
-/// |A V - V A|_F / (|A|_F |V|_F); 0 when A or V is zero.
-pub fn relative_commutator(a: &DMatrix<f64>, v: &DMatrix<f64>) -> f64 {
-    let scale = a.norm() * v.norm();
-    if scale == 0.0 {
-        return 0.0;
-    }
-    (a * v - v * a).norm() / scale
-}
-
 fn head_table(rows: &[HeadRow]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -233,4 +159,19 @@ fn write_heads_csv(path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
         .into_inner()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     crate::output::write_atomic(path, &bytes)
+}
+
+/// `tokdyn inspect`: the table, and where `heads.csv` went.
+pub fn cli(
+    checkpoint: &Path,
+    heads: Option<usize>,
+    format: Option<&str>,
+    out: Option<PathBuf>,
+) -> Result<(), Error> {
+    let report = inspect(checkpoint, heads, format, out)?;
+    print!("{}", report.table);
+    if let Some(dir) = report.dir {
+        println!("-> {}", dir.join("heads.csv").display());
+    }
+    Ok(())
 }

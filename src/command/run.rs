@@ -5,211 +5,22 @@
 //! scenario's `[output] trajectory = true`; the pictures `order.png`, `tokens.png` (and
 //! `tokens.gif` with `[output] animation = true`) and, for d = 2 LSA, `portrait.png`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::Serialize;
-
-use crate::classify::metastable::{self, RunClusters};
-use crate::classify::{classify, CertaintyWatch, Classification, Features, Label};
+use crate::classify::{classify, CertaintyWatch, Classification};
 use crate::error::Error;
 use crate::integrate::Solution;
-use crate::model::energy::Energy;
-use crate::model::KernelChoice;
-use crate::observe::cluster_series::{ClusterSeries, EnergyFn};
+use crate::observe::cluster_series::ClusterSeries;
 use crate::observe::{Observer, OrderSeries, Progress};
-use crate::output::{write_json, write_tokens_csv, OrderCsv, ResultKind, StagedDir, TrajectoryNpy};
+use crate::outcome::{classify_series, cluster_series, label_clusters, RunReport, Summary};
+use crate::output::{
+    write_json, write_tokens_csv, OrderCsv, ResultKind, RunOptions, StagedDir, TrajectoryNpy,
+};
 use crate::plot::{self, TokenSnapshots};
-use crate::scenario::{KernelKind, KernelMethodKind, ModelKind, Scenario};
+use crate::scenario::{ModelKind, Scenario};
 use crate::simulation::{self, Simulation};
 
-/// How a command is run (not part of the scenario).
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    /// Output folder; default `output/<name>/`.
-    pub out: Option<PathBuf>,
-    /// Show progress on stderr for long runs.
-    pub progress: bool,
-    /// The command line, for provenance.
-    pub command_line: Vec<String>,
-}
-
-impl RunOptions {
-    /// The output folder of `scenario`.
-    pub fn folder(&self, scenario: &Scenario) -> PathBuf {
-        self.out
-            .clone()
-            .unwrap_or_else(|| crate::output::default_folder(&scenario.name))
-    }
-}
-
-/// `summary.json`: typed fields, written as words and numbers only by serde.
-#[derive(Debug, Clone, Serialize)]
-pub struct Summary {
-    /// The scenario's name.
-    pub name: String,
-    /// The scenario's description.
-    pub description: Option<String>,
-    /// The model that ran.
-    pub model: ModelKind,
-    /// The attention kernel.
-    pub kernel: KernelKind,
-    /// `spectral` when the spectral kernel evaluated the field, else `direct`.
-    pub kernel_method: KernelMethodKind,
-    /// The spectral kernel's truncation M (|m|, |l| <= M); null for the direct kernel.
-    pub spectral_terms: Option<usize>,
-    /// Number of tokens.
-    pub n: usize,
-    /// Dimension of the tokens.
-    pub d: usize,
-    /// The label of the long-term behaviour.
-    pub label: Label,
-    /// Why the classifier chose the label (and, for `undetermined`, what to change).
-    pub label_reason: String,
-    /// The numbers the label was read from.
-    pub features: Features,
-    /// The label the scenario expects, if it names one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expect: Option<Label>,
-    /// Whether the run showed the expected label.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expect_met: Option<bool>,
-    /// Largest | |x_k| - 1 | of the tokens handed to the observers.
-    pub norm_drift_max: f64,
-    /// Largest | |x_k| - 1 | the integrator reached between two projections.
-    pub norm_drift_step_max: f64,
-    /// Evaluations of the vector field.
-    pub rhs_evals: u64,
-    /// Accepted integrator steps.
-    pub accepted_steps: u64,
-    /// Rejected integrator steps.
-    pub rejected_steps: u64,
-    /// Output samples written.
-    pub samples: usize,
-    /// The scenario's `time.t_end`.
-    pub t_end: f64,
-    /// Time of the last sample: t_end, or later when the run went on until its label was
-    /// certain (at most time.t_max).
-    pub t_final: f64,
-    /// Wall time of the integration, observers included.
-    pub wall_seconds: f64,
-    /// The version of tokdyn that ran.
-    pub version: String,
-    /// The tokens' seed.
-    pub seed: u64,
-    /// The command line, for provenance.
-    pub command_line: Vec<String>,
-    /// The scenario file as given.
-    pub scenario_file: String,
-    /// The scenario after `--set`, with every default and matrix written out.
-    pub scenario: toml::Table,
-    /// `tokdyn compare`: the reductions against the full model.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compare: Option<crate::compare::CompareSummary>,
-    /// For a stack of layers: its size, passes, and what the label was read on.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stack: Option<crate::layers::StackInfo>,
-    /// Pre-LN: the range of the stream's norms |x_k| at the last sample.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stream_norms: Option<simulation::NormRange>,
-    /// The tight clusters (models with tokens).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clusters: Option<crate::classify::metastable::RunClusters>,
-    /// The rows of clusters.csv, for the Python module (not written to summary.json).
-    #[serde(skip)]
-    pub cluster_rows: Vec<crate::observe::cluster_series::ClusterRow>,
-}
-
-impl Summary {
-    /// The summary of a finished run.
-    pub fn new(
-        scenario: &Scenario,
-        model: ModelKind,
-        solution: &Solution,
-        classification: &Classification,
-        options: &RunOptions,
-    ) -> Self {
-        let label = classification.label;
-        let choice = simulation::kernel_choice(scenario, model).unwrap_or(KernelChoice::Direct);
-        Summary {
-            name: scenario.name.clone(),
-            description: scenario.description.clone(),
-            model,
-            kernel: scenario.model.kernel,
-            kernel_method: match choice {
-                KernelChoice::Direct => KernelMethodKind::Direct,
-                KernelChoice::Spectral { .. } => KernelMethodKind::Spectral,
-            },
-            spectral_terms: choice.terms(),
-            n: scenario.tokens.n,
-            d: scenario.model.d,
-            expect_met: scenario.expect.map(|e| e == label),
-            expect: scenario.expect,
-            label,
-            label_reason: classification.reason.clone(),
-            features: classification.features.clone(),
-            norm_drift_max: solution.norm_drift_max,
-            norm_drift_step_max: solution.step_drift_max,
-            rhs_evals: solution.rhs_evals,
-            accepted_steps: solution.accepted_steps,
-            rejected_steps: solution.rejected_steps,
-            samples: solution.samples,
-            t_end: scenario.time.t_end,
-            t_final: solution.t_last,
-            wall_seconds: solution.wall.as_secs_f64(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            seed: scenario.tokens.seed,
-            command_line: options.command_line.clone(),
-            scenario_file: scenario.file.display().to_string(),
-            scenario: scenario.resolved.clone(),
-            compare: None,
-            stack: None,
-            stream_norms: simulation::stream_norms(scenario, model, &solution.final_state),
-            clusters: None,
-            cluster_rows: Vec::new(),
-        }
-    }
-}
-
-/// The label of the run whose output folder is `dir` (read from its summary.json), if there is
-/// one.
-pub fn read_label(dir: &Path) -> Option<Label> {
-    /// The part of summary.json read back.
-    #[derive(serde::Deserialize)]
-    struct Labelled {
-        label: Label,
-    }
-    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
-    serde_json::from_str::<Labelled>(&text)
-        .ok()
-        .map(|s| s.label)
-}
-
-/// What a finished run hands back.
-#[derive(Debug, Clone)]
-pub struct RunReport {
-    /// The output folder.
-    pub dir: PathBuf,
-    /// The summary written there.
-    pub summary: Summary,
-}
-
-/// Refuses, before allocating, a run that cannot fit in memory.
-pub fn check_memory(scenario: &Scenario, model: ModelKind) -> Result<(), Error> {
-    let need = simulation::memory_estimate(scenario, model);
-    if let Some(available) = simulation::memory_available() {
-        if need > available {
-            return Err(Error::Input(format!(
-                "{}: tokens.n: n = {}, d = {} needs about {:.1} GiB with the {model} model, more than the {:.1} GiB available",
-                scenario.file.display(),
-                scenario.tokens.n,
-                scenario.model.d,
-                need as f64 / (1u64 << 30) as f64,
-                available as f64 / (1u64 << 30) as f64
-            )));
-        }
-    }
-    Ok(())
-}
+use super::portrait::{cycles, portrait_title, PORTRAIT_GUIDE_TIME};
 
 /// Refuses (exit 2) a run whose files would not fit in the free space where `dir` lives:
 /// about 200 bytes a sample for order.csv (and compare.csv), plus the trajectory when asked.
@@ -394,8 +205,8 @@ fn draw_portrait(scenario: &Scenario, series: &OrderSeries, dir: &Path) -> std::
         return Ok(());
     };
     let fixed = plot::portrait::fixed_kinds(&crate::predict::fixed_points(&sh));
-    let cycles = crate::portrait::cycles(scenario, &sh);
-    let title = crate::portrait::portrait_title(&scenario.name, true);
+    let cycles = cycles(scenario, &sh);
+    let title = portrait_title(&scenario.name, true);
     plot::portrait_plot(
         &sh,
         &fixed,
@@ -428,19 +239,6 @@ pub fn classify_run(
     Ok((c, Some(info)))
 }
 
-/// The label of a run's series: the stationary state under noise, else the long-term
-/// behaviour.
-pub fn classify_series(scenario: &Scenario, series: &OrderSeries) -> Classification {
-    if scenario.noise.is_some() {
-        crate::classify::classify_stationary(series, scenario.tokens.n)
-    } else {
-        classify(series)
-    }
-}
-
-/// How long the portrait's guide trajectories run.
-pub const PORTRAIT_GUIDE_TIME: f64 = 30.0;
-
 /// Runs `scenario` with its `run.model` and writes the output folder.
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error> {
     run_observed(scenario, options, &mut [])
@@ -453,7 +251,7 @@ pub fn run_observed(
     extra: &mut [&mut dyn Observer],
 ) -> Result<RunReport, Error> {
     let model = scenario.run.model;
-    check_memory(scenario, model)?;
+    simulation::check_memory(scenario, model)?;
     let sim = simulation::build(scenario, model)?;
     let target = options.folder(scenario);
     let staged = StagedDir::new(&target, ResultKind::Run)?;
@@ -553,91 +351,40 @@ fn write_final_tokens(
     }
 }
 
-/// Runs `scenario` with its `run.model` without writing anything: the `extra` observers see
-/// every sample (the Python module keeps the series, tokens and trajectory with them) and the
-/// summary that `run` would write is returned.
-pub fn run_in_memory(
-    scenario: &Scenario,
+/// `tokdyn run`: the label line, and whether the scenario's `expect` was met.
+pub fn cli(
+    scenario: &Path,
+    model: Option<String>,
+    mut sets: Vec<String>,
     options: &RunOptions,
-    extra: &mut [&mut dyn Observer],
-) -> Result<Summary, Error> {
-    let model = scenario.run.model;
-    check_memory(scenario, model)?;
-    let sim = simulation::build(scenario, model)?;
-    let mut watch = CertaintyWatch::default();
-    let mut clusters = cluster_series(scenario, model, None)?;
-    let mut observers: Vec<&mut dyn Observer> = vec![&mut watch];
-    for o in extra.iter_mut() {
-        observers.push(&mut **o);
+) -> Result<(), Error> {
+    let changed = !sets.is_empty();
+    if let Some(m) = model {
+        sets.push(format!("run.model={m}"));
     }
-    if let Some(c) = clusters.as_mut() {
-        observers.push(c);
-    }
-    let solution = sim
-        .solve(&mut observers)
-        .map_err(Error::io(&scenario.file))?
-        .succeeded(&scenario.name, sim.model)?;
-    let (classification, cluster_summary) = label_clusters(
-        scenario,
-        model,
-        classify_series(scenario, &watch.series),
-        &clusters,
-    );
-    let mut summary = Summary::new(scenario, model, &solution, &classification, options);
-    summary.clusters = cluster_summary;
-    summary.cluster_rows = clusters.map(|c| c.rows().to_vec()).unwrap_or_default();
-    Ok(summary)
-}
-
-/// The clusters observer of a run whose model has tokens (not `oa`), writing `clusters.csv`
-/// into `dir` when given; the energy column is filled where the flow has one (one layer,
-/// V = A symmetric, docs/MATH.md §11).
-pub fn cluster_series(
-    scenario: &Scenario,
-    model: ModelKind,
-    dir: Option<&Path>,
-) -> Result<Option<ClusterSeries>, Error> {
-    if model == ModelKind::Oa {
-        return Ok(None);
-    }
-    let d = scenario.model.d;
-    let energy = if simulation::one_free_sphere_layer(scenario) {
-        Energy::of_attention(&simulation::attention(scenario))
-            .filter(|e| e.computable(scenario.tokens.n, d))
+    let scenario = Scenario::load(scenario, &sets)?;
+    let report = if scenario.ensemble.is_some() {
+        super::ensemble::run(&scenario, options)?
     } else {
-        None
+        run(&scenario, options)?
     };
-    let energy = energy.map(|e| -> EnergyFn { Box::new(move |x: &[f64]| e.value(x, d)) });
-    let series = ClusterSeries::new(scenario.clusters, d, energy);
-    Ok(Some(match dir {
-        Some(dir) => {
-            let path = dir.join("clusters.csv");
-            series.with_csv(&path).map_err(Error::io(&path))?
-        }
-        None => series,
-    }))
-}
-
-/// The label refined by the clusters (docs/MATH.md §11; `--model clusters`: `undetermined` when
-/// the cluster model never took over) and summary.json `clusters`.
-pub fn label_clusters(
-    scenario: &Scenario,
-    model: ModelKind,
-    c: Classification,
-    clusters: &Option<ClusterSeries>,
-) -> (Classification, Option<RunClusters>) {
-    let Some(series) = clusters else {
-        return (c, None);
-    };
-    let (c, metastable) = metastable::refine_run(
-        c,
-        simulation::cluster_attention(scenario).as_ref(),
-        series,
-        model == ModelKind::Clusters,
+    let s = &report.summary;
+    println!(
+        "{}: {} ({}) in {:.2} s, {} field evaluations -> {}",
+        s.name,
+        s.label,
+        s.label_reason,
+        s.wall_seconds,
+        s.rhs_evals,
+        report.dir.display()
     );
-    let summary = series.summary().map(|summary| RunClusters {
-        summary,
-        metastable,
-    });
-    (c, summary)
+    // `expect` speaks of the scenario as written: with --set it may no longer apply.
+    if let (Some(expect), Some(false)) = (&s.expect, s.expect_met) {
+        if changed {
+            println!("(the scenario as written expects {expect}; --set changed it)");
+        } else {
+            println!("expected {expect}, got {}", s.label);
+        }
+    }
+    Ok(())
 }

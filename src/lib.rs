@@ -7,26 +7,33 @@
 //! x_k' = P_k ( (1/n) sum_j h(beta <x_k, A x_j>) V x_j ),   P_k y = y - <x_k, y> x_k.
 //! ```
 //!
-//! The crate is organised the way the data flows:
+//! The crate is organised in layers, each importing only the ones below it (docs/DESIGN.md,
+//! "Layers"; checked by `tests/architecture.rs`), from the bottom:
 //!
-//! - [`scenario`]: the scenario file (TOML) as checked types;
-//! - [`model`]: attention kernels and the sphere vector field ([`model::SphereField`]);
-//! - [`reduced`]: the d = 2 LSA reductions (phase model, Watanabe–Strogatz, Ott–Antonsen);
-//! - [`simulation`]: a scenario and a model choice become a problem;
-//! - [`integrate`]: `solve(problem, method, observers) -> Solution` (its own steppers);
-//! - [`observe`]: order parameters and observers (series, progress);
-//! - [`classify`]: labels of the long-term behaviour;
-//! - [`output`]: atomic output folders and file writers;
-//! - [`layers`]: stacks of layers (`layers.csv`, the stroboscopic series of a loop);
-//! - [`checkpoint`]: attention heads from `.safetensors` checkpoints; [`inspect`]: their spectra;
-//! - [`predict`]: OA fixed points, stability, limit cycles and the predicted label;
-//! - [`bifurcation`]: the OA field's derivatives and normal forms (l1, fold coefficient);
-//! - [`plot`]: the pictures; [`sweep`]: grids, shards, refinement and continuation;
-//! - [`run`], [`compare`], [`portrait`]: the commands, as library functions.
+//! - [`label`], [`figure`]: the behaviour labels and picture formats every layer names;
+//!   [`input`], [`memory`], [`interrupt`]: reading files, memory and signal guards;
+//! - [`observe`]: order parameters, tight clusters and observers (series, progress);
+//!   [`checkpoint`]: attention heads from `.safetensors` checkpoints and their spectra;
+//! - [`scenario`]: the scenario file (TOML) as checked types; [`integrate`]:
+//!   `solve(problem, method, observers) -> Solution` (DOP853, the noisy step);
+//! - [`model`]: attention kernels, masks, factored heads and the sphere field
+//!   ([`model::SphereField`]); [`reduced`]: phase model, Watanabe–Strogatz, Ott–Antonsen, the
+//!   group model and the cluster model;
+//! - [`classify`]: labels of the long-term behaviour (metastability, stationary states);
+//! - [`error`]: what a user can meet; [`layers`]: stacks of layers;
+//! - [`simulation`]: a scenario and a model choice become a problem; [`output`]: atomic
+//!   output folders, file writers, run options;
+//! - [`outcome`]: one run's label and `summary.json`; [`predict`]: OA fixed points, limit
+//!   cycles, the predicted label and clusters;
+//! - [`bifurcation`]: normal forms (l1, fold coefficient) and periodic orbits; [`ensemble`]:
+//!   many seeds; [`plot`]: the pictures;
+//! - [`sweep`]: grids, shards, refinement, continuation, codim 2, cycles;
+//! - [`command`]: the commands (`run`, `compare`, `predict`, `portrait`, `sweep`, `merge`,
+//!   `inspect`), as library functions.
 //!
 //! ```no_run
 //! use std::path::Path;
-//! use tokdyn::{run::{run, RunOptions}, scenario::Scenario};
+//! use tokdyn::{command::run::run, output::RunOptions, scenario::Scenario};
 //! let scenario = Scenario::load(Path::new("scenarios/case1-clustering.toml"), &[]).unwrap();
 //! let report = run(&scenario, &RunOptions::default()).unwrap();
 //! println!("{}", report.summary.label);

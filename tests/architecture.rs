@@ -150,14 +150,22 @@ fn every_import_points_down_the_drawn_layers() {
     let layers = drawn_layers(&fs::read_to_string(root.join("docs/DESIGN.md")).unwrap());
     let modules: BTreeSet<&String> = graph.keys().collect();
     let drawn: BTreeSet<&String> = layers.keys().collect();
-    assert_eq!(modules, drawn, "the drawing names exactly the modules of src/");
+    assert_eq!(
+        modules, drawn,
+        "the drawing names exactly the modules of src/"
+    );
     let wrong = upward_edges(&graph, &layers);
-    assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "imports against the layers:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]
 fn the_reader_finds_every_kind_of_path() {
-    let text = "use crate::a::X;\nuse crate::{b::{c, d}, e, self};\n/// [`crate::f`] and crate::g::{h}";
+    let text =
+        "use crate::a::X;\nuse crate::{b::{c, d}, e, self};\n/// [`crate::f`] and crate::g::{h}";
     let found: Vec<String> = crate_paths(text).into_iter().collect();
     assert_eq!(found, ["a", "b", "e", "f", "g"]);
 }
@@ -169,6 +177,10 @@ fn an_upward_import_is_reported() {
         ("high".to_string(), BTreeSet::from(["low".to_string()])),
     ]
     .into();
-    let layers = drawn_layers("<!-- layers -->\n```text\n1  high  -- top\n0  low  -- bottom\n```\n");
-    assert_eq!(upward_edges(&graph, &layers), ["low (layer 0) -> high (layer 1)"]);
+    let layers =
+        drawn_layers("<!-- layers -->\n```text\n1  high  -- top\n0  low  -- bottom\n```\n");
+    assert_eq!(
+        upward_edges(&graph, &layers),
+        ["low (layer 0) -> high (layer 1)"]
+    );
 }

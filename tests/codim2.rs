@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use nalgebra::{DMatrix, DVector};
 use num_complex::Complex64;
-use tokdyn::model::{Attention, Head, Kernel};
-use tokdyn::reduced::SecondHarmonic;
+
+#[path = "common/family.rs"]
+mod family;
+use family::{base, coefficients, V21, V22};
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -32,43 +34,6 @@ fn table(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
         .map(|l| l.split(',').map(String::from).collect())
         .collect();
     (header, rows)
-}
-
-/// A random family V = V0 + v11 E11 + v12 E12 (the seed-9 draw of N(0, 0.49) entries, rounded),
-/// with a fold curve and a Hopf curve meeting at a BT point near (v11, v12) = (0.22, -0.11).
-const A: [[f64; 2]; 2] = [[-0.6585, 0.1559], [0.9054, 1.0743]];
-const V21: f64 = 0.2307;
-const V22: f64 = -0.1714;
-
-fn base(v11: f64, v12: f64) -> String {
-    format!(
-        r#"
-name = "family"
-[params]
-v11 = {v11}
-v12 = {v12}
-[model]
-kernel = "lsa"
-beta = 1.0
-d = 2
-A = [[{}, {}], [{}, {}]]
-V = [["v11", "v12"], [{V21}, {V22}]]
-[tokens]
-n = 16
-init = "poisson"
-r0 = 0.3
-[time]
-t_end = 2.0
-samples = 21
-"#,
-        A[0][0], A[0][1], A[1][0], A[1][1]
-    )
-}
-
-fn coefficients(p1: f64, p2: f64) -> SecondHarmonic {
-    let a = DMatrix::from_row_slice(2, 2, &[A[0][0], A[0][1], A[1][0], A[1][1]]);
-    let v = DMatrix::from_row_slice(2, 2, &[p1, p2, V21, V22]);
-    SecondHarmonic::new(&Attention::new(Kernel::Lsa, 1.0, vec![Head { a, v }])).unwrap()
 }
 
 /// F(x) at (p1, p2) and its Jacobian by central differences (independent of the library's).

@@ -10,10 +10,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use nalgebra::DMatrix;
 use num_complex::Complex64;
-use tokdyn::model::{Attention, Head, Kernel};
 use tokdyn::reduced::SecondHarmonic;
+
+#[path = "common/family.rs"]
+mod family;
+use family::{base, coefficients};
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -25,42 +27,6 @@ fn tokdyn() -> Command {
     let mut c = Command::cargo_bin("tokdyn").unwrap();
     c.env_remove("SLURM_ARRAY_TASK_ID");
     c
-}
-
-/// The random family of tests/codim2.rs: V = [[v11, v12], [V21, V22]].
-const A: [[f64; 2]; 2] = [[-0.6585, 0.1559], [0.9054, 1.0743]];
-const V21: f64 = 0.2307;
-const V22: f64 = -0.1714;
-
-fn base(v11: f64, v12: f64) -> String {
-    format!(
-        r#"
-name = "family"
-[params]
-v11 = {v11}
-v12 = {v12}
-[model]
-kernel = "lsa"
-beta = 1.0
-d = 2
-A = [[{}, {}], [{}, {}]]
-V = [["v11", "v12"], [{V21}, {V22}]]
-[tokens]
-n = 16
-init = "poisson"
-r0 = 0.3
-[time]
-t_end = 2.0
-samples = 21
-"#,
-        A[0][0], A[0][1], A[1][0], A[1][1]
-    )
-}
-
-fn coefficients(p1: f64, p2: f64) -> SecondHarmonic {
-    let a = DMatrix::from_row_slice(2, 2, &[A[0][0], A[0][1], A[1][0], A[1][1]]);
-    let v = DMatrix::from_row_slice(2, 2, &[p1, p2, V21, V22]);
-    SecondHarmonic::new(&Attention::new(Kernel::Lsa, 1.0, vec![Head { a, v }])).unwrap()
 }
 
 /// One row of cycles.csv.

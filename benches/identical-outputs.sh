@@ -35,6 +35,79 @@ v11 = { from = 0.0, to = 1.0, steps = 3 }
 v12 = { from = 0.1, to = 0.7, steps = 3 }
 TOML
 
+# This round's rooms: softmax clusters and the cluster model, noise and ensembles, a sweep over
+# the temperature, the codim-2 curves and the cycles of the random family.
+cat > "$scratch/input/sa-metastable.toml" <<'TOML'
+name = "sa-metastable"
+[model]
+kernel = "sa"
+beta = 4.0
+d = 2
+A = "identity"
+V = "identity"
+[tokens]
+n = 120
+seed = 2
+[time]
+t_end = 30.0
+samples = 121
+TOML
+cat > "$scratch/input/noisy-ensemble.toml" <<'TOML'
+name = "noisy-ensemble"
+[model]
+kernel = "usa"
+beta = 0
+d = 2
+A = "identity"
+V = "identity"
+[tokens]
+n = 60
+seed = 5
+[time]
+t_end = 6.0
+samples = 31
+[noise]
+temperature = 0.3
+seed = 20
+dt = 0.05
+[ensemble]
+runs = 4
+TOML
+cat > "$scratch/input/sweep-temperature.toml" <<'TOML'
+name = "sweep-temperature"
+scenario = "noisy-ensemble.toml"
+[axes]
+"noise.temperature" = { from = 0.05, to = 2.05, steps = 3 }
+TOML
+cp "$sc"/random-family.toml "$scratch/input/"
+cat > "$scratch/input/sweep-codim2.toml" <<'TOML'
+name = "sweep-codim2"
+scenario = "random-family.toml"
+model = "oa"
+[axes]
+v11 = { from = -0.2, to = 0.7, steps = 4 }
+v12 = { from = -0.6, to = 0.4, steps = 4 }
+[codim2]
+parameters = ["v11", "v12"]
+from = [-0.2, -0.6]
+to = [0.7, 0.4]
+step = 0.02
+curves = ["fold", "hopf"]
+TOML
+cat > "$scratch/input/sweep-cycles.toml" <<'TOML'
+name = "sweep-cycles"
+scenario = "random-family.toml"
+model = "oa"
+[axes]
+v12 = { from = -0.6, to = 0.4, steps = 2 }
+[continuation]
+parameter = "v12"
+from = -0.6
+to = 0.4
+step = 0.01
+cycles = true
+TOML
+
 small2="--set tokens.n=64 --set time.t_end=30 --set time.samples=301"
 # name | command line (after the binary; OUT is replaced by the output folder)
 cases=(
@@ -61,6 +134,16 @@ cases=(
   "layers-gpt2|run $sc/real-tiny-gpt2.toml --out OUT --set time.t_end=12 --set time.samples=121"
   "sweep|sweep $scratch/input/sweep-small.toml --out OUT --set time.t_end=40 --set time.samples=401"
   "inspect|inspect $sc/tiny-gpt2.safetensors --heads 4 --out OUT"
+  "sa-clusters|run $scratch/input/sa-metastable.toml --out OUT"
+  "clusters-model|run $scratch/input/sa-metastable.toml --out OUT --model clusters"
+  "compare-sa|compare $scratch/input/sa-metastable.toml --out OUT"
+  "predict-sa|predict $scratch/input/sa-metastable.toml --out OUT"
+  "noise-ensemble|run $scratch/input/noisy-ensemble.toml --out OUT"
+  "noise-one|run $scratch/input/noisy-ensemble.toml --out OUT --set ensemble.runs=1"
+  "sweep-temperature|sweep $scratch/input/sweep-temperature.toml --out OUT"
+  "sweep-codim2|sweep $scratch/input/sweep-codim2.toml --out OUT"
+  "sweep-cycles|sweep $scratch/input/sweep-cycles.toml --out OUT --set params.v11=0.25"
+  "gpt2-causal|run $sc/real-gpt2-causal.toml --out OUT --set time.t_end=6 --set time.samples=61"
 )
 
 # Runs every case with binary $1 and $2 threads into $scratch/$3.

@@ -13,16 +13,15 @@ use std::io::BufWriter;
 use std::path::Path;
 use std::time::Instant;
 
-use num_complex::Complex64;
 use serde::Serialize;
 
 use crate::classify::classify;
 use crate::error::Error;
-use crate::integrate::solve;
 use crate::observe::cluster_series::ClusterSeries;
-use crate::observe::{Observer, OrderSeries};
+use crate::observe::OrderSeries;
 use crate::outcome::{
-    cluster_series, compare_summary, label_clusters, CompareMerges, ModelRow, Summary,
+    cluster_series, compare_summary, compared_models, label_clusters, run_compared, CompareMerges,
+    ModelRow, Summary,
 };
 use crate::output::{write_json, write_tokens_csv, ResultKind, RunOptions, StagedDir};
 use crate::scenario::{ModelKind, Scenario};
@@ -56,68 +55,6 @@ struct CompareRow {
     oa_im: Option<f64>,
     group_re: Option<f64>,
     group_im: Option<f64>,
-}
-
-fn max_distance(a: &[Complex64], b: &[Complex64]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).norm())
-        .fold(0.0, f64::max)
-}
-
-/// The models compared with `full`: the d = 2 reductions and `group` when the scenario is d = 2
-/// LSA, `group` alone for LSA in another dimension; other kernels are an error at `run.model`.
-fn compared_models(scenario: &Scenario) -> Result<Vec<ModelKind>, Error> {
-    if scenario.model.kernel != crate::scenario::KernelKind::Lsa {
-        return Ok(vec![ModelKind::Clusters]);
-    }
-    if scenario.model.d != 2 && scenario.model.kernel == crate::scenario::KernelKind::Lsa {
-        return Ok(vec![ModelKind::Group]);
-    }
-    for model in [ModelKind::Phase, ModelKind::Ws, ModelKind::Oa] {
-        simulation::second_harmonic(scenario, model)?;
-    }
-    Ok(vec![
-        ModelKind::Phase,
-        ModelKind::Ws,
-        ModelKind::Oa,
-        ModelKind::Group,
-    ])
-}
-
-/// Runs one model for the comparison: its R2 series and its row.
-fn run_compared(
-    scenario: &Scenario,
-    model: ModelKind,
-    tokens: &[f64],
-    full_series: &OrderSeries,
-    staged: &StagedDir,
-) -> Result<(ModelRow, OrderSeries, Option<ClusterSeries>), Error> {
-    let sim = simulation::build_with_tokens(scenario, model, tokens.to_vec())?;
-    let mut series = OrderSeries::new();
-    let mut clusters =
-        cluster_series(scenario, model, None)?.filter(|_| model == ModelKind::Clusters);
-    let started = Instant::now();
-    let mut observers: Vec<&mut dyn Observer> = vec![&mut series];
-    if let Some(c) = clusters.as_mut() {
-        observers.push(c);
-    }
-    let solved = if sim.staircase.is_some() {
-        sim.solve(&mut observers)
-    } else {
-        solve(&sim.problem(), sim.method, &mut observers)
-    };
-    solved
-        .map_err(Error::io(staged.path()))?
-        .succeeded(&scenario.name, model)?;
-    let seconds = started.elapsed().as_secs_f64();
-    let row = ModelRow {
-        model,
-        unknowns: sim.initial_state.len(),
-        seconds,
-        max_dr2: max_distance(&series.r2, &full_series.r2),
-    };
-    Ok((row, series, clusters))
 }
 
 /// Writes compare.csv: R2 of every model at every sample.
@@ -189,7 +126,7 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
     let mut model_clusters = None;
     for model in models {
         let (row, series, clusters) =
-            run_compared(scenario, model, &tokens, &full_series, &staged)?;
+            run_compared(scenario, model, &tokens, &full_series, staged.path())?;
         rows.push(row);
         others.push((model, series));
         model_clusters = model_clusters.or(clusters);

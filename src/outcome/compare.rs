@@ -1,10 +1,20 @@
-//! The `compare` object of summary.json: how far each reduction's R2 strays from the full
-//! model's (docs/MATH.md §4, the reductions), with each model's wall time and unknowns.
+//! The reductions against the full model (docs/MATH.md §4, §11): which models a scenario is
+//! compared with, one model's run from the full model's initial tokens, and the `compare`
+//! object of summary.json (max over the samples of |R2 - R2_full|, wall time, unknowns).
 
+use std::path::Path;
+use std::time::Instant;
+
+use num_complex::Complex64;
 use serde::Serialize;
 
-use crate::observe::cluster_series::Merge;
-use crate::scenario::ModelKind;
+use super::cluster_series;
+use crate::error::Error;
+use crate::integrate::solve;
+use crate::observe::cluster_series::{ClusterSeries, Merge};
+use crate::observe::{Observer, OrderSeries};
+use crate::scenario::{ModelKind, Scenario};
+use crate::simulation;
 
 /// One model's line of the comparison.
 #[derive(Debug, Clone, Serialize)]
@@ -99,4 +109,66 @@ pub fn compare_summary(rows: &[ModelRow]) -> CompareSummary {
         ws_vs_full: dr2.ws,
         merges: None,
     }
+}
+
+fn max_distance(a: &[Complex64], b: &[Complex64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).norm())
+        .fold(0.0, f64::max)
+}
+
+/// The models compared with `full`: the d = 2 reductions and `group` when the scenario is d = 2
+/// LSA, `group` alone for LSA in another dimension; other kernels are an error at `run.model`.
+pub fn compared_models(scenario: &Scenario) -> Result<Vec<ModelKind>, Error> {
+    if scenario.model.kernel != crate::scenario::KernelKind::Lsa {
+        return Ok(vec![ModelKind::Clusters]);
+    }
+    if scenario.model.d != 2 && scenario.model.kernel == crate::scenario::KernelKind::Lsa {
+        return Ok(vec![ModelKind::Group]);
+    }
+    for model in [ModelKind::Phase, ModelKind::Ws, ModelKind::Oa] {
+        simulation::second_harmonic(scenario, model)?;
+    }
+    Ok(vec![
+        ModelKind::Phase,
+        ModelKind::Ws,
+        ModelKind::Oa,
+        ModelKind::Group,
+    ])
+}
+
+/// Runs one model for the comparison: its R2 series and its row.
+pub fn run_compared(
+    scenario: &Scenario,
+    model: ModelKind,
+    tokens: &[f64],
+    full_series: &OrderSeries,
+    dir: &Path,
+) -> Result<(ModelRow, OrderSeries, Option<ClusterSeries>), Error> {
+    let sim = simulation::build_with_tokens(scenario, model, tokens.to_vec())?;
+    let mut series = OrderSeries::new();
+    let mut clusters =
+        cluster_series(scenario, model, None)?.filter(|_| model == ModelKind::Clusters);
+    let started = Instant::now();
+    let mut observers: Vec<&mut dyn Observer> = vec![&mut series];
+    if let Some(c) = clusters.as_mut() {
+        observers.push(c);
+    }
+    let solved = if sim.staircase.is_some() {
+        sim.solve(&mut observers)
+    } else {
+        solve(&sim.problem(), sim.method, &mut observers)
+    };
+    solved
+        .map_err(Error::io(dir))?
+        .succeeded(&scenario.name, model)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let row = ModelRow {
+        model,
+        unknowns: sim.initial_state.len(),
+        seconds,
+        max_dr2: max_distance(&series.r2, &full_series.r2),
+    };
+    Ok((row, series, clusters))
 }

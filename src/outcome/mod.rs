@@ -13,7 +13,10 @@
 mod compare;
 mod summary;
 
-pub use compare::{compare_summary, CompareMerges, CompareSummary, ModelRow, PerModel};
+pub use compare::{
+    compare_summary, compared_models, run_compared, CompareMerges, CompareSummary, ModelRow,
+    PerModel,
+};
 pub use summary::{RunReport, Summary};
 
 use std::path::Path;

@@ -16,6 +16,8 @@
 
 mod convert;
 mod detached;
+mod inspect;
+mod portrait;
 mod record;
 
 use std::path::{Path, PathBuf};
@@ -460,6 +462,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(predict, m)?)?;
     m.add_function(wrap_pyfunction!(field, m)?)?;
     m.add_function(wrap_pyfunction!(order_parameters, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(portrait::portrait, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

@@ -3,7 +3,8 @@
 
 Each notebook is copied into a temporary folder and executed there by nbclient in a fresh
 kernel (the working directory is examples/, so the notebooks find the repository; they write
-their results into temporary folders), so the stored notebooks stay without outputs. A notebook
+their results into temporary folders, here under the runner's own, removed when all pass), so
+the stored notebooks stay without outputs. A notebook
 fails when a cell raises (an assert included) or when it runs longer than --timeout seconds
 (the kernel is then stopped). The executed copy of a failed notebook is kept and its path
 printed. Exit status: 0 when every notebook passed, 1 otherwise.
@@ -12,6 +13,7 @@ printed. Exit status: 0 when every notebook passed, 1 otherwise.
 """
 
 import argparse
+import os
 import pathlib
 import re
 import shutil
@@ -29,10 +31,14 @@ def execute(path, workdir, timeout):
     """Runs the copy of `path` in `workdir`; returns (error or None, wall seconds, copy)."""
     copy = workdir / path.name
     shutil.copyfile(path, copy)
+    # The notebook's own temporary folders go under workdir too (removed with it).
+    scratch = workdir / f"{path.stem}-tmp"
+    scratch.mkdir()
+    os.environ["TMPDIR"] = str(scratch)
     book = nbformat.read(copy, as_version=4)
     client = NotebookClient(
         book,
-        timeout=timeout,  # per cell; the whole notebook is bounded below
+        timeout=timeout,
         kernel_name="python3",
         resources={"metadata": {"path": str(HERE)}},
     )
@@ -41,9 +47,12 @@ def execute(path, workdir, timeout):
     try:
         with client.setup_kernel():
             for index, cell in enumerate(book.cells):
-                client.execute_cell(cell, index)
-                if time.monotonic() - start > timeout:
+                # Each cell gets what is left of the notebook's time (nbclient stops it then).
+                left = timeout - (time.monotonic() - start)
+                if left <= 0:
                     raise TimeoutError(f"still running after {timeout} s (at cell {index})")
+                client.timeout = max(1, int(left))
+                client.execute_cell(cell, index)
     except Exception as e:  # a failing cell, a timeout, a kernel that died
         detail = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()  # no terminal colours
         error = type(e).__name__
@@ -73,6 +82,7 @@ def main():
             print(f"FAILED  {path.name}  {seconds:7.1f} s  (executed copy: {copy})\n{error}", flush=True)
         else:
             copy.unlink()
+            shutil.rmtree(keep / f"{path.stem}-tmp", ignore_errors=True)
             print(f"passed  {path.name}  {seconds:7.1f} s", flush=True)
     if not failed:
         shutil.rmtree(keep, ignore_errors=True)

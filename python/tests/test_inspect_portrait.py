@@ -217,3 +217,30 @@ def test_portrait_bad_input(tmp_path):
     with pytest.raises(ValueError, match="noise"):
         tokdyn.portrait(CASE4, set={"noise.temperature": 0.1})
     assert not list(tmp_path.iterdir())
+
+
+def test_inspect_a_bert_layout_matches_numpy(tmp_path):
+    """bert: nn.Linear weights (y = x W^T), so W_Q = query.weight^T, ..., W_O = dense.weight^T."""
+    rng = np.random.default_rng(11)
+    tensors = {"embeddings.word_embeddings.weight": rng.normal(size=(VOCAB, D))}
+    for part in ("self.query", "self.key", "self.value", "output.dense"):
+        tensors[f"encoder.layer.0.attention.{part}.weight"] = rng.normal(size=(D, D)) / np.sqrt(D)
+    path = tmp_path / "tiny-bert.safetensors"
+    write_safetensors(path, tensors)
+    w = {k.split(".attention.")[-1][: -len(".weight")]: v.astype(np.float32).astype(np.float64)
+         for k, v in tensors.items() if ".attention." in k}
+    heads = 4
+    r = tokdyn.inspect(path, heads=heads, format="bert")
+    assert r["format"] == "bert" and r["layers"] == [0] and len(r["head"]) == heads
+    dh = D // heads
+    q, k, v, o = (w[n].T for n in ("self.query", "self.key", "self.value", "output.dense"))
+    for h in range(heads):
+        cols = slice(h * dh, (h + 1) * dh)
+        a = q[:, cols] @ k[:, cols].T / np.sqrt(dh)
+        vv = (v[:, cols] @ o[cols, :]).T
+        assert np.max(np.abs(r["A"][h] - a)) < 1e-12 and np.max(np.abs(r["V"][h] - vv)) < 1e-12
+        assert np.max(np.abs(r["a_sym"][h] - np.linalg.eigvalsh((a + a.T) / 2))) < 1e-12
+        # V_h has rank d_h: d - d_h of its eigenvalues are zero.
+        assert np.sum(np.abs(r["v_eig"][h]) < 1e-9) == D - dh
+    with pytest.raises(ValueError):
+        tokdyn.inspect(path, heads=heads, format="gpt2")

@@ -16,6 +16,8 @@
 
 mod convert;
 mod detached;
+mod inspect;
+mod portrait;
 mod record;
 
 use std::path::{Path, PathBuf};
@@ -96,7 +98,9 @@ fn run<'py>(
         let mut recorder = recorder;
         let opts = options(out.clone(), "run");
         let summary = match out {
-            Some(_) => tokdyn::command::run::run_observed(&scenario, &opts, &mut [&mut recorder])?.summary,
+            Some(_) => {
+                tokdyn::command::run::run_observed(&scenario, &opts, &mut [&mut recorder])?.summary
+            }
             None => tokdyn::outcome::run_in_memory(&scenario, &opts, &mut [&mut recorder])?,
         };
         let text = serde_json::to_string(&summary).map_err(|e| Error::Input(e.to_string()))?;
@@ -210,7 +214,10 @@ fn compare(
 ) -> PyResult<(String, String)> {
     let scenario = load_scenario(scenario, sets, None)?;
     let mut texts = into_folder(py, out, &["summary.json", "compare.csv"], move |dir| {
-        Ok(tokdyn::command::compare::compare(&scenario, &options(Some(dir.into()), "compare"))?.dir)
+        Ok(
+            tokdyn::command::compare::compare(&scenario, &options(Some(dir.into()), "compare"))?
+                .dir,
+        )
     })?;
     let csv = texts.pop().unwrap_or_default();
     Ok((texts.pop().unwrap_or_default(), csv))
@@ -460,6 +467,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(predict, m)?)?;
     m.add_function(wrap_pyfunction!(field, m)?)?;
     m.add_function(wrap_pyfunction!(order_parameters, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(portrait::portrait, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

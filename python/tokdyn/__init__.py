@@ -15,6 +15,8 @@ Functions (the work is done by the Rust library, with the GIL released; Ctrl-C s
 - compare(scenario, *, set=None, out=None) -> dict
 - predict(scenario, *, set=None) -> dict (like predict.json)
 - sweep(sweep, *, set=None, out=None) -> dict of numpy columns (like sweep.csv)
+- portrait(scenario, *, set=None, out=None) -> dict (the OA phase portrait's numbers)
+- inspect(checkpoint, *, heads=None, format=None, out=None) -> dict (heads, spectra)
 - field(X, A, V, *, kernel="lsa", beta=1.0) -> ndarray n x d
 - order_parameters(X) -> dict
 
@@ -40,6 +42,8 @@ __all__ = [
     "compare",
     "predict",
     "sweep",
+    "portrait",
+    "inspect",
     "field",
     "order_parameters",
     "__version__",
@@ -284,6 +288,92 @@ def sweep(sweep, *, set=None, out=None):
     if cycles:
         result.cycles = _columns(cycles, text_columns=("stable", "point"))
     result.special_points = _json.loads(special) if special else []
+    return result
+
+
+def portrait(scenario, *, set=None, out=None):
+    """What ``tokdyn portrait`` draws (d = 2, lsa; docs/MATH.md §3.5, §6.1), as numbers.
+
+    Returns a dict: ``fixed_points`` (``r`` complex, ``eigenvalues`` k x 2 complex,
+    ``stability`` str, ``on_boundary`` bool), ``boundary_zeros`` (``phi``, ``slope``,
+    ``transverse``, ``attracting``), ``boundary_circle`` (dict or None), ``cycles`` (a list of
+    dicts: ``kind``, ``label``, ``period``, ``multiplier``, ``r_abs_min``, ``r_abs_max``,
+    ``orbit`` complex), ``t`` and ``path`` (complex R2) with ``path_source`` ("run": the
+    ``order.csv`` in ``out``; "oa": the OA equation from R2(0), as the command does without a
+    run), the predicted ``label`` and ``reason``, and ``picture`` (portrait.png in ``out``, or
+    None: ``out=None`` keeps no files). Fixed points and cycles are ``predict``'s analysis.
+    """
+    source, sets = _source(scenario), _sets(set)
+    picture, order = _native.portrait(source, sets, _out(out))
+    p = predict(scenario, set=set)
+
+    def table(records, names):
+        return {k: _np.array([r[k] for r in records]) for k in names}
+
+    fixed = p["fixed_points"]
+    result = {
+        "fixed_points": {
+            "r": _np.array([complex(*f["r"]) for f in fixed], dtype=complex),
+            "eigenvalues": _np.array(
+                [[complex(*e) for e in f["eigenvalues"]] for f in fixed], dtype=complex
+            ).reshape(len(fixed), 2),
+            "stability": _np.array([f["stability"] for f in fixed], dtype=str),
+            "on_boundary": _np.array([f["on_boundary"] for f in fixed], dtype=bool),
+        },
+        "boundary_zeros": table(
+            p["boundary_zeros"], ("phi", "slope", "transverse", "attracting")
+        ),
+        "boundary_circle": p.get("boundary_circle"),
+        "cycles": [
+            dict(c, orbit=_np.array([complex(*z) for z in c["orbit"]], dtype=complex),
+                 start=complex(*c["start"]))
+            for c in p["limit_cycles"]
+        ],
+        "label": p["label"],
+        "reason": p["reason"],
+        "picture": None if picture is None else _os.fsdecode(picture),
+    }
+    if order is not None:
+        with open(order, newline="") as f:
+            columns = _columns(f.read())
+        result["t"] = columns["t"]
+        result["path"] = columns["r2_re"] + 1j * columns["r2_im"]
+        result["path_source"] = "run"
+    else:
+        oa = run(scenario, model="oa", set=set)
+        result["t"], result["path"], result["path_source"] = oa.t, oa.r2, "oa"
+    return result
+
+
+def inspect(checkpoint, *, heads=None, format=None, out=None):
+    """What ``tokdyn inspect CHECKPOINT --heads H`` computes (docs/MATH.md §8), as numbers.
+
+    Returns a dict: ``table`` (the printed text), ``format`` ("gpt2" or "bert"), ``d``,
+    ``layers`` (list), ``dir`` (the folder of heads.csv when ``out`` is given, else None); with
+    ``heads=H`` also, one entry per head in layer-major order: ``layer``, ``head`` (int64),
+    ``A`` and ``V`` (heads x d x d: A_h = W_Q^h (W_K^h)^T / sqrt(d_h), V_h = (W_V^h W_O^h)^T),
+    ``a_sym`` (heads x d: the eigenvalues of (A_h + A_h^T) / 2, ascending), ``v_eig`` (heads
+    x d complex: the eigenvalues of V_h) and ``rows``: heads.csv as numpy columns (``layer``,
+    ``head``, ``a_sym_min``, ``a_sym_max``, ``a_sym_positive``, ``v_re_min``, ``v_re_max``,
+    ``v_im_max``, ``v_radius``, ``commutator`` = |A V - V A|_F / (|A|_F |V|_F), and
+    ``nearly_commute`` (bool)). Bad input (no such file, heads not dividing d) is ValueError.
+    """
+    if heads is not None and (isinstance(heads, bool) or not isinstance(heads, int)):
+        raise TypeError("heads: expected an int (heads per layer)")
+    if heads is not None and heads < 0:
+        raise ValueError(f"--heads: must be at least 1, found {heads}")
+    path = _os.fsdecode(_os.fspath(checkpoint))
+    native = _native.inspect(path, heads, None if format is None else str(format), _out(out))
+    result = dict(native)
+    text = result.pop("heads_csv")
+    if heads is not None:
+        rows = _columns(text, text_columns=("nearly_commute",))
+        for name in ("layer", "head", "a_sym_positive"):
+            rows[name] = rows[name].astype(_np.int64)
+        rows["nearly_commute"] = rows["nearly_commute"] == "true"
+        result["rows"] = rows
+    if result["dir"] is not None:
+        result["dir"] = _os.fsdecode(result["dir"])
     return result
 
 

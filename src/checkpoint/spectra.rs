@@ -8,6 +8,7 @@
 //! c < [`NEARLY_COMMUTE`] (non-commuting A and V are what allows rotating clusters).
 
 use nalgebra::DMatrix;
+use num_complex::Complex64;
 use serde::Serialize;
 
 use super::HeadWeights;
@@ -42,22 +43,39 @@ pub struct HeadRow {
     pub nearly_commute: bool,
 }
 
+/// The whole spectra of one head: the eigenvalues of the symmetric part of A_h (ascending) and
+/// those of V_h (complex, in the order of the real Schur form; empty when it does not converge).
+#[derive(Debug, Clone)]
+pub struct HeadSpectra {
+    /// Eigenvalues of (A_h + A_h^T) / 2, ascending.
+    pub a_sym: Vec<f64>,
+    /// Eigenvalues of V_h.
+    pub v_eig: Vec<Complex64>,
+}
+
 /// The spectra of one head.
-pub fn head_row(layer: usize, head: usize, w: &HeadWeights) -> HeadRow {
+pub fn spectra(w: &HeadWeights) -> HeadSpectra {
     let sym = (&w.a + w.a.transpose()) * 0.5;
-    let a_eig = sym.symmetric_eigenvalues();
+    let mut a_sym: Vec<f64> = sym.symmetric_eigenvalues().iter().copied().collect();
+    a_sym.sort_by(f64::total_cmp);
     let v_eig = nalgebra::Schur::try_new(w.v.clone(), f64::EPSILON, 100_000)
-        .map(|s| s.complex_eigenvalues().iter().copied().collect::<Vec<_>>())
+        .map(|s| s.complex_eigenvalues().iter().copied().collect())
         .unwrap_or_default();
+    HeadSpectra { a_sym, v_eig }
+}
+
+/// The row of `heads.csv` of one head: its spectra summarised.
+pub fn head_row(layer: usize, head: usize, w: &HeadWeights) -> HeadRow {
+    let HeadSpectra { a_sym, v_eig } = spectra(w);
     let min = |it: &mut dyn Iterator<Item = f64>| it.fold(f64::INFINITY, f64::min);
     let max = |it: &mut dyn Iterator<Item = f64>| it.fold(f64::NEG_INFINITY, f64::max);
     let commutator = relative_commutator(&w.a, &w.v);
     HeadRow {
         layer,
         head,
-        a_sym_min: min(&mut a_eig.iter().copied()),
-        a_sym_max: max(&mut a_eig.iter().copied()),
-        a_sym_positive: a_eig.iter().filter(|&&e| e > 0.0).count(),
+        a_sym_min: min(&mut a_sym.iter().copied()),
+        a_sym_max: max(&mut a_sym.iter().copied()),
+        a_sym_positive: a_sym.iter().filter(|&&e| e > 0.0).count(),
         v_re_min: min(&mut v_eig.iter().map(|z| z.re)),
         v_re_max: max(&mut v_eig.iter().map(|z| z.re)),
         v_im_max: max(&mut v_eig.iter().map(|z| z.im.abs())),

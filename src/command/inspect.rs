@@ -17,6 +17,12 @@ pub struct InspectReport {
     pub heads: Vec<HeadRow>,
     /// Where `heads.csv` was written.
     pub dir: Option<PathBuf>,
+    /// The tensor layout read.
+    pub format: Format,
+    /// The model width.
+    pub d: usize,
+    /// The attention layers found, in order.
+    pub layers: Vec<usize>,
 }
 
 /// Inspects a checkpoint; with `heads`, computes the per-head spectra and writes `heads.csv`
@@ -49,6 +55,9 @@ pub fn inspect(
             table,
             heads: Vec::new(),
             dir: None,
+            format,
+            d,
+            layers,
         });
     };
     if h == 0 {
@@ -81,6 +90,9 @@ pub fn inspect(
         table,
         heads: rows,
         dir: Some(dir),
+        format,
+        d,
+        layers,
     })
 }
 

@@ -406,7 +406,7 @@ fn factored_head(
         )));
     }
     let d_h = f[0].as_array().dim().1;
-    if d_h == 0 || d % d_h != 0 {
+    if d_h == 0 || !d.is_multiple_of(d_h) {
         return Err(PyValueError::new_err(format!(
             "heads[{h}].Q: d_h = {d_h} (its columns) does not divide d = {d}"
         )));

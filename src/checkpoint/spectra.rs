@@ -16,6 +16,10 @@ use super::HeadWeights;
 /// Threshold of the relative commutator below which A_h and V_h count as nearly commuting.
 pub const NEARLY_COMMUTE: f64 = 1e-3;
 
+/// Eigenvalues of the symmetric part within this factor of its largest |eigenvalue| count as
+/// zero in `a_sym_positive`.
+pub const ROUNDING: f64 = 1e-12;
+
 /// One row of `heads.csv`.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeadRow {
@@ -27,7 +31,9 @@ pub struct HeadRow {
     pub a_sym_min: f64,
     /// Largest eigenvalue of the symmetric part of A_h.
     pub a_sym_max: f64,
-    /// How many eigenvalues of the symmetric part of A_h are > 0.
+    /// How many eigenvalues of the symmetric part of A_h are > 0, beyond rounding
+    /// ([`ROUNDING`] times the largest |eigenvalue|: a head of width d_h < d has at least
+    /// d - 2 d_h zero eigenvalues, which round to either sign).
     pub a_sym_positive: usize,
     /// Smallest real part of V_h's eigenvalues.
     pub v_re_min: f64,
@@ -75,7 +81,7 @@ pub fn head_row(layer: usize, head: usize, w: &HeadWeights) -> HeadRow {
         head,
         a_sym_min: min(&mut a_sym.iter().copied()),
         a_sym_max: max(&mut a_sym.iter().copied()),
-        a_sym_positive: a_sym.iter().filter(|&&e| e > 0.0).count(),
+        a_sym_positive: positive_beyond_rounding(&a_sym),
         v_re_min: min(&mut v_eig.iter().map(|z| z.re)),
         v_re_max: max(&mut v_eig.iter().map(|z| z.re)),
         v_im_max: max(&mut v_eig.iter().map(|z| z.im.abs())),
@@ -85,6 +91,12 @@ pub fn head_row(layer: usize, head: usize, w: &HeadWeights) -> HeadRow {
     }
 }
 
+/// How many of `eigenvalues` exceed [`ROUNDING`] times the largest of their magnitudes.
+fn positive_beyond_rounding(eigenvalues: &[f64]) -> usize {
+    let scale = eigenvalues.iter().fold(0.0_f64, |m, e| m.max(e.abs()));
+    eigenvalues.iter().filter(|&&e| e > ROUNDING * scale).count()
+}
+
 /// |A V - V A|_F / (|A|_F |V|_F); 0 when A or V is zero.
 pub fn relative_commutator(a: &DMatrix<f64>, v: &DMatrix<f64>) -> f64 {
     let scale = a.norm() * v.norm();
@@ -92,4 +104,40 @@ pub fn relative_commutator(a: &DMatrix<f64>, v: &DMatrix<f64>) -> f64 {
         return 0.0;
     }
     (a * v - v * a).norm() / scale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A head of width r: A = Q K^T with Q, K of r columns (entries from a fixed sequence).
+    fn low_rank(d: usize, r: usize) -> HeadWeights {
+        let entry = |i: usize| ((i * 7919 % 1000) as f64 / 500.0) - 1.0;
+        let q = DMatrix::from_fn(d, r, |i, j| entry(i * r + j + 1));
+        let k = DMatrix::from_fn(d, r, |i, j| entry(3 * (i * r + j) + 2));
+        HeadWeights {
+            a: &q * k.transpose(),
+            v: DMatrix::identity(d, d),
+        }
+    }
+
+    #[test]
+    fn a_head_of_width_r_has_at_most_r_positive_directions() {
+        // (Q K^T + K Q^T) / 2 has rank <= 2r and at most r positive eigenvalues; the other
+        // d - 2r are zero and round to either sign.
+        for (d, r) in [(16, 1), (16, 3), (24, 4), (12, 6)] {
+            let row = head_row(0, 0, &low_rank(d, r));
+            assert!(
+                (1..=r).contains(&row.a_sym_positive),
+                "d {d}, r {r}: {}",
+                row.a_sym_positive
+            );
+        }
+        // Full rank and positive definite: every direction counts.
+        let spd = HeadWeights {
+            a: DMatrix::from_fn(8, 8, |i, j| if i == j { 2.0 } else { 0.1 }),
+            v: DMatrix::identity(8, 8),
+        };
+        assert_eq!(head_row(0, 0, &spd).a_sym_positive, 8);
+    }
 }

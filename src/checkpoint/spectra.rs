@@ -94,7 +94,10 @@ pub fn head_row(layer: usize, head: usize, w: &HeadWeights) -> HeadRow {
 /// How many of `eigenvalues` exceed [`ROUNDING`] times the largest of their magnitudes.
 fn positive_beyond_rounding(eigenvalues: &[f64]) -> usize {
     let scale = eigenvalues.iter().fold(0.0_f64, |m, e| m.max(e.abs()));
-    eigenvalues.iter().filter(|&&e| e > ROUNDING * scale).count()
+    eigenvalues
+        .iter()
+        .filter(|&&e| e > ROUNDING * scale)
+        .count()
 }
 
 /// |A V - V A|_F / (|A|_F |V|_F); 0 when A or V is zero.

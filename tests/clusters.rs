@@ -787,3 +787,54 @@ fn merge_refuses_a_shard_written_without_cluster_count() {
     );
     assert!(!out.join("sweep.csv").exists());
 }
+
+#[test]
+fn a_last_merge_in_the_tail_is_convergence_not_an_oscillation() {
+    // sa on the circle (beta = 5, n = 128): 3 clusters, then 2, which merge at t ~ 9600, inside
+    // the last quarter of a run to t = 12000. After the merge s = 1 up to rounding, whose peaks
+    // once read as a period-16 oscillation of s between 0.31 and 1.
+    let dir = tempfile::tempdir().unwrap();
+    let s = scenario(
+        dir.path(),
+        "last-merge",
+        &softmax(
+            "sa",
+            5.0,
+            2,
+            "n = 128\ninit = \"circle\"\neps = 0.01\nseed = 2",
+            "t_end = 12000.0\nsamples = 2401",
+        ),
+    );
+    let summary = run(&s, &dir.path().join("o"), &[]);
+    let merges = summary["clusters"]["merges"].as_array().unwrap();
+    let last = merges.last().unwrap();
+    let (t_last, to) = (
+        last["t"].as_f64().unwrap(),
+        last["to_count"].as_u64().unwrap(),
+    );
+    assert_eq!(to, 1, "{summary}");
+    assert!(
+        t_last > 9000.0,
+        "the last merge falls in the tail: {summary}"
+    );
+    // One tight cluster: every s after the merge is 1 to within its squared diameter.
+    let order = fs::read_to_string(dir.path().join("o/order.csv")).unwrap();
+    let after: Vec<f64> = order
+        .lines()
+        .skip(1)
+        .map(|l| {
+            l.split(',')
+                .map(|x| x.parse::<f64>().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .filter(|r| r[0] > t_last)
+        .map(|r| r[6])
+        .collect();
+    assert!(after.iter().all(|s| (s - 1.0).abs() < 1e-6));
+    assert_eq!(summary["label"], "converged-clusters", "{summary}");
+    assert_eq!(summary["clusters"]["count"], 1);
+    assert!(
+        summary["features"]["period"].is_null(),
+        "no period: {summary}"
+    );
+}

@@ -172,6 +172,20 @@ pub fn refine(
                 );
                 (relabel(c, Label::ConvergedClusters, reason), None)
             }
+            // One tight cluster keeps s within its squared diameter of 1: a swing of s seen
+            // in a tail where the last merge happened is that merge (and the rounding after
+            // it), not a cycle.
+            Label::Oscillation if since > c.features.tail_start => {
+                let reason = format!(
+                    "all tokens in one tight cluster (diameter {:.2e} <= {}) since t = {since}, within the tail: the swing of s there (from {:.4}) was the last merge, not a cycle",
+                    last.diameter.unwrap_or(0.0),
+                    clusters.rule().threshold,
+                    c.features.nematic_tail_min
+                );
+                let mut c = relabel(c, Label::ConvergedClusters, reason);
+                (c.features.period, c.features.amplitude) = (None, None);
+                (c, None)
+            }
             _ => (c, None),
         };
     }

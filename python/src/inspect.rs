@@ -1,9 +1,8 @@
 //! `tokdyn.inspect`: what `tokdyn inspect CHECKPOINT --heads H` computes, as numbers.
 //!
-//! The library's `inspect` lists the checkpoint and writes `heads.csv` (into `out`, or a
-//! temporary folder that is removed); the heads it summarises are formed again here,
-//! A_h = W_Q^h (W_K^h)^T / sqrt(d_h) and V_h = (W_V^h W_O^h)^T (docs/MATH.md §8), and handed back
-//! whole with their spectra: the eigenvalues of the symmetric part (A_h + A_h^T) / 2 (ascending)
+//! The library's `inspect_with` lists the checkpoint, writes `heads.csv` only into `out`, and
+//! hands each head it summarises, A_h = W_Q^h (W_K^h)^T / sqrt(d_h) and
+//! V_h = (W_V^h W_O^h)^T (docs/MATH.md §8), to this module, which keeps it whole with its spectra: the eigenvalues of the symmetric part (A_h + A_h^T) / 2 (ascending)
 //! and those of V_h (complex, in the order the real Schur form gives them).
 
 use std::path::PathBuf;
@@ -12,8 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use numpy::{PyArray1, PyArrayMethods};
-use tokdyn::checkpoint::spectra::{spectra, HeadSpectra};
-use tokdyn::checkpoint::Checkpoint;
+use tokdyn::checkpoint::spectra::HeadSpectra;
+use tokdyn::checkpoint::HeadWeights;
+use tokdyn::command::inspect::heads_csv;
 use tokdyn::error::Error;
 
 use crate::detached::detached;
@@ -91,59 +91,39 @@ fn inspect_in_rust(
     format: Option<String>,
     out: Option<PathBuf>,
 ) -> Result<Found, Error> {
-    // The command's own checks and messages first (and heads.csv, when heads are asked for).
-    let temp;
-    let target = match (&out, heads) {
-        (Some(dir), _) => Some(dir.clone()),
-        (None, Some(_)) => {
-            temp = tempfile::tempdir().map_err(Error::io(std::env::temp_dir()))?;
-            Some(temp.path().join("result"))
+    // nalgebra stores column-major; numpy wants rows.
+    let rows = |m: &nalgebra::DMatrix<f64>| m.transpose().as_slice().to_vec();
+    let mut kept = Vec::new();
+    let mut keep = |layer: usize, head: usize, w: &HeadWeights, s: &HeadSpectra| {
+        let mut v_eig = s.v_eig.clone();
+        if v_eig.is_empty() {
+            v_eig = vec![num_complex::Complex64::new(f64::NAN, f64::NAN); w.v.nrows()];
         }
-        (None, None) => None,
+        kept.push(HeadFound {
+            layer,
+            head,
+            a: rows(&w.a),
+            v: rows(&w.v),
+            a_sym: s.a_sym.clone(),
+            v_eig,
+        });
     };
-    let report = tokdyn::command::inspect::inspect(&path, heads, format.as_deref(), target)?;
-    let heads_csv = match &report.dir {
-        Some(dir) => {
-            let csv = dir.join("heads.csv");
-            Some(std::fs::read_to_string(&csv).map_err(Error::io(&csv))?)
+    let report =
+        tokdyn::command::inspect::inspect_with(&path, heads, format.as_deref(), out, &mut keep)?;
+    let heads_csv = match heads {
+        Some(_) => {
+            let bytes = heads_csv(&report.heads).map_err(Error::io(&path))?;
+            Some(String::from_utf8_lossy(&bytes).into_owned())
         }
         None => None,
     };
-    let input = |message: String| Error::Input(format!("{}: {message}", path.display()));
-    let (format, d) = (report.format, report.d);
-    let mut found = Found {
+    Ok(Found {
         table: report.table,
-        format: format.to_string(),
-        d,
-        layers: report.layers.clone(),
+        format: report.format.to_string(),
+        d: report.d,
+        layers: report.layers,
         heads_csv,
-        dir: if out.is_some() { report.dir } else { None },
-        heads: Vec::new(),
-    };
-    let Some(h) = heads else {
-        return Ok(found);
-    };
-    let checkpoint = Checkpoint::open(&path).map_err(|e| input(e.to_string()))?;
-    for &l in &report.layers {
-        let weights = checkpoint
-            .layer_heads(format, l, d, h)
-            .map_err(|e| input(format!("layer {l}: {e}")))?;
-        for (i, w) in weights.into_iter().enumerate() {
-            let HeadSpectra { a_sym, mut v_eig } = spectra(&w);
-            if v_eig.is_empty() {
-                v_eig = vec![num_complex::Complex64::new(f64::NAN, f64::NAN); d];
-            }
-            // nalgebra stores column-major; numpy wants rows.
-            let rows = |m: &nalgebra::DMatrix<f64>| m.transpose().as_slice().to_vec();
-            found.heads.push(HeadFound {
-                layer: l,
-                head: i,
-                a: rows(&w.a),
-                v: rows(&w.v),
-                a_sym,
-                v_eig,
-            });
-        }
-    }
-    Ok(found)
+        dir: report.dir,
+        heads: kept,
+    })
 }

@@ -71,8 +71,8 @@ pub fn spectra(w: &HeadWeights) -> HeadSpectra {
 }
 
 /// The row of `heads.csv` of one head: its spectra summarised.
-pub fn head_row(layer: usize, head: usize, w: &HeadWeights) -> HeadRow {
-    let HeadSpectra { a_sym, v_eig } = spectra(w);
+pub fn head_row(layer: usize, head: usize, w: &HeadWeights, spectra: &HeadSpectra) -> HeadRow {
+    let HeadSpectra { a_sym, v_eig } = spectra;
     let min = |it: &mut dyn Iterator<Item = f64>| it.fold(f64::INFINITY, f64::min);
     let max = |it: &mut dyn Iterator<Item = f64>| it.fold(f64::NEG_INFINITY, f64::max);
     let commutator = relative_commutator(&w.a, &w.v);
@@ -81,7 +81,7 @@ pub fn head_row(layer: usize, head: usize, w: &HeadWeights) -> HeadRow {
         head,
         a_sym_min: min(&mut a_sym.iter().copied()),
         a_sym_max: max(&mut a_sym.iter().copied()),
-        a_sym_positive: positive_beyond_rounding(&a_sym),
+        a_sym_positive: positive_beyond_rounding(a_sym),
         v_re_min: min(&mut v_eig.iter().map(|z| z.re)),
         v_re_max: max(&mut v_eig.iter().map(|z| z.re)),
         v_im_max: max(&mut v_eig.iter().map(|z| z.im.abs())),
@@ -129,7 +129,8 @@ mod tests {
         // (Q K^T + K Q^T) / 2 has rank <= 2r and at most r positive eigenvalues; the other
         // d - 2r are zero and round to either sign.
         for (d, r) in [(16, 1), (16, 3), (24, 4), (12, 6)] {
-            let row = head_row(0, 0, &low_rank(d, r));
+            let w = low_rank(d, r);
+            let row = head_row(0, 0, &w, &spectra(&w));
             assert!(
                 (1..=r).contains(&row.a_sym_positive),
                 "d {d}, r {r}: {}",
@@ -141,6 +142,6 @@ mod tests {
             a: DMatrix::from_fn(8, 8, |i, j| if i == j { 2.0 } else { 0.1 }),
             v: DMatrix::identity(8, 8),
         };
-        assert_eq!(head_row(0, 0, &spd).a_sym_positive, 8);
+        assert_eq!(head_row(0, 0, &spd, &spectra(&spd)).a_sym_positive, 8);
     }
 }

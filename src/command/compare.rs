@@ -27,7 +27,7 @@ use crate::output::{write_json, write_tokens_csv, ResultKind, RunOptions, Staged
 use crate::scenario::{ModelKind, Scenario};
 use crate::simulation;
 
-use super::run::{check_disk, draw_run_pictures, solve_into, solve_into_observed};
+use super::run::{check_disk, draw_run_pictures, solve_into_observed};
 
 /// The result of a comparison.
 #[derive(Debug, Clone)]
@@ -111,10 +111,12 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
     let full = simulation::build_with_tokens(scenario, ModelKind::Full, tokens.clone())?;
     let started = Instant::now();
     let mut full_clusters = cluster_series(scenario, ModelKind::Full, Some(staged.path()))?;
-    let (solution, full_series, snapshots) = match full_clusters.as_mut() {
-        Some(c) => solve_into_observed(scenario, &full, staged.path(), options, &mut [c])?,
-        None => solve_into(scenario, &full, staged.path(), options)?,
-    };
+    let mut extra: Vec<&mut dyn crate::observe::Observer> = Vec::new();
+    if let Some(c) = full_clusters.as_mut() {
+        extra.push(c);
+    }
+    let (solution, full_series, snapshots) =
+        solve_into_observed(scenario, &full, staged.path(), options, &mut extra)?;
     let full_seconds = started.elapsed().as_secs_f64();
     let mut rows = vec![ModelRow {
         model: ModelKind::Full,

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::spectra::{head_row, HeadRow};
-use crate::checkpoint::{Checkpoint, Format};
+use crate::checkpoint::spectra::{head_row, spectra, HeadRow, HeadSpectra};
+use crate::checkpoint::{Checkpoint, Format, HeadWeights};
 use crate::error::Error;
 use crate::output::{ResultKind, StagedDir};
 
@@ -32,6 +32,22 @@ pub fn inspect(
     heads: Option<usize>,
     format: Option<&str>,
     out: Option<PathBuf>,
+) -> Result<InspectReport, Error> {
+    let stem = path
+        .file_stem()
+        .map_or("checkpoint".into(), |s| s.to_string_lossy().into_owned());
+    let target = out.unwrap_or_else(|| crate::output::default_folder(&format!("inspect-{stem}")));
+    inspect_with(path, heads, format, Some(target), &mut |_, _, _, _| {})
+}
+
+/// [`inspect`] that hands every head's weights and spectra to `visit` (the Python module keeps
+/// them) and writes `heads.csv` only into `out` when given.
+pub fn inspect_with(
+    path: &Path,
+    heads: Option<usize>,
+    format: Option<&str>,
+    out: Option<PathBuf>,
+    visit: &mut dyn FnMut(usize, usize, &HeadWeights, &HeadSpectra),
 ) -> Result<InspectReport, Error> {
     let input = |message: String| Error::Input(format!("{}: {message}", path.display()));
     let checkpoint = Checkpoint::open(path).map_err(|e| input(e.to_string()))?;
@@ -74,22 +90,20 @@ pub fn inspect(
             .layer_heads(format, l, d, h)
             .map_err(|e| input(format!("layer {l}: {e}")))?;
         for (i, w) in weights.iter().enumerate() {
-            rows.push(head_row(l, i, w));
+            let spectra = spectra(w);
+            rows.push(head_row(l, i, w, &spectra));
+            visit(l, i, w, &spectra);
         }
     }
     table.push_str(&head_table(&rows));
-    let stem = path
-        .file_stem()
-        .map_or("checkpoint".into(), |s| s.to_string_lossy().into_owned());
-    let target = out.unwrap_or_else(|| crate::output::default_folder(&format!("inspect-{stem}")));
-    let staged = StagedDir::new(&target, ResultKind::Inspect)?;
-    let csv_path = staged.path().join("heads.csv");
-    write_heads_csv(&csv_path, &rows).map_err(Error::io(&csv_path))?;
-    let dir = staged.commit()?;
+    let dir = match out {
+        Some(target) => Some(write_heads(&target, &rows)?),
+        None => None,
+    };
     Ok(InspectReport {
         table,
         heads: rows,
-        dir: Some(dir),
+        dir,
         format,
         d,
         layers,
@@ -161,16 +175,23 @@ fn head_table(rows: &[HeadRow]) -> String {
     s
 }
 
-/// Writes `heads.csv` (into the staging folder, so never half written in place).
-fn write_heads_csv(path: &Path, rows: &[HeadRow]) -> std::io::Result<()> {
+/// Writes `heads.csv` into the staged folder `target`; returns the committed folder.
+fn write_heads(target: &Path, rows: &[HeadRow]) -> Result<PathBuf, Error> {
+    let staged = StagedDir::new(target, ResultKind::Inspect)?;
+    let path = staged.path().join("heads.csv");
+    let bytes = heads_csv(rows).map_err(Error::io(&path))?;
+    crate::output::write_atomic(&path, &bytes).map_err(Error::io(&path))?;
+    staged.commit()
+}
+
+/// The bytes of `heads.csv`.
+pub fn heads_csv(rows: &[HeadRow]) -> std::io::Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for r in rows {
         w.serialize(r).map_err(std::io::Error::other)?;
     }
-    let bytes = w
-        .into_inner()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    crate::output::write_atomic(path, &bytes)
+    w.into_inner()
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// `tokdyn inspect`: the table, and where `heads.csv` went.

@@ -7,12 +7,12 @@
 
 use std::path::Path;
 
-use crate::classify::{classify, CertaintyWatch, Classification};
+use crate::classify::{CertaintyWatch, Classification};
 use crate::error::Error;
 use crate::integrate::Solution;
 use crate::observe::cluster_series::ClusterSeries;
 use crate::observe::{Observer, OrderSeries, Progress};
-use crate::outcome::{classify_series, cluster_series, label_clusters, RunReport, Summary};
+use crate::outcome::{cluster_series, label_clusters, label_run, RunReport, Summary};
 use crate::output::{
     write_json, write_tokens_csv, OrderCsv, ResultKind, RunOptions, StagedDir, TrajectoryNpy,
 };
@@ -35,19 +35,9 @@ pub fn check_disk(scenario: &Scenario, dir: &Path) -> Result<(), Error> {
     crate::output::check_free_space(dir, need, &what)
 }
 
-/// Solves a simulation with the standard observers writing into `dir`; returns the solution
-/// and its series, or the failure.
-pub fn solve_into(
-    scenario: &Scenario,
-    sim: &Simulation,
-    dir: &Path,
-    options: &RunOptions,
-) -> Result<(Solution, OrderSeries, TokenSnapshots), Error> {
-    solve_into_observed(scenario, sim, dir, options, &mut [])
-}
-
-/// [`solve_into`] with `extra` observers beside the standard ones (the Python module keeps the
-/// series and the tokens with them).
+/// Solves a simulation with the standard observers writing into `dir` and `extra` observers
+/// beside them (the Python module keeps the series and the tokens with them); returns the
+/// solution and its series, or the failure.
 pub fn solve_into_observed(
     scenario: &Scenario,
     sim: &Simulation,
@@ -227,16 +217,12 @@ pub fn classify_run(
     solution: &Solution,
     dir: &Path,
 ) -> Result<(Classification, Option<crate::layers::StackInfo>), Error> {
-    if scenario.noise.is_some() {
-        return Ok((classify_series(scenario, series), None));
+    let (c, stack) = label_run(scenario, series, solution);
+    if stack.is_some() {
+        let path = dir.join("layers.csv");
+        crate::layers::write_layers_csv(&path, &solution.boundaries).map_err(Error::io(&path))?;
     }
-    if scenario.model.layers.is_empty() {
-        return Ok((classify(series), None));
-    }
-    let path = dir.join("layers.csv");
-    crate::layers::write_layers_csv(&path, &solution.boundaries).map_err(Error::io(&path))?;
-    let (c, info) = crate::layers::classify_stack(scenario, series, &solution.boundaries);
-    Ok((c, Some(info)))
+    Ok((c, stack))
 }
 
 /// Runs `scenario` with its `run.model` and writes the output folder.

@@ -122,15 +122,6 @@ pub fn member(scenario: &Scenario, i: usize) -> Scenario {
     s
 }
 
-/// The label of one run's series: the stationary state under noise, the stack's reading for
-/// layers, else the long-term behaviour.
-fn label_of(scenario: &Scenario, series: &OrderSeries, solution: &Solution) -> Classification {
-    if scenario.noise.is_none() && !scenario.model.layers.is_empty() {
-        return crate::layers::classify_stack(scenario, series, &solution.boundaries).0;
-    }
-    crate::outcome::classify_series(scenario, series)
-}
-
 /// Runs one member in memory (from `start` when given, else from its scenario's tokens): its
 /// row, its series (up to t_end), solution and label.
 fn run_member(
@@ -158,8 +149,12 @@ fn run_member(
             model,
         )?;
     let series = watch.series;
-    let (c, cluster_summary) =
-        crate::outcome::label_clusters(&s, model, label_of(&s, &series, &solution), &clusters);
+    let (c, cluster_summary) = crate::outcome::label_clusters(
+        &s,
+        model,
+        crate::outcome::label_run(&s, &series, &solution).0,
+        &clusters,
+    );
     let f = &c.features;
     let row = RunRow {
         run: i,

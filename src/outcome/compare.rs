@@ -119,12 +119,12 @@ fn max_distance(a: &[Complex64], b: &[Complex64]) -> f64 {
 }
 
 /// The models compared with `full`: the d = 2 reductions and `group` when the scenario is d = 2
-/// LSA, `group` alone for LSA in another dimension; other kernels are an error at `run.model`.
+/// LSA, `group` alone for LSA in another dimension, the cluster model for usa / sa.
 pub fn compared_models(scenario: &Scenario) -> Result<Vec<ModelKind>, Error> {
     if scenario.model.kernel != crate::scenario::KernelKind::Lsa {
         return Ok(vec![ModelKind::Clusters]);
     }
-    if scenario.model.d != 2 && scenario.model.kernel == crate::scenario::KernelKind::Lsa {
+    if scenario.model.d != 2 {
         return Ok(vec![ModelKind::Group]);
     }
     for model in [ModelKind::Phase, ModelKind::Ws, ModelKind::Oa] {
@@ -148,8 +148,10 @@ pub fn run_compared(
 ) -> Result<(ModelRow, OrderSeries, Option<ClusterSeries>), Error> {
     let sim = simulation::build_with_tokens(scenario, model, tokens.to_vec())?;
     let mut series = OrderSeries::new();
-    let mut clusters =
-        cluster_series(scenario, model, None)?.filter(|_| model == ModelKind::Clusters);
+    let mut clusters = match model {
+        ModelKind::Clusters => cluster_series(scenario, model, None)?,
+        _ => None,
+    };
     let started = Instant::now();
     let mut observers: Vec<&mut dyn Observer> = vec![&mut series];
     if let Some(c) = clusters.as_mut() {

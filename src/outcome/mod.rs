@@ -24,6 +24,8 @@ use std::path::Path;
 use crate::classify::metastable::{self, RunClusters};
 use crate::classify::{classify, CertaintyWatch, Classification};
 use crate::error::Error;
+use crate::integrate::Solution;
+use crate::layers::StackInfo;
 use crate::model::energy::Energy;
 use crate::observe::cluster_series::{ClusterSeries, EnergyFn};
 use crate::observe::{Observer, OrderSeries};
@@ -39,6 +41,20 @@ pub fn classify_series(scenario: &Scenario, series: &OrderSeries) -> Classificat
     } else {
         classify(series)
     }
+}
+
+/// The label of a run: [`classify_series`], or for a stack of layers (without noise) the
+/// stack's reading (a looped stack on its stroboscopic series), with the stack's summary.
+pub fn label_run(
+    scenario: &Scenario,
+    series: &OrderSeries,
+    solution: &Solution,
+) -> (Classification, Option<StackInfo>) {
+    if scenario.noise.is_some() || scenario.model.layers.is_empty() {
+        return (classify_series(scenario, series), None);
+    }
+    let (c, info) = crate::layers::classify_stack(scenario, series, &solution.boundaries);
+    (c, Some(info))
 }
 
 /// Runs `scenario` with its `run.model` without writing anything: the `extra` observers see

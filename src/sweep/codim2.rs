@@ -575,24 +575,6 @@ fn line_values(spec: &Codim2Spec, k: usize, base: Option<f64>) -> Vec<f64> {
     v
 }
 
-/// The base scenario's value of a dotted key, when it is a number.
-fn base_value(plan: &Plan, key: &str) -> Option<f64> {
-    let mut parts = key.split('.').peekable();
-    let mut table = &plan.template;
-    while let Some(part) = parts.next() {
-        let value = table.get(part)?;
-        if parts.peek().is_none() {
-            return match value {
-                Value::Float(x) => Some(*x),
-                Value::Integer(i) => Some(*i as f64),
-                _ => None,
-            };
-        }
-        table = value.as_table()?;
-    }
-    None
-}
-
 /// The LP and H points of one-parameter continuations on the search lines.
 fn search(
     plan: &Plan,
@@ -603,7 +585,7 @@ fn search(
     let mut seeds = Vec::new();
     let lines: Vec<(usize, f64)> = (0..2)
         .flat_map(|k| {
-            line_values(spec, k, base_value(plan, &spec.keys[k]))
+            line_values(spec, k, plan.base_number(&spec.keys[k]))
                 .into_iter()
                 .map(move |v| (k, v))
         })

@@ -59,8 +59,23 @@ const NEWTON_MAX: usize = 12;
 const NEWTON_TOL: f64 = 1e-11;
 /// Bisection steps locating a special point.
 const LOCATE_STEPS: usize = 60;
-/// The message of an interrupted continuation.
-const INTERRUPTED: &str = "interrupted during the continuation";
+/// The message of an interrupted continuation (of its fixed points or its cycles).
+pub(super) const INTERRUPTED: &str = "interrupted during the continuation";
+
+/// The error of a continuation's message `m` in the section `section` of the sweep file: an
+/// interruption, or bad input at that section.
+pub(super) fn section_error<'a>(
+    plan: &'a Plan,
+    section: &'static str,
+) -> impl Fn(String) -> Error + Copy + 'a {
+    move |m: String| {
+        if m == INTERRUPTED {
+            Error::Interrupted("during the continuation".into())
+        } else {
+            Error::Input(format!("{}: {section}: {m}", plan.file.display()))
+        }
+    }
+}
 
 /// What a continuation writes.
 pub struct Report {
@@ -482,13 +497,7 @@ pub fn run_with(
     progress: bool,
     fast: Option<&Coefficients<'_>>,
 ) -> Result<Report, Error> {
-    let fail = |m: String| {
-        if m == INTERRUPTED {
-            Error::Interrupted("during the continuation".into())
-        } else {
-            Error::Input(format!("{}: continuation: {m}", plan.file.display()))
-        }
-    };
+    let fail = section_error(plan, "continuation");
     let ticker = progress.then(|| {
         RefCell::new(Ticker {
             reporter: Reporter::new(&format!("{} continuation", plan.name)),

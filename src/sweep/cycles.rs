@@ -80,8 +80,7 @@ const LOCATE_STEPS: usize = 40;
 /// A predicted orbit whose period (relative) and point agree to this with a Hopf branch's
 /// cycle at the base value lies on that branch.
 const SAME_CYCLE: f64 = 1e-6;
-/// The message of an interrupted continuation.
-pub const INTERRUPTED: &str = "interrupted during the continuation";
+use super::continuation::INTERRUPTED;
 
 /// One cycle of a branch.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1046,7 +1045,7 @@ pub fn predicted_orbits(
     fam: &Family<'_>,
     spec: &ContinuationSpec,
 ) -> Result<Vec<Predicted>, String> {
-    let Some(p0) = base_value(plan, &spec.key) else {
+    let Some(p0) = plan.base_number(&spec.key) else {
         return Ok(Vec::new());
     };
     if !(spec.from.min(spec.to)..=spec.from.max(spec.to)).contains(&p0) {
@@ -1071,24 +1070,6 @@ pub fn predicted_orbits(
             points: c.orbit.clone(),
         })
         .collect())
-}
-
-/// The base scenario's value of a dotted key, when it is a number.
-fn base_value(plan: &Plan, key: &str) -> Option<f64> {
-    let mut parts = key.split('.').peekable();
-    let mut table = &plan.template;
-    while let Some(part) = parts.next() {
-        let value = table.get(part)?;
-        if parts.peek().is_none() {
-            return match value {
-                toml::Value::Float(x) => Some(*x),
-                toml::Value::Integer(i) => Some(*i as f64),
-                _ => None,
-            };
-        }
-        table = value.as_table()?;
-    }
-    None
 }
 
 /// Continues the cycles from every Hopf point of `fixed` (the branches of `fam` along

@@ -770,13 +770,7 @@ fn continue_branches(plan: &Plan, progress: bool) -> Result<Option<Continued>, E
         }));
     }
     let fam = continuation::Family::new(plan, &c.key);
-    let input = |m: String| {
-        if m == cycles::INTERRUPTED {
-            Error::Interrupted("during the continuation".into())
-        } else {
-            Error::Input(format!("{}: continuation.cycles: {m}", plan.file.display()))
-        }
-    };
+    let input = continuation::section_error(plan, "continuation.cycles");
     let predicted = cycles::predicted_orbits(plan, &fam, c).map_err(input)?;
     if !cycles::has_start(&branches.branches, &predicted) {
         return Err(Error::Input(format!(

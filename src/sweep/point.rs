@@ -4,7 +4,7 @@
 //! `tokdyn run` labels them (docs/MATH.md §11); a sweep over `model.beta` keeps every point's
 //! plateaus for `cluster_diagram.png`; `cluster_count` is read on the final tokens.
 
-use crate::classify::{classify, CertaintyWatch, Label};
+use crate::classify::{CertaintyWatch, Label};
 use crate::observe::cluster_series::{plateaus, ClusterSeries, Plateau};
 use crate::observe::Observer;
 use crate::simulation;
@@ -325,10 +325,7 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
     if series.len() < 2 {
         return Outcome::failure("the run produced fewer than two samples");
     }
-    let c = match scenario.noise {
-        Some(_) => crate::classify::classify_stationary(&series, scenario.tokens.n),
-        None => classify(&series),
-    };
+    let c = crate::outcome::classify_series(&scenario, &series);
     let c = match &history {
         Some(series) if softmax => label_by_clusters(&scenario, plan.model, c, series),
         _ => c,

@@ -243,6 +243,24 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The base scenario's value of a dotted key, when it is a number.
+    pub fn base_number(&self, key: &str) -> Option<f64> {
+        let mut parts = key.split('.').peekable();
+        let mut table = &self.template;
+        while let Some(part) = parts.next() {
+            let value = table.get(part)?;
+            if parts.peek().is_none() {
+                return match value {
+                    toml::Value::Float(x) => Some(*x),
+                    toml::Value::Integer(i) => Some(*i as f64),
+                    _ => None,
+                };
+            }
+            table = value.as_table()?;
+        }
+        None
+    }
+
     /// Number of grid points.
     pub fn points(&self) -> usize {
         self.axes.iter().map(Axis::points).product()

@@ -139,9 +139,19 @@ fn main() -> ExitCode {
     }
 }
 
-/// clap's message on one line: its first line, and the valid values when it lists them.
+/// clap's message on one line: its first line (with what it lists after a colon, e.g. the
+/// missing arguments), and the valid values when it lists them.
 fn one_line(text: &str) -> String {
-    let first = text.lines().next().unwrap_or("error: bad command line");
+    let mut lines = text.lines();
+    let mut first = lines
+        .next()
+        .unwrap_or("error: bad command line")
+        .to_string();
+    if first.ends_with(':') {
+        // "the following required arguments were not provided:" lists them on the next lines.
+        let listed: Vec<&str> = lines.map(str::trim).take_while(|l| !l.is_empty()).collect();
+        first = format!("{first} {}", listed.join(", "));
+    }
     match text
         .lines()
         .map(str::trim)

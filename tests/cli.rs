@@ -514,3 +514,14 @@ fn structural_stability_pair_reaches_the_same_state() {
             && (finals[0].2[2] - finals[1].2[2]).abs() < 1e-3
     );
 }
+
+#[test]
+fn a_missing_argument_is_named_on_the_one_error_line() {
+    let out = tokdyn().arg("run").assert().code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error:") && err.contains("<SCENARIO>"),
+        "{err}"
+    );
+}

@@ -185,6 +185,12 @@ fn statistics_follow_from_the_rows_and_bytes_do_not_depend_on_threads() {
     assert_eq!(q["max"], counts[11]);
     assert_eq!(number(&q["median"]), 0.5 * (counts[5] + counts[6]) as f64);
     assert_eq!(summary["label"].as_str().unwrap(), best.1);
+    // summary.json is run 0's, its clusters included (every model with tokens has them).
+    assert_eq!(
+        summary["clusters"]["count"].to_string(),
+        rows[0][3],
+        "{summary}"
+    );
     // The last row of ensemble_order.csv (t = t_end) is the mean and sd of the rows' finals.
     let order = std::fs::read_to_string(one.join("ensemble_order.csv")).unwrap();
     let mut lines = order.lines();

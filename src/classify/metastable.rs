@@ -11,9 +11,11 @@
 //!    `metastable-clusters` with no predicted end; otherwise the configuration is stable:
 //!    `converged-clusters` (`rotating-clusters` kept when the axis turns, `oscillation` kept).
 //!
-//! One tight cluster (k = 1) keeps the label of the order parameters (`interior-point`
-//! becomes `converged-clusters`); tokens that are not clustered keep it too. Linear attention
-//! (lsa) keeps every label as it is.
+//! One tight cluster (k = 1) keeps the label of the order parameters (`interior-point` and
+//! `undetermined` become `converged-clusters`); tokens that are not clustered keep it too. An
+//! `oscillation` read on a tail in which the last plateau of the counts began is the swing of
+//! that merge, not a cycle, and is first taken as no reading. Linear attention (lsa) keeps
+//! every label as it is.
 
 use serde::Serialize;
 
@@ -161,6 +163,7 @@ pub fn refine(
         return (c, None);
     }
     let since = plateau_start(clusters);
+    let c = without_merge_swing(c, since);
     if last.count == 1 {
         return match c.label {
             Label::InteriorPoint | Label::Undetermined => {
@@ -171,20 +174,6 @@ pub fn refine(
                     c.reason
                 );
                 (relabel(c, Label::ConvergedClusters, reason), None)
-            }
-            // One tight cluster keeps s within its squared diameter of 1: a swing of s seen
-            // in a tail where the last merge happened is that merge (and the rounding after
-            // it), not a cycle.
-            Label::Oscillation if since > c.features.tail_start => {
-                let reason = format!(
-                    "all tokens in one tight cluster (diameter {:.2e} <= {}) since t = {since}, within the tail: the swing of s there (from {:.4}) was the last merge, not a cycle",
-                    last.diameter.unwrap_or(0.0),
-                    clusters.rule().threshold,
-                    c.features.nematic_tail_min
-                );
-                let mut c = relabel(c, Label::ConvergedClusters, reason);
-                (c.features.period, c.features.amplitude) = (None, None);
-                (c, None)
             }
             _ => (c, None),
         };
@@ -243,10 +232,25 @@ fn plateau_start(clusters: &ClusterSeries) -> f64 {
 }
 
 fn relabel(mut c: Classification, label: Label, reason: String) -> Classification {
-    if label != c.label {
-        c.label = label;
-    }
+    c.label = label;
     c.reason = reason;
+    c
+}
+
+/// The order parameters' reading with the swing of the last merge taken out: tight clusters
+/// keep s within their squared diameters of its value, so an `oscillation` read on a tail in
+/// which the last plateau of the counts began is that merge (and the rounding after it), not
+/// a cycle; it becomes no reading (`undetermined`, without period), which the clusters decide.
+fn without_merge_swing(mut c: Classification, since: f64) -> Classification {
+    if c.label != Label::Oscillation || since <= c.features.tail_start {
+        return c;
+    }
+    c.reason = format!(
+        "the swing of s in the tail (from {:.4}) was the merge at t = {since}, not a cycle",
+        c.features.nematic_tail_min
+    );
+    (c.features.period, c.features.amplitude) = (None, None);
+    c.label = Label::Undetermined;
     c
 }
 

@@ -26,6 +26,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::classify::metastable::RunClusters;
 use crate::classify::{Classification, Label};
 use crate::error::Error;
 use crate::integrate::Solution;
@@ -105,8 +106,8 @@ pub struct Ensemble {
     pub label: Label,
     /// Its share of the runs.
     pub label_share: f64,
-    /// Run 0: its solution and classification (for the summary).
-    pub first: (Solution, Classification),
+    /// Run 0: its solution, classification and clusters (for the summary).
+    pub first: (Solution, Classification, Option<RunClusters>),
     /// Every run's final state, in run order, when asked for ([`simulate_from`]).
     pub finals: Option<Vec<Vec<f64>>>,
 }
@@ -129,7 +130,16 @@ fn run_member(
     model: ModelKind,
     i: usize,
     start: Option<&Vec<f64>>,
-) -> Result<(RunRow, OrderSeries, Solution, Classification), Error> {
+) -> Result<
+    (
+        RunRow,
+        OrderSeries,
+        Solution,
+        Classification,
+        Option<RunClusters>,
+    ),
+    Error,
+> {
     let s = member(scenario, i);
     let sim = match start {
         Some(tokens) => simulation::build_with_tokens(&s, model, tokens.clone())?,
@@ -160,7 +170,7 @@ fn run_member(
         run: i,
         seed: s.tokens.seed,
         label: c.label,
-        cluster_count: cluster_summary.map(|r| r.summary.count),
+        cluster_count: cluster_summary.as_ref().map(|r| r.summary.count),
         r2_abs_final: f.r2_abs_final,
         nematic_final: f.nematic_final,
         r1_abs_final: f.r1_abs_final,
@@ -170,7 +180,7 @@ fn run_member(
         features: f.clone(),
         reason: c.reason.clone(),
     };
-    Ok((row, series, solution, c))
+    Ok((row, series, solution, c, cluster_summary))
 }
 
 /// Runs the ensemble of `scenario` with `model` in memory.
@@ -211,13 +221,13 @@ pub fn simulate_from(
             .map(|i| run_member(scenario, model, i, starts.map(|s| &s[i])))
             .collect();
         for result in done {
-            let (row, series, solution, c) = result?;
+            let (row, series, solution, c, clusters) = result?;
             fold_series(&mut order, &series, samples);
             if let Some(f) = finals.as_mut() {
                 f.push(solution.final_state.clone());
             }
             if row.run == 0 {
-                first = Some((solution, c));
+                first = Some((solution, c, clusters));
             }
             rows.push(row);
         }
@@ -321,8 +331,9 @@ pub fn ensemble_run_summary(
     ensemble: &Ensemble,
     options: &RunOptions,
 ) -> EnsembleRunSummary {
-    let (solution, c) = &ensemble.first;
+    let (solution, c, clusters) = &ensemble.first;
     let mut summary = Summary::new(scenario, model, solution, c, options);
+    summary.clusters = clusters.clone();
     summary.label = ensemble.label;
     summary.label_reason = format!(
         "the most frequent label of {} runs (share {:.4}); run 0: {} ({})",

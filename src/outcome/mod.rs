@@ -81,13 +81,11 @@ pub fn run_in_memory(
         .solve(&mut observers)
         .map_err(Error::io(&scenario.file))?
         .succeeded(&scenario.name, sim.model)?;
-    let (classification, cluster_summary) = label_clusters(
-        scenario,
-        model,
-        classify_series(scenario, &watch.series),
-        &clusters,
-    );
+    let (classification, stack) = label_run(scenario, &watch.series, &solution);
+    let (classification, cluster_summary) =
+        label_clusters(scenario, model, classification, &clusters);
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
+    summary.stack = stack;
     summary.clusters = cluster_summary;
     summary.cluster_rows = clusters.map(|c| c.rows().to_vec()).unwrap_or_default();
     Ok(summary)

@@ -12,11 +12,11 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::order::{R2_COLOR, S_COLOR};
-use super::{draw_title, label_color, lw, px, tick, Figure, OrIo, Picture};
+use super::{draw_title, label_color, lw, tick, Figure, OrIo, Picture};
 use crate::classify::Label;
 
 /// Width and height of `ensemble.png` (paper).
-pub const ENSEMBLE_SIZE: (u32, u32) = (1300, 600);
+pub const ENSEMBLE_SIZE: (u32, u32) = (1300, 700);
 
 /// What `ensemble.png` shows (read from an ensemble's result).
 #[derive(Debug, Clone)]
@@ -52,16 +52,11 @@ impl EnsembleView {
     /// Bars of the shares with their Wilson intervals.
     fn draw_shares<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let k = self.shares.len().max(1) as f64;
-        let mut chart = ChartBuilder::on(area)
-            .margin(px(12))
-            .x_label_area_size(px(60))
-            .y_label_area_size(px(70))
-            .build_cartesian_2d(-0.5..k - 0.5, 0.0..1.0)
-            .io()?;
+        let mut chart = super::value_chart(area, -0.5..k - 0.5, 0.0..1.0)?;
         let names: Vec<String> = self.shares.iter().map(|s| s.0.clone()).collect();
-        chart
-            .configure_mesh()
+        super::time_mesh(&mut chart)
             .disable_x_mesh()
+            .max_light_lines(0)
             .x_labels(self.shares.len().max(1))
             .x_label_formatter(&|x| {
                 let i = x.round();
@@ -72,7 +67,7 @@ impl EnsembleView {
                 }
             })
             .y_label_formatter(&tick)
-            .y_desc("share of runs (Wilson 95%)")
+            .y_desc("share of runs, 95% CI")
             .draw()
             .io()?;
         for (i, (word, share, low, high)) in self.shares.iter().enumerate() {
@@ -100,19 +95,13 @@ impl EnsembleView {
     fn draw_means<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let t0 = self.t.first().copied().unwrap_or(0.0);
         let t1 = self.t.last().copied().unwrap_or(1.0).max(t0 + 1e-12);
-        let mut chart = ChartBuilder::on(area)
-            .margin(px(12))
-            .margin_right(px(30))
-            .x_label_area_size(px(50))
-            .y_label_area_size(px(70))
-            .build_cartesian_2d(t0..t1, 0.0..1.05)
-            .io()?;
-        chart
-            .configure_mesh()
+        let mut chart = super::value_chart(area, t0..t1, 0.0..1.05)?;
+        super::time_mesh(&mut chart)
+            .max_light_lines(4)
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc("t")
-            .y_desc("mean over runs ± sd")
+            .y_desc("mean ± sd over runs")
             .draw()
             .io()?;
         let curves = [
@@ -143,11 +132,12 @@ impl EnsembleView {
                 .io()?
                 .label(name)
                 .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    PathElement::new(vec![(x, y), (x + super::pxi(28), y)], color.stroke_width(2))
                 });
         }
         chart
             .configure_series_labels()
+            .label_font(super::text(super::LEGEND_SIZE))
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()

@@ -342,6 +342,24 @@ where
     mesh
 }
 
+/// A chart of two f64 axes as the pictures of values against a parameter or time set it up:
+/// margins, label areas sized for the tick and description fonts, and the ranges; the caller
+/// configures its mesh with [`time_mesh`].
+pub(crate) fn value_chart<'a, DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> io::Result<Chart2d<'a, DB>> {
+    let paper = is_paper();
+    ChartBuilder::on(area)
+        .margin(px(12))
+        .margin_right(px(30))
+        .x_label_area_size(px(if paper { 55 } else { 60 }))
+        .y_label_area_size(px(if paper { 75 } else { 90 }))
+        .build_cartesian_2d(x, y)
+        .io()
+}
+
 /// A line width of `v` layout units in pixels (at least 1).
 pub(crate) fn lw(v: u32) -> u32 {
     px(v).max(1)

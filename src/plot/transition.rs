@@ -13,7 +13,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::order::{R2_COLOR, S_COLOR};
-use super::{draw_title, lw, px, tick, Figure, OrIo, Picture};
+use super::{draw_title, lw, px, tick, Entry, Figure, Mark, OrIo, Picture};
 use crate::classify::Label;
 use crate::model::Kernel;
 
@@ -94,19 +94,15 @@ impl Picture for TransitionView {
         let area = draw_title(root, &self.title)?;
         let ts = self.points.iter().map(|p| p.temperature);
         let (lo, hi) = super::padded(super::finite_range(ts), 0.03);
-        let mut chart = ChartBuilder::on(&area)
-            .margin(px(15))
-            .margin_right(px(30))
-            .x_label_area_size(px(60))
-            .y_label_area_size(px(80))
-            .build_cartesian_2d(lo..hi, 0.0..1.05)
-            .io()?;
-        chart
-            .configure_mesh()
+        let critical = self.critical.filter(|(tc, _)| (lo..=hi).contains(tc));
+        let area = super::legend_below(&area, &self.legend(critical))?;
+        let mut chart = super::value_chart(&area, lo..hi, 0.0..1.05)?;
+        super::time_mesh(&mut chart)
+            .max_light_lines(4)
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc("noise temperature T")
-            .y_desc("mean over runs of the tail-averaged |R1|, s (± sd)")
+            .y_desc("|R1|, s (mean ± sd)")
             .draw()
             .io()?;
         let polygon = self.loop_polygon();
@@ -116,11 +112,7 @@ impl Picture for TransitionView {
                     polygon,
                     BACK_COLOR.mix(0.15).filled(),
                 )))
-                .io()?
-                .label("hysteresis loop (out vs back)")
-                .legend(|(x, y)| {
-                    Rectangle::new([(x, y - 6), (x + 20, y + 6)], BACK_COLOR.mix(0.15).filled())
-                });
+                .io()?;
         }
         if !self.curve.is_empty() {
             chart
@@ -128,47 +120,71 @@ impl Picture for TransitionView {
                     self.curve.iter().copied(),
                     BLACK.stroke_width(lw(2)),
                 ))
-                .io()?
-                .label("mean field, ordered branch (n -> inf)")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2))
-                });
+                .io()?;
         }
-        if let Some((tc, kernel)) = self.critical.filter(|(tc, _)| (lo..=hi).contains(tc)) {
+        if let Some((tc, _)) = critical {
             let dashes = (0..20).map(|k| {
                 let y0 = k as f64 * 1.05 / 20.0;
                 PathElement::new(vec![(tc, y0), (tc, y0 + 0.03)], BLACK.stroke_width(lw(2)))
             });
-            let name = match kernel {
-                Kernel::Sa => "T_c = I1(beta) / (beta I0(beta))",
-                _ => "T_c = I1(beta) / beta (1/2 at beta = 0)",
-            };
-            chart
-                .draw_series(dashes)
-                .io()?
-                .label(format!("{name} = {}", super::short_number(tc)))
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 8, y)], BLACK.stroke_width(2)));
+            chart.draw_series(dashes).io()?;
         }
-        for (r1, color, name) in [(false, S_COLOR, "s"), (true, R2_COLOR, "|R1|")] {
+        for (r1, back, color) in self.legs() {
+            draw_leg(&mut chart, &self.leg(back, r1), color, back)?;
+        }
+        Ok(())
+    }
+}
+
+impl TransitionView {
+    /// The legs drawn: (|R1| or s, back, colour), those with points only.
+    fn legs(&self) -> Vec<(bool, bool, RGBColor)> {
+        let mut legs = Vec::new();
+        for (r1, color) in [(false, S_COLOR), (true, R2_COLOR)] {
             for back in [false, true] {
-                let leg = self.leg(back, r1);
-                if leg.is_empty() {
+                if self.leg(back, r1).is_empty() {
                     continue;
                 }
-                let c = match (back, r1) {
-                    (true, true) => BACK_COLOR,
-                    _ => color,
-                };
-                let c = if r1 { c } else { lighter(c) };
-                draw_leg(&mut chart, &leg, c, back, name)?;
+                let c = if back && r1 { BACK_COLOR } else { color };
+                legs.push((r1, back, if r1 { c } else { lighter(c) }));
             }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .io()
+        legs
+    }
+
+    /// The legend entries of what is drawn.
+    fn legend(&self, critical: Option<(f64, Kernel)>) -> Vec<Entry> {
+        let mut entries = Vec::new();
+        if !self.loop_polygon().is_empty() {
+            let fill = BACK_COLOR.mix(0.15);
+            let c = RGBColor(fill.0, fill.1, fill.2);
+            entries.push(Entry::new(
+                Mark::Square(lighter(lighter(c))),
+                "hysteresis loop",
+            ));
+        }
+        if !self.curve.is_empty() {
+            entries.push(Entry::new(
+                Mark::Line(BLACK.to_rgba(), 2, None),
+                "mean field (n -> inf)",
+            ));
+        }
+        if let Some((tc, kernel)) = critical {
+            let name = match kernel {
+                Kernel::Sa => "T_c = I1(beta) / (beta I0(beta))",
+                _ => "T_c = I1(beta) / beta",
+            };
+            entries.push(Entry::new(
+                Mark::Line(BLACK.to_rgba(), 2, Some((6, 6))),
+                format!("{name} = {}", super::short_number(tc)),
+            ));
+        }
+        for (r1, back, color) in self.legs() {
+            let name = if r1 { "|R1|" } else { "s" };
+            let text = format!("{name}{}", if back { ", back" } else { "" });
+            entries.push(Entry::new(Mark::Dot(color, !back), text));
+        }
+        entries
     }
 }
 
@@ -184,21 +200,17 @@ fn draw_leg<DB: DrawingBackend>(
     leg: &[(f64, f64, f64)],
     color: RGBColor,
     back: bool,
-    name: &str,
 ) -> io::Result<()> {
     let bars = leg.iter().map(|&(t, m, s)| {
         PathElement::new(vec![(t, m - s), (t, m + s)], color.stroke_width(lw(1)))
     });
     chart.draw_series(bars).io()?;
-    let label = format!("mean {name}{}", if back { ", back" } else { "" });
     chart
         .draw_series(LineSeries::new(
             leg.iter().map(|&(t, m, _)| (t, m)),
             color.stroke_width(lw(2)),
         ))
-        .io()?
-        .label(label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        .io()?;
     let style = if back {
         color.stroke_width(lw(2))
     } else {

@@ -80,6 +80,8 @@ pub struct Metastability {
 pub struct Motion {
     /// The fastest speed max_a |y_a'| seen.
     pub speed: f64,
+    /// The mean over the samples of max_a |y_a'| (for one point: its angular rate).
+    pub mean_speed: f64,
     /// The largest change of an <y_a, y_b> (a != b).
     pub swing: f64,
 }
@@ -163,6 +165,8 @@ struct MotionWatch<'a> {
     model: &'a ClusterModel,
     d: usize,
     speed: f64,
+    speed_sum: f64,
+    samples: usize,
     low: Vec<f64>,
     high: Vec<f64>,
 }
@@ -173,6 +177,8 @@ impl<'a> MotionWatch<'a> {
             model,
             d,
             speed: 0.0,
+            speed_sum: 0.0,
+            samples: 0,
             low: Vec::new(),
             high: Vec::new(),
         }
@@ -187,6 +193,7 @@ impl<'a> MotionWatch<'a> {
             .fold(0.0, f64::max);
         Motion {
             speed: self.speed,
+            mean_speed: self.speed_sum / self.samples.max(1) as f64,
             swing,
         }
     }
@@ -194,7 +201,10 @@ impl<'a> MotionWatch<'a> {
 
 impl Observer for MotionWatch<'_> {
     fn sample(&mut self, s: &Sample<'_>) -> std::io::Result<()> {
-        self.speed = self.speed.max(self.model.speed(s.state));
+        let speed = self.model.speed(s.state);
+        self.speed = self.speed.max(speed);
+        self.speed_sum += speed;
+        self.samples += 1;
         let points: Vec<&[f64]> = s.state.chunks_exact(self.d).collect();
         let mut pair = 0;
         for a in 0..points.len() {
@@ -234,7 +244,10 @@ pub fn refine(
     let since = plateau_start(clusters);
     let c = without_merge_swing(c, since);
     if last.count == 1 {
-        return (one_cluster(c, attention, last, clusters.rule(), since), None);
+        return (
+            one_cluster(c, attention, last, clusters.rule(), since),
+            None,
+        );
     }
     let t_final = clusters.rows().last().map_or(0.0, |r| r.t);
     let ahead = look_ahead(attention, last, clusters.rule(), HORIZON);
@@ -333,8 +346,8 @@ fn one_cluster(
     let diameter = last.diameter.unwrap_or(0.0);
     if motion.speed > MOVING_SPEED {
         let reason = format!(
-            "all tokens in one tight cluster (diameter {diameter:.2e} <= {}) since t = {since}, which circles the sphere: its centre moves at {:.4} rad per unit time in the cluster model, read at its own resolution (not the samples'); {}",
-            rule.threshold, motion.speed, c.reason
+            "all tokens in one tight cluster (diameter {diameter:.2e} <= {}) since t = {since}, which circles the sphere: its centre moves at {:.4} rad per unit time on average (up to {:.4}) in the cluster model, read at its own resolution, not the samples'; {}",
+            rule.threshold, motion.mean_speed, motion.speed, c.reason
         );
         return relabel(c, Label::RotatingClusters, reason);
     }

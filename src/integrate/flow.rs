@@ -70,7 +70,8 @@ impl<'a> Flow<'a> {
     /// The order parameters of the state reached, or the failure when they are not finite.
     pub fn order(&self) -> Result<OrderParameters, Status> {
         let order = self.dynamics.order_parameters(&self.y);
-        let finite = order.r2.re.is_finite() && order.r2.im.is_finite() && order.nematic.is_finite();
+        let finite =
+            order.r2.re.is_finite() && order.r2.im.is_finite() && order.nematic.is_finite();
         if finite {
             Ok(order)
         } else {

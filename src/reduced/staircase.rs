@@ -154,7 +154,8 @@ pub fn solve_staircase(
     let mut flow = Flow::new(full, method, initial, t_end);
     let end = formation(&mut flow, full, plan, &mut feed)?;
     let before = feed.next;
-    let first = |flow: Flow<'_>, status, feed: &Feed| flow.into_solution(status, before, feed.t_last);
+    let first =
+        |flow: Flow<'_>, status, feed: &Feed| flow.into_solution(status, before, feed.t_last);
     let mut solution = match end {
         PartEnd::Done => first(flow, Status::Success, &feed),
         PartEnd::Failed(status) => first(flow, status, &feed),
@@ -310,7 +311,14 @@ impl MergeWatch {
         let count = detect_points(state, model.counts(), d, rule).count;
         let mut found = Vec::new();
         if count > 0 && count < self.count {
-            found = placed_merges(model, (&self.state, self.t), t, self.count, (d, rule), method);
+            found = placed_merges(
+                model,
+                (&self.state, self.t),
+                t,
+                self.count,
+                (d, rule),
+                method,
+            );
             if found.last().map(|m| m.to_count) != Some(count) {
                 found.push(Merge {
                     t,

@@ -336,4 +336,45 @@ mod tests {
         // A split (count rising) is a plateau change but no merge.
         assert!(merges(&rows(&[2, 3, 3])).is_empty());
     }
+
+    #[test]
+    fn events_between_samples_make_the_history_and_merges_after_the_hand_over() {
+        let mut series = ClusterSeries::new(ClusterRule::default(), 2, None);
+        series.rows = rows(&[0, 3, 1, 1])
+            .into_iter()
+            .map(|r| ClusterRow { t: 50.0 * r.t, ..r })
+            .collect();
+        let merge = |t, from_count, to_count| Merge {
+            t,
+            from_count,
+            to_count,
+        };
+        for e in [
+            ClusterEvent::Handover { t: 9.0, count: 5 },
+            ClusterEvent::Merge(merge(10.2, 5, 3)),
+            ClusterEvent::Merge(merge(82.6, 3, 1)),
+        ] {
+            series.clusters_event(&e).unwrap();
+        }
+        let history: Vec<(usize, f64, f64)> = series
+            .history()
+            .iter()
+            .map(|p| (p.count, p.from, p.to))
+            .collect();
+        assert_eq!(
+            history,
+            vec![
+                (0, 0.0, 9.0),
+                (5, 9.0, 10.2),
+                (3, 10.2, 82.6),
+                (1, 82.6, 150.0)
+            ]
+        );
+        assert_eq!(series.merges(), vec![merge(10.2, 5, 3), merge(82.6, 3, 1)]);
+        assert_eq!(series.handover(), Some(9.0));
+        // Without a hand-over the samples decide, as before.
+        let mut plain = ClusterSeries::new(ClusterRule::default(), 2, None);
+        plain.rows = series.rows.clone();
+        assert_eq!(plain.merges(), vec![merge(100.0, 3, 1)]);
+    }
 }

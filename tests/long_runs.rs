@@ -229,3 +229,37 @@ fn one_cluster_circling_the_sphere_is_read_at_its_own_resolution() {
         "{rate} {doubled}"
     );
 }
+
+#[test]
+fn one_cluster_on_the_circle_turns_at_its_closed_form_rate() {
+    // Paper case 3 with sa: one tight cluster, whose point obeys theta' = <J y, V y> =
+    // 0.4 - 0.1 sin(2 theta) > 0 for V = [[1, -0.4], [0.4, 0.8]]; it turns for ever with period
+    // T = 2 pi / sqrt(0.4^2 - 0.1^2), a mean rate of sqrt(0.15).
+    let dir = tempfile::tempdir().unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/case3-rotating-clusters.toml");
+    let summary = run(
+        &path,
+        &dir.path().join("sa"),
+        &[
+            "--set",
+            "model.kernel=sa",
+            "--set",
+            "tokens.n=64",
+            "--set",
+            "time.t_end=30",
+            "--set",
+            "time.samples=301",
+        ],
+    );
+    assert_eq!(summary["clusters"]["count"], 1, "{summary}");
+    assert_eq!(summary["label"], "rotating-clusters", "{summary}");
+    let reason = summary["label_reason"].as_str().unwrap();
+    let rate: f64 = reason
+        .split("moves at ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("{reason}"));
+    let exact = 0.15f64.sqrt();
+    assert!((rate - exact).abs() < 0.02 * exact, "{rate} {exact}");
+}

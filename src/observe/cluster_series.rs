@@ -50,7 +50,7 @@ pub struct Plateau {
     pub count: usize,
     /// First sample time with it.
     pub from: f64,
-    /// Last sample time with it.
+    /// Last sample time with it (after a hand-over: when the next plateau begins).
     pub to: f64,
 }
 

@@ -2,35 +2,52 @@
 //!
 //! For the softmax kernels (usa, sa) the k tight clusters at the last sample are handed to the
 //! cluster model (`reduced::clusters`: k points with weights n_a / n), which is integrated on
-//! from there for up to [`HORIZON`] time units:
+//! from there for up to [`HORIZON`] time units, in windows that double, each read at
+//! [`WINDOW_SAMPLES`] times (the look-ahead does not depend on the run's output sampling):
 //!
-//! 1. a merge (two points come within the tight angle, as [`detect_points`] counts them) means
+//! 1. a merge (two points come within the tight angle, as `observe::clusters::detect_points` counts them) means
 //!    the plateau ends: `metastable-clusters`, ending at t_final + the predicted merge time;
-//! 2. no merge: the tangent Jacobian of the cluster model at the state reached is computed
-//!    (central differences); an eigenvalue with real part above [`UNSTABLE_RATE`] is a saddle:
-//!    `metastable-clusters` with no predicted end; otherwise the configuration is stable:
-//!    `converged-clusters` (`rotating-clusters` kept when the axis turns, `oscillation` kept).
+//! 2. no merge, and the points still move over the last window (their fastest speed
+//!    max_a |y_a'| above [`MOVING_SPEED`]): the clusters move for ever without merging, which is
+//!    not metastable: they are labelled by their motion (`oscillation` and `rotating-clusters`
+//!    read by the order parameters are kept; otherwise `rotating-clusters` when the angles
+//!    <y_a, y_b> between them stay within [`RIGID`] over the last window, else `oscillation`);
+//! 3. no merge and (nearly) at rest: the tangent Jacobian of the cluster model at the state
+//!    reached is computed (central differences); an eigenvalue with real part above
+//!    [`UNSTABLE_RATE`] is a saddle: `metastable-clusters` with no predicted end; otherwise the
+//!    configuration is stable: `converged-clusters` (`rotating-clusters` kept when the axis
+//!    turns, `oscillation` kept).
 //!
-//! One tight cluster (k = 1) keeps the label of the order parameters (`interior-point` and
-//! `undetermined` become `converged-clusters`); tokens that are not clustered keep it too. An
-//! `oscillation` read on a tail in which the last plateau of the counts began is the swing of
-//! that merge, not a cycle, and is first taken as no reading. Linear attention (lsa) keeps
-//! every label as it is.
+//! One tight cluster (k = 1) keeps a label of motion read by the order parameters
+//! (`oscillation`, `rotating-clusters`, `rotating-interior`); otherwise its point is followed
+//! for [`ONE_POINT_HORIZON`]: still moving, it circles the sphere (`rotating-clusters`, at the
+//! rate of the point, whatever the samples could resolve); at rest, `converged-clusters`.
+//! Tokens that are not clustered keep the order parameters' label. An `oscillation` read on a
+//! tail in which the last plateau of the counts began is the swing of that merge, not a
+//! cycle, and is first taken as no reading. Linear attention (lsa) keeps every label as it is.
 
 use serde::Serialize;
 
 use super::{Classification, Label};
-use crate::integrate::{solve, Dynamics, Method, Problem};
+use crate::integrate::{solve, Method, Problem};
 use crate::model::{Attention, Kernel};
 use crate::observe::cluster_series::{ClusterSeries, Merge};
-use crate::observe::clusters::{detect_points, ClusterRule, Clustering};
+use crate::observe::clusters::{ClusterRule, Clustering};
 use crate::observe::{Observer, Sample};
 use crate::reduced::clusters::ClusterModel;
+use crate::reduced::staircase::PointCounts;
+pub use crate::reduced::staircase::UNSTABLE_RATE;
 
 /// How far beyond the last sample the cluster model looks for a merge.
 pub const HORIZON: f64 = 1e6;
-/// Real part of a tangent eigenvalue above which a configuration is a saddle.
-pub const UNSTABLE_RATE: f64 = 1e-8;
+/// How far one tight cluster's point is followed to tell rest from motion.
+pub const ONE_POINT_HORIZON: f64 = 1e3;
+/// The points move (for ever, without merging) when their fastest speed over the
+/// look-ahead's last window is above this (radians per unit time).
+pub const MOVING_SPEED: f64 = 1e-4;
+/// Moving points keep their configuration (a rigid rotation) when no <y_a, y_b> changes by
+/// more than this over the last window.
+pub const RIGID: f64 = 1e-6;
 /// Samples per window of the cluster model's look-ahead (the merge time's resolution is
 /// 1 / this of the window, which doubles).
 const WINDOW_SAMPLES: usize = 513;
@@ -58,6 +75,30 @@ pub struct Metastability {
     pub cause: Cause,
 }
 
+/// How the cluster model's points move over the last window of a look-ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Motion {
+    /// The fastest speed max_a |y_a'| seen.
+    pub speed: f64,
+    /// The mean over the samples of max_a |y_a'| (for one point: its angular rate).
+    pub mean_speed: f64,
+    /// The largest change of an <y_a, y_b> (a != b).
+    pub swing: f64,
+}
+
+/// What the cluster model does from a configuration: its merges (times from the
+/// configuration's own time 0), the state at the end, the model and its last motion.
+pub struct LookAhead {
+    /// The merges within the horizon.
+    pub merges: Vec<Merge>,
+    /// The points at the end.
+    pub state: Vec<f64>,
+    /// The model.
+    pub model: ClusterModel,
+    /// The motion over the last window.
+    pub motion: Motion,
+}
+
 /// The merges the cluster model makes from `clusters` within `horizon` (times counted from
 /// the configuration's own time 0), and the points' state at the end.
 pub fn predicted_merges(
@@ -66,21 +107,34 @@ pub fn predicted_merges(
     rule: ClusterRule,
     horizon: f64,
 ) -> (Vec<Merge>, Vec<f64>, ClusterModel) {
+    let ahead = look_ahead(attention, clusters, rule, horizon);
+    (ahead.merges, ahead.state, ahead.model)
+}
+
+/// Follows the cluster model of `clusters` for `horizon` (module docs): until then, or until
+/// one cluster is left of several.
+pub fn look_ahead(
+    attention: &Attention,
+    clusters: &Clustering,
+    rule: ClusterRule,
+    horizon: f64,
+) -> LookAhead {
     let (model, mut state) = ClusterModel::from_clusters(attention.clone(), clusters);
-    let mut counter = PointCounts {
-        counts: model.counts().to_vec(),
-        d: attention.d(),
+    let mut counter = PointCounts::new(
+        model.counts().to_vec(),
+        attention.d(),
         rule,
-        last: clusters.count,
-        offset: 0.0,
-        merges: Vec::new(),
-    };
+        clusters.count,
+        0.0,
+    );
     let method = Method::Dop853 {
         rtol: 1e-10,
         atol: 1e-12,
     };
+    let several = clusters.count > 1;
+    let mut motion = Motion::default();
     let (mut t, mut window) = (0.0, 1.0f64);
-    while t < horizon && counter.last > 1 {
+    while t < horizon && (counter.last > 1 || !several) {
         let length = window.min(horizon - t);
         let problem = Problem {
             dynamics: &model,
@@ -89,38 +143,81 @@ pub fn predicted_merges(
             samples: WINDOW_SAMPLES,
         };
         counter.offset = t;
-        match solve(&problem, method, &mut [&mut counter]) {
+        let mut watch = MotionWatch::new(&model, attention.d());
+        match solve(&problem, method, &mut [&mut counter, &mut watch]) {
             Ok(s) if s.status.is_success() => state = s.final_state,
             _ => break,
         }
+        motion = watch.motion();
         t += length;
         window *= 2.0;
     }
-    (counter.merges, state, model)
+    LookAhead {
+        merges: counter.merges,
+        state,
+        model,
+        motion,
+    }
 }
 
-/// Counts the clusters of the cluster model's points at every sample.
-struct PointCounts {
-    counts: Vec<usize>,
+/// The fastest speed and the swing of the angles between the points over one window.
+struct MotionWatch<'a> {
+    model: &'a ClusterModel,
     d: usize,
-    rule: ClusterRule,
-    last: usize,
-    offset: f64,
-    merges: Vec<Merge>,
+    speed: f64,
+    speed_sum: f64,
+    samples: usize,
+    low: Vec<f64>,
+    high: Vec<f64>,
 }
 
-impl Observer for PointCounts {
-    fn sample(&mut self, s: &Sample<'_>) -> std::io::Result<()> {
-        let count = detect_points(s.state, &self.counts, self.d, self.rule).count;
-        if count > 0 && count < self.last {
-            self.merges.push(Merge {
-                t: self.offset + s.t,
-                from_count: self.last,
-                to_count: count,
-            });
+impl<'a> MotionWatch<'a> {
+    fn new(model: &'a ClusterModel, d: usize) -> Self {
+        MotionWatch {
+            model,
+            d,
+            speed: 0.0,
+            speed_sum: 0.0,
+            samples: 0,
+            low: Vec::new(),
+            high: Vec::new(),
         }
-        if count > 0 {
-            self.last = count;
+    }
+
+    fn motion(&self) -> Motion {
+        let swing = self
+            .low
+            .iter()
+            .zip(&self.high)
+            .map(|(l, h)| h - l)
+            .fold(0.0, f64::max);
+        Motion {
+            speed: self.speed,
+            mean_speed: self.speed_sum / self.samples.max(1) as f64,
+            swing,
+        }
+    }
+}
+
+impl Observer for MotionWatch<'_> {
+    fn sample(&mut self, s: &Sample<'_>) -> std::io::Result<()> {
+        let speed = self.model.speed(s.state);
+        self.speed = self.speed.max(speed);
+        self.speed_sum += speed;
+        self.samples += 1;
+        let points: Vec<&[f64]> = s.state.chunks_exact(self.d).collect();
+        let mut pair = 0;
+        for a in 0..points.len() {
+            for b in a + 1..points.len() {
+                let dot: f64 = points[a].iter().zip(points[b]).map(|(x, y)| x * y).sum();
+                if pair == self.low.len() {
+                    self.low.push(dot);
+                    self.high.push(dot);
+                }
+                self.low[pair] = self.low[pair].min(dot);
+                self.high[pair] = self.high[pair].max(dot);
+                pair += 1;
+            }
         }
         Ok(())
     }
@@ -128,25 +225,7 @@ impl Observer for PointCounts {
 
 /// Whether the cluster model has a growing direction at `state` (module docs).
 pub fn is_saddle(model: &ClusterModel, state: &[f64]) -> bool {
-    let m = state.len();
-    let h = 1e-5;
-    let mut jacobian = nalgebra::DMatrix::zeros(m, m);
-    let (mut plus, mut minus) = (vec![0.0; m], vec![0.0; m]);
-    let mut y = state.to_vec();
-    for j in 0..m {
-        y[j] = state[j] + h;
-        model.rhs(&y, &mut plus);
-        y[j] = state[j] - h;
-        model.rhs(&y, &mut minus);
-        y[j] = state[j];
-        for i in 0..m {
-            jacobian[(i, j)] = (plus[i] - minus[i]) / (2.0 * h);
-        }
-    }
-    jacobian
-        .complex_eigenvalues()
-        .iter()
-        .any(|l| l.re > UNSTABLE_RATE)
+    model.has_growing_direction(state, UNSTABLE_RATE)
 }
 
 /// The label of a run with tight clusters (module docs); `c` is the order parameters' label.
@@ -165,29 +244,24 @@ pub fn refine(
     let since = plateau_start(clusters);
     let c = without_merge_swing(c, since);
     if last.count == 1 {
-        return match c.label {
-            Label::InteriorPoint | Label::Undetermined => {
-                let reason = format!(
-                    "all tokens in one tight cluster (diameter {:.2e} <= {}) since t = {since}; {}",
-                    last.diameter.unwrap_or(0.0),
-                    clusters.rule().threshold,
-                    c.reason
-                );
-                (relabel(c, Label::ConvergedClusters, reason), None)
-            }
-            _ => (c, None),
-        };
+        return (
+            one_cluster(c, attention, last, clusters.rule(), since),
+            None,
+        );
     }
     let t_final = clusters.rows().last().map_or(0.0, |r| r.t);
-    let (merges, state, model) = predicted_merges(attention, last, clusters.rule(), HORIZON);
-    let cause = if let Some(first) = merges.first() {
+    let ahead = look_ahead(attention, last, clusters.rule(), HORIZON);
+    let k = last.count;
+    if ahead.merges.is_empty() && ahead.motion.speed > MOVING_SPEED {
+        return (moving_clusters(c, last, since, ahead.motion), None);
+    }
+    let cause = if let Some(first) = ahead.merges.first() {
         Some((Cause::PendingMerge, Some(t_final + first.t)))
-    } else if is_saddle(&model, &state) {
+    } else if is_saddle(&ahead.model, &ahead.state) {
         Some((Cause::Saddle, None))
     } else {
         None
     };
-    let k = last.count;
     match cause {
         Some((cause, until)) => {
             let end = match until {
@@ -224,11 +298,72 @@ pub fn refine(
     }
 }
 
+/// The label of k >= 2 tight clusters that move for ever without merging: their motion
+/// (module docs, 2).
+fn moving_clusters(
+    c: Classification,
+    last: &Clustering,
+    since: f64,
+    motion: Motion,
+) -> Classification {
+    let rigid = motion.swing <= RIGID;
+    let label = match c.label {
+        Label::Oscillation | Label::RotatingClusters => c.label,
+        Label::RotatingInterior => Label::RotatingClusters,
+        _ if rigid => Label::RotatingClusters,
+        _ => Label::Oscillation,
+    };
+    let how = if rigid {
+        "turn together, the angles between them fixed".to_string()
+    } else {
+        format!(
+            "swing against each other (a cosine between two of them changes by {:.3})",
+            motion.swing
+        )
+    };
+    let reason = format!(
+        "{} tight clusters (sizes {:?}) since t = {since} move for ever without merging (the cluster model: no merge within {HORIZON:e}, the points {how}, speed up to {:.3e}), not metastable; {}",
+        last.count, last.sizes, motion.speed, c.reason
+    );
+    relabel(c, label, reason)
+}
+
+/// The label of one tight cluster (module docs).
+fn one_cluster(
+    c: Classification,
+    attention: &Attention,
+    last: &Clustering,
+    rule: ClusterRule,
+    since: f64,
+) -> Classification {
+    if !matches!(
+        c.label,
+        Label::InteriorPoint | Label::Undetermined | Label::ConvergedClusters
+    ) {
+        return c;
+    }
+    let motion = look_ahead(attention, last, rule, ONE_POINT_HORIZON).motion;
+    let diameter = last.diameter.unwrap_or(0.0);
+    if motion.speed > MOVING_SPEED {
+        let reason = format!(
+            "all tokens in one tight cluster (diameter {diameter:.2e} <= {}) since t = {since}, which circles the sphere: its centre moves at {:.4} rad per unit time on average (up to {:.4}) in the cluster model, read at its own resolution, not the samples'; {}",
+            rule.threshold, motion.mean_speed, motion.speed, c.reason
+        );
+        return relabel(c, Label::RotatingClusters, reason);
+    }
+    if c.label == Label::ConvergedClusters {
+        return c;
+    }
+    let reason = format!(
+        "all tokens in one tight cluster (diameter {diameter:.2e} <= {}) since t = {since}; {}",
+        rule.threshold, c.reason
+    );
+    relabel(c, Label::ConvergedClusters, reason)
+}
+
 /// The first time of the last plateau of the counts.
 fn plateau_start(clusters: &ClusterSeries) -> f64 {
-    crate::observe::cluster_series::plateaus(clusters.rows())
-        .last()
-        .map_or(0.0, |p| p.from)
+    clusters.history().last().map_or(0.0, |p| p.from)
 }
 
 fn relabel(mut c: Classification, label: Label, reason: String) -> Classification {
@@ -282,11 +417,10 @@ pub fn refine_run(
 }
 
 /// The label of a `--model clusters` run whose tokens never formed tight clusters by t_end
-/// (the cluster model never took over, `reduced::staircase::handover_index`): `undetermined`,
+/// (the cluster model never took over: no hand-over in the series): `undetermined`,
 /// saying so, with the full model's label in the reason; any other run's label unchanged.
 pub fn without_handover(c: Classification, clusters: &ClusterSeries) -> Classification {
-    let counts: Vec<usize> = clusters.rows().iter().map(|r| r.count).collect();
-    if crate::reduced::staircase::handover_index(&counts).is_some() {
+    if clusters.handover().is_some() {
         return c;
     }
     let t_end = clusters.rows().last().map_or(0.0, |r| r.t);

@@ -13,11 +13,13 @@
 
 pub(crate) mod dop853;
 mod dop853_tableau;
+mod flow;
 pub mod gaussian;
 mod piecewise;
 mod stepper;
 pub mod stochastic;
 
+pub use flow::Flow;
 pub use piecewise::{Boundary, Piecewise};
 pub use stochastic::NoiseSettings;
 

@@ -10,6 +10,12 @@
 //!          (two clusters that link while their union is still wider than theta)
 //!                                                         -> {t: first sample with b, from_count: a, to_count: b}
 //! ```
+//!
+//! A run that finds its clusters' changes between samples (`--model clusters`: the hand-over
+//! to the cluster model and its merges, [`ClusterEvent`]) makes the history and the merges
+//! from those events from the hand-over on, at their own times: the plateaus before it come
+//! from the samples and last until the hand-over, each later plateau lasts from its event to
+//! the next (the last to the last sample).
 
 use std::fs::File;
 use std::io::{self, BufWriter};
@@ -44,7 +50,7 @@ pub struct Plateau {
     pub count: usize,
     /// First sample time with it.
     pub from: f64,
-    /// Last sample time with it.
+    /// Last sample time with it (after a hand-over: when the next plateau begins).
     pub to: f64,
 }
 
@@ -57,6 +63,20 @@ pub struct Merge {
     pub from_count: usize,
     /// Count after.
     pub to_count: usize,
+}
+
+/// A change of the tight clusters at its own time (not a sample's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ClusterEvent {
+    /// The cluster model took over from `count` tight clusters at time `t`.
+    Handover {
+        /// When.
+        t: f64,
+        /// Its number of points (the tight clusters then).
+        count: usize,
+    },
+    /// Two or more clusters merged.
+    Merge(Merge),
 }
 
 /// summary.json `clusters`.
@@ -89,6 +109,9 @@ pub struct ClusterSeries {
     rows: Vec<ClusterRow>,
     last: Option<Clustering>,
     csv: Option<csv::Writer<BufWriter<File>>>,
+    /// The hand-over (time, count) and the merges after it, when the run reported them.
+    handover: Option<(f64, usize)>,
+    event_merges: Vec<Merge>,
 }
 
 impl ClusterSeries {
@@ -101,6 +124,8 @@ impl ClusterSeries {
             rows: Vec::new(),
             last: None,
             csv: None,
+            handover: None,
+            event_merges: Vec::new(),
         }
     }
 
@@ -125,6 +150,50 @@ impl ClusterSeries {
     /// The rule in use.
     pub fn rule(&self) -> ClusterRule {
         self.rule
+    }
+
+    /// When the cluster model took over (`--model clusters`), if it did.
+    pub fn handover(&self) -> Option<f64> {
+        self.handover.map(|(t, _)| t)
+    }
+
+    /// The plateaus of the run (module docs).
+    pub fn history(&self) -> Vec<Plateau> {
+        let Some((t_c, count)) = self.handover else {
+            return plateaus(&self.rows);
+        };
+        let before: Vec<ClusterRow> = self.rows.iter().filter(|r| r.t < t_c).copied().collect();
+        let mut out = plateaus(&before);
+        let t_final = self.rows.last().map_or(t_c, |r| r.t.max(t_c));
+        let steps = std::iter::once((t_c, count))
+            .chain(self.event_merges.iter().map(|m| (m.t, m.to_count)));
+        for (t, count) in steps {
+            match out.last_mut() {
+                Some(p) if p.count == count => continue,
+                Some(p) => p.to = t,
+                None => {}
+            }
+            out.push(Plateau {
+                count,
+                from: t,
+                to: t,
+            });
+        }
+        if let Some(p) = out.last_mut() {
+            p.to = t_final;
+        }
+        out
+    }
+
+    /// The merges of the run (module docs).
+    pub fn merges(&self) -> Vec<Merge> {
+        let Some((t_c, _)) = self.handover else {
+            return merges(&self.rows);
+        };
+        let before: Vec<ClusterRow> = self.rows.iter().filter(|r| r.t < t_c).copied().collect();
+        let mut out = merges(&before);
+        out.extend_from_slice(&self.event_merges);
+        out
     }
 
     /// Records the clusters of `tokens` at time t.
@@ -156,8 +225,8 @@ impl ClusterSeries {
             diameter: last.diameter,
             separation: last.separation,
             threshold: self.rule.threshold,
-            history: plateaus(&self.rows),
-            merges: merges(&self.rows),
+            history: self.history(),
+            merges: self.merges(),
         })
     }
 }
@@ -172,6 +241,14 @@ impl Observer for ClusterSeries {
             Some(tokens) => self.push(sample.t, tokens),
             None => Ok(()),
         }
+    }
+
+    fn clusters_event(&mut self, event: &ClusterEvent) -> io::Result<()> {
+        match *event {
+            ClusterEvent::Handover { t, count } => self.handover = Some((t, count)),
+            ClusterEvent::Merge(m) => self.event_merges.push(m),
+        }
+        Ok(())
     }
 
     fn finish(&mut self) -> io::Result<()> {
@@ -258,5 +335,46 @@ mod tests {
         assert_eq!(m, vec![(6.0, 3, 2), (8.0, 2, 1)]);
         // A split (count rising) is a plateau change but no merge.
         assert!(merges(&rows(&[2, 3, 3])).is_empty());
+    }
+
+    #[test]
+    fn events_between_samples_make_the_history_and_merges_after_the_hand_over() {
+        let mut series = ClusterSeries::new(ClusterRule::default(), 2, None);
+        series.rows = rows(&[0, 3, 1, 1])
+            .into_iter()
+            .map(|r| ClusterRow { t: 50.0 * r.t, ..r })
+            .collect();
+        let merge = |t, from_count, to_count| Merge {
+            t,
+            from_count,
+            to_count,
+        };
+        for e in [
+            ClusterEvent::Handover { t: 9.0, count: 5 },
+            ClusterEvent::Merge(merge(10.2, 5, 3)),
+            ClusterEvent::Merge(merge(82.6, 3, 1)),
+        ] {
+            series.clusters_event(&e).unwrap();
+        }
+        let history: Vec<(usize, f64, f64)> = series
+            .history()
+            .iter()
+            .map(|p| (p.count, p.from, p.to))
+            .collect();
+        assert_eq!(
+            history,
+            vec![
+                (0, 0.0, 9.0),
+                (5, 9.0, 10.2),
+                (3, 10.2, 82.6),
+                (1, 82.6, 150.0)
+            ]
+        );
+        assert_eq!(series.merges(), vec![merge(10.2, 5, 3), merge(82.6, 3, 1)]);
+        assert_eq!(series.handover(), Some(9.0));
+        // Without a hand-over the samples decide, as before.
+        let mut plain = ClusterSeries::new(ClusterRule::default(), 2, None);
+        plain.rows = series.rows.clone();
+        assert_eq!(plain.merges(), vec![merge(100.0, 3, 1)]);
     }
 }

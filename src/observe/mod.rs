@@ -74,6 +74,12 @@ pub trait Observer {
     fn sample(&mut self, _sample: &Sample<'_>) -> io::Result<()> {
         Ok(())
     }
+    /// A change of the tight clusters found between samples, at its own time, by a run that
+    /// looks for them (the staircase of `--model clusters`: the hand-over and every merge of
+    /// the cluster model); called before the first sample after it.
+    fn clusters_event(&mut self, _event: &cluster_series::ClusterEvent) -> io::Result<()> {
+        Ok(())
+    }
     /// Asked at the checkpoints of a run that may go on past t_end (see
     /// the integrator's `solve_until`): true when this observer has seen enough to stop.
     fn enough(&mut self) -> bool {

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::uniform::{predict_from_uniform, UniformPrediction};
 use crate::classify::metastable::{predicted_merges, HORIZON};
 use crate::error::Error;
-use crate::observe::cluster_series::{merges, ClusterSeries, Merge};
+use crate::observe::cluster_series::{ClusterSeries, Merge};
 use crate::scenario::{MaskKind, ModelKind, NormalizationKind, Scenario, ScenarioError};
 use crate::simulation;
 
@@ -76,13 +76,13 @@ fn staircase_merges(
     sim.solve(&mut [&mut series])
         .map_err(Error::io(&scenario.file))?
         .succeeded(&scenario.name, ModelKind::Clusters)?;
-    let rows = series.rows();
-    let Some(first) = rows.iter().find(|r| r.count > 0) else {
+    let history = series.history();
+    let Some(first) = history.iter().find(|p| p.count > 0) else {
         return Ok((Vec::new(), None, 0));
     };
-    let (formed, formed_count) = (first.t, first.count);
-    let mut all = merges(rows);
-    if let (Some(last), Some(t_final)) = (series.last(), rows.last().map(|r| r.t)) {
+    let (formed, formed_count) = (first.from, first.count);
+    let mut all = series.merges();
+    if let (Some(last), Some(t_final)) = (series.last(), series.rows().last().map(|r| r.t)) {
         if last.count > 1 {
             let attention = simulation::attention(scenario);
             let (later, _, _) = predicted_merges(&attention, last, series.rule(), HORIZON);

@@ -130,6 +130,37 @@ impl ClusterModel {
         }
     }
 
+    /// The fastest point's speed max_a |y_a'| at `state`.
+    pub fn speed(&self, state: &[f64]) -> f64 {
+        let mut dy = vec![0.0; state.len()];
+        self.rhs(state, &mut dy);
+        dy.chunks_exact(self.d)
+            .map(|v| v.iter().map(|x| x * x).sum::<f64>().sqrt())
+            .fold(0.0, f64::max)
+    }
+
+    /// Whether the model has a direction growing faster than `rate` at `state`: an eigenvalue
+    /// of its Jacobian (central differences of step 1e-5) with real part above `rate`. At a
+    /// rest point this is a saddle; elsewhere the eigenvalues say nothing about stability.
+    pub fn has_growing_direction(&self, state: &[f64], rate: f64) -> bool {
+        let m = state.len();
+        let h = 1e-5;
+        let mut jacobian = nalgebra::DMatrix::zeros(m, m);
+        let (mut plus, mut minus) = (vec![0.0; m], vec![0.0; m]);
+        let mut y = state.to_vec();
+        for j in 0..m {
+            y[j] = state[j] + h;
+            self.rhs(&y, &mut plus);
+            y[j] = state[j] - h;
+            self.rhs(&y, &mut minus);
+            y[j] = state[j];
+            for i in 0..m {
+                jacobian[(i, j)] = (plus[i] - minus[i]) / (2.0 * h);
+            }
+        }
+        jacobian.complex_eigenvalues().iter().any(|l| l.re > rate)
+    }
+
     /// Puts every group of points closer than [`MERGE_ANGLE`] at their weighted mean direction.
     fn merge_close_points(&self, y: &mut [f64]) {
         let d = self.d;

@@ -1,5 +1,5 @@
 //! Lyapunov exponents by the tangent flow with QR re-orthonormalisation (Benettin, Galgani,
-//! Giorgilli and Strelcyn 1980; docs/MATH.md §"Lyapunov exponents").
+//! Giorgilli and Strelcyn 1980; docs/MATH.md §15).
 //!
 //! The state y and k tangent vectors v_1..v_k move together,
 //!

@@ -1,5 +1,5 @@
 //! The derivative of the full model's field along tangent vectors, for Lyapunov exponents
-//! (docs/MATH.md §"Lyapunov exponents").
+//! (docs/MATH.md §15).
 //!
 //! Every head, formed or factored, is three linear maps and an optional output map: queries
 //! q_k = W_q z_k, keys kappa_j = W_k z_j and values u_j = W_v z_j of the directions

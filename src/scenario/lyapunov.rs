@@ -1,4 +1,4 @@
-//! `[lyapunov]`: the first k Lyapunov exponents of the run (docs/MATH.md §"Lyapunov exponents").
+//! `[lyapunov]`: the first k Lyapunov exponents of the run (docs/MATH.md §15).
 //!
 //! ```text
 //! [lyapunov]

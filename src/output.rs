@@ -575,7 +575,12 @@ impl Observer for OrderCsv {
 
 /// Writes `lyapunov.csv`: the header `t,lambda1,...,lambdak`, then one row per time (`times`)
 /// with the running estimates (`estimates`, k numbers each).
-pub fn write_lyapunov_csv(path: &Path, times: &[f64], estimates: &[Vec<f64>], k: usize) -> io::Result<()> {
+pub fn write_lyapunov_csv(
+    path: &Path,
+    times: &[f64],
+    estimates: &[Vec<f64>],
+    k: usize,
+) -> io::Result<()> {
     let mut writer = csv::Writer::from_writer(BufWriter::new(File::create(path)?));
     let mut header = vec!["t".to_string()];
     header.extend((1..=k).map(|i| format!("lambda{i}")));

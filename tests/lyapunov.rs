@@ -49,7 +49,10 @@ fn difference_quotient(field: &SphereField, x: &[f64], v: &[f64], h: f64) -> Vec
     let (mut fp, mut fm) = (vec![0.0; x.len()], vec![0.0; x.len()]);
     field.eval(&plus, &mut fp);
     field.eval(&minus, &mut fm);
-    fp.iter().zip(&fm).map(|(a, b)| (a - b) / (2.0 * h)).collect()
+    fp.iter()
+        .zip(&fm)
+        .map(|(a, b)| (a - b) / (2.0 * h))
+        .collect()
 }
 
 fn attention(kernel: Kernel, d: usize, factored: bool, seed: u64) -> Attention {
@@ -90,7 +93,9 @@ fn the_derivative_matches_finite_differences_for_every_kernel_head_mask_and_norm
                     let mut x = unit_tokens(n, d, 17);
                     if norm == Normalization::Pre {
                         // A stream off the sphere: the derivative sees 1 / |x_k|.
-                        x.iter_mut().enumerate().for_each(|(i, v)| *v *= 1.0 + 0.1 * (i % 5) as f64);
+                        x.iter_mut()
+                            .enumerate()
+                            .for_each(|(i, v)| *v *= 1.0 + 0.1 * (i % 5) as f64);
                     }
                     let mut vs = Vec::new();
                     for s in 0..2 {
@@ -100,19 +105,32 @@ fn the_derivative_matches_finite_differences_for_every_kernel_head_mask_and_norm
                         }
                         vs.extend(v);
                     }
-                    let lin = field.linearization().expect("the full model has a derivative");
+                    let lin = field
+                        .linearization()
+                        .expect("the full model has a derivative");
                     let (mut dy, mut dv) = (vec![0.0; n * d], vec![0.0; 2 * n * d]);
                     lin.field_and_derivatives(&x, &vs, &mut dy, &mut dv);
                     let mut f = vec![0.0; n * d];
                     field.eval(&x, &mut f);
-                    let field_error = dy.iter().zip(&f).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-                    assert!(field_error < 1e-12, "{kernel:?} F differs by {field_error:e}");
+                    let field_error = dy
+                        .iter()
+                        .zip(&f)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0, f64::max);
+                    assert!(
+                        field_error < 1e-12,
+                        "{kernel:?} F differs by {field_error:e}"
+                    );
                     for s in 0..2 {
                         let v = &vs[s * n * d..(s + 1) * n * d];
                         let expected = difference_quotient(&field, &x, v, 1e-5);
                         let got = &dv[s * n * d..(s + 1) * n * d];
                         let scale = expected.iter().fold(1e-3, |m: f64, v| m.max(v.abs()));
-                        let err = got.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+                        let err = got
+                            .iter()
+                            .zip(&expected)
+                            .map(|(a, b)| (a - b).abs())
+                            .fold(0.0, f64::max);
                         assert!(
                             err < 1e-7 * scale,
                             "{kernel:?} factored {factored} {mask:?} {norm:?}: DF v off by {err:e} (scale {scale:e})"
@@ -165,7 +183,8 @@ impl Linearization for Linear {
 fn a_linear_flow_has_its_eigenvalues_as_exponents() {
     let lambdas = [0.3, -0.1, -0.5, -1.2];
     let p = matrix(4, 4, 9) + DMatrix::identity(4, 4) * 2.0;
-    let b = &p * DMatrix::from_diagonal(&nalgebra::DVector::from_row_slice(&lambdas))
+    let b = &p
+        * DMatrix::from_diagonal(&nalgebra::DVector::from_row_slice(&lambdas))
         * p.clone().try_inverse().unwrap();
     let flow = Linear { b };
     let settings = LyapunovSettings {
@@ -173,11 +192,22 @@ fn a_linear_flow_has_its_eigenvalues_as_exponents() {
         transient: 5.0,
         interval: 0.7,
     };
-    let s = spectrum(&flow, &[1.0, 0.5, -0.2, 0.1], 400.0, settings, (1e-10, 1e-12)).unwrap();
+    let s = spectrum(
+        &flow,
+        &[1.0, 0.5, -0.2, 0.1],
+        400.0,
+        settings,
+        (1e-10, 1e-12),
+    )
+    .unwrap();
     assert_eq!(s.exponents.len(), 4);
     for (got, want) in s.exponents.iter().zip(lambdas) {
         // The start's share of each direction decays like 1 / (t - transient).
-        assert!((got - want).abs() < 0.02, "{:?} vs {lambdas:?}", s.exponents);
+        assert!(
+            (got - want).abs() < 0.02,
+            "{:?} vs {lambdas:?}",
+            s.exponents
+        );
     }
     assert_eq!(s.times.len(), s.estimates.len());
     assert!((s.t - 400.0).abs() < 1e-9);
@@ -189,7 +219,11 @@ fn a_linear_flow_has_its_eigenvalues_as_exponents() {
 fn tangent_jacobian(field: &SphereField, x: &[f64], d: usize) -> DMatrix<f64> {
     let n = x.len() / d;
     let basis: Vec<Vec<f64>> = (0..n)
-        .flat_map(|k| tangent_basis(&x[k * d..(k + 1) * d]).into_iter().map(move |b| (k, b)))
+        .flat_map(|k| {
+            tangent_basis(&x[k * d..(k + 1) * d])
+                .into_iter()
+                .map(move |b| (k, b))
+        })
         .map(|(k, b)| {
             let mut v = vec![0.0; n * d];
             v[k * d..(k + 1) * d].copy_from_slice(&b);
@@ -235,7 +269,14 @@ fn at_a_fixed_point_the_exponents_are_the_real_parts_of_the_jacobians_eigenvalue
         v[(0, 2)] = 0.0;
         v[(1, 2)] = 0.0;
         v[(2, 2)] = 0.8;
-        let att = Attention::new(kernel, 1.0, vec![Head { a: matrix(d, d, 22), v }]);
+        let att = Attention::new(
+            kernel,
+            1.0,
+            vec![Head {
+                a: matrix(d, d, 22),
+                v,
+            }],
+        );
         let field = SphereField::new(att, n);
         let x: Vec<f64> = (0..n).flat_map(|_| [0.0, 0.0, 1.0]).collect();
         let j = tangent_jacobian(&field, &x, d);
@@ -298,7 +339,10 @@ fn the_sum_of_all_exponents_is_the_time_average_of_the_divergence() {
             samples: 2201,
         };
         let mut states = States::default();
-        let method = tokdyn::integrate::Method::Dop853 { rtol: 1e-11, atol: 1e-13 };
+        let method = tokdyn::integrate::Method::Dop853 {
+            rtol: 1e-11,
+            atol: 1e-13,
+        };
         tokdyn::integrate::solve(&problem, method, &mut [&mut states]).unwrap();
         // Simpson's rule over [t0, t_end] (2000 intervals of 0.01).
         let first = states.t.iter().position(|t| *t >= t0 - 1e-9).unwrap();
@@ -374,10 +418,19 @@ fn bad_lyapunov_settings_are_one_error_line_and_exit_2() {
         let path = dir.path().join("bad.toml");
         std::fs::write(&path, small_scenario(lines)).unwrap();
         let out = dir.path().join("out");
-        let assert = tokdyn().arg("run").arg(&path).arg("--out").arg(&out).assert().code(2);
+        let assert = tokdyn()
+            .arg("run")
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .code(2);
         let stderr = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
         assert_eq!(stderr.lines().count(), 1, "{lines}: {stderr}");
-        assert!(stderr.starts_with("error:") && stderr.contains(key), "{lines}: {stderr}");
+        assert!(
+            stderr.starts_with("error:") && stderr.contains(key),
+            "{lines}: {stderr}"
+        );
         assert!(!out.exists(), "{lines}: nothing may be written");
     }
 }
@@ -387,7 +440,11 @@ fn a_run_writes_lyapunov_csv_and_the_summary_identically_for_any_thread_count() 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ly.toml");
     // 8 = n (d - 1): every exponent.
-    std::fs::write(&path, small_scenario("exponents = 8\ntransient = 4.0\ninterval = 0.5")).unwrap();
+    std::fs::write(
+        &path,
+        small_scenario("exponents = 8\ntransient = 4.0\ninterval = 0.5"),
+    )
+    .unwrap();
     let mut previous: Option<(String, serde_json::Value)> = None;
     for threads in ["1", "2"] {
         let out = dir.path().join(format!("out{threads}"));
@@ -415,7 +472,12 @@ fn a_run_writes_lyapunov_csv_and_the_summary_identically_for_any_thread_count() 
         assert_eq!(ly["spread"].as_array().unwrap().len(), 8);
         assert_eq!(ly["transient"].as_f64(), Some(4.0));
         assert_eq!(ly["t"].as_f64(), Some(40.0));
-        let e: Vec<f64> = ly["exponents"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let e: Vec<f64> = ly["exponents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
         assert!(e.iter().all(|v| v.is_finite()));
         if let Some((csv0, ly0)) = &previous {
             assert_eq!(csv0, &csv, "lyapunov.csv differs between thread counts");
@@ -437,7 +499,14 @@ fn on_a_periodic_orbit_lambda1_is_zero_and_the_next_the_transverse_floquet_rate(
     let p = matrix(3, 3, 77) * 0.4 + DMatrix::identity(3, 3);
     let v = &p * block * p.clone().try_inverse().unwrap();
     for kernel in [Kernel::Lsa, Kernel::Sa] {
-        let att = Attention::new(kernel, 1.0, vec![Head { a: DMatrix::identity(3, 3), v: v.clone() }]);
+        let att = Attention::new(
+            kernel,
+            1.0,
+            vec![Head {
+                a: DMatrix::identity(3, 3),
+                v: v.clone(),
+            }],
+        );
         let field = SphereField::new(att, 1);
         let settings = LyapunovSettings {
             exponents: 2,
@@ -447,8 +516,21 @@ fn on_a_periodic_orbit_lambda1_is_zero_and_the_next_the_transverse_floquet_rate(
         let x0 = unit_tokens(1, 3, 8);
         let s = spectrum(&field, &x0, 640.0, settings, (1e-11, 1e-13)).unwrap();
         let floquet = (mu - a) * 1.0;
-        assert!(s.exponents[0].abs() < 5e-3, "{kernel:?}: lambda1 = {}", s.exponents[0]);
-        assert!(s.exponents[0].abs() <= 2.0 * s.spread[0] + 1e-4, "{kernel:?}: {:?} spread {:?}", s.exponents, s.spread);
-        assert!((s.exponents[1] - floquet).abs() < 5e-3, "{kernel:?}: lambda2 = {} vs {floquet}", s.exponents[1]);
+        assert!(
+            s.exponents[0].abs() < 5e-3,
+            "{kernel:?}: lambda1 = {}",
+            s.exponents[0]
+        );
+        assert!(
+            s.exponents[0].abs() <= 2.0 * s.spread[0] + 1e-4,
+            "{kernel:?}: {:?} spread {:?}",
+            s.exponents,
+            s.spread
+        );
+        assert!(
+            (s.exponents[1] - floquet).abs() < 5e-3,
+            "{kernel:?}: lambda2 = {} vs {floquet}",
+            s.exponents[1]
+        );
     }
 }

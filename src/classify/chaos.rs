@@ -31,7 +31,9 @@ pub fn tail_without_period(c: &Classification, series: &OrderSeries) -> bool {
     let (t, s) = (&series.t[start..], &series.nematic[start..]);
     let (lo, hi) = s
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(*v), hi.max(*v))
+        });
     if !(hi - lo >= SETTLED) {
         return false;
     }

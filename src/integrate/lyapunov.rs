@@ -290,8 +290,14 @@ pub fn spectrum(
         let flow = TangentFlow::new(field, k).ok_or(LyapunovFailure::NoLinearization)?;
         let end = segment_end(dynamics, segment, start, t_end);
         let mut solver = Dop853::new(&flow, &y, end - start, rtol, atol);
-        run_segment(&flow, &mut solver, &mut schedule, &mut benettin, (start, end))
-            .map_err(LyapunovFailure::Integration)?;
+        run_segment(
+            &flow,
+            &mut solver,
+            &mut schedule,
+            &mut benettin,
+            (start, end),
+        )
+        .map_err(LyapunovFailure::Integration)?;
         y.copy_from_slice(solver.y());
         segment += 1;
         start = end;
@@ -326,7 +332,9 @@ fn run_segment(
                 t: start + solver.t(),
             });
         }
-        solver.step(flow).map_err(|t| Status::StepSizeUnderflow { t: start + t })?;
+        solver
+            .step(flow)
+            .map_err(|t| Status::StepSizeUnderflow { t: start + t })?;
         if solver.y().iter().any(|v| !v.is_finite()) {
             return Err(Status::NonFinite {
                 t: start + solver.t(),

@@ -42,12 +42,12 @@ use super::linear_sums::linear_sums;
 use super::pairwise::{pairwise_sum, pairwise_sum_prefix, Columns};
 use super::spectral::{choose, KernelChoice, KernelMethod, SpectralField};
 use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
+use super::tangent::TangentField;
 use super::tiles::general_tiles_masked;
 use super::tiles::{
     general_scratch_len, general_tiles, symmetric_scratch_len as symmetric_tiles_scratch_len,
     symmetric_tiles, Pairs, Tiles, SYMMETRIC_TILE, TILES,
 };
-use super::tangent::TangentField;
 use super::{Attention, Kernel, Mask, Normalization};
 use crate::integrate::{Dynamics, Linearization};
 use crate::observe::{order_parameters, OrderParameters};

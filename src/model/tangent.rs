@@ -70,7 +70,10 @@ impl Map {
             None => out.extend_from_slice(input),
             Some(w) => {
                 out.resize(n * self.rows, 0.0);
-                for (o, x) in out.chunks_exact_mut(self.rows).zip(input.chunks_exact(cols)) {
+                for (o, x) in out
+                    .chunks_exact_mut(self.rows)
+                    .zip(input.chunks_exact(cols))
+                {
                     for (oa, row) in o.iter_mut().zip(w.chunks_exact(cols)) {
                         *oa = dot(row, x);
                     }
@@ -206,11 +209,23 @@ impl TangentField {
         let block = |(b, out): (usize, &mut [f64])| {
             let mut scratch = PairScratch::default();
             for (i, o) in out.chunks_exact_mut(width).enumerate() {
-                self.token_sums(h, b * BLOCK + i, &mut scratch, o);
+                let k = b * BLOCK + i;
+                match (h.m == h.p).then_some(h.m) {
+                    Some(2) => self.token_sums_small::<2>(h, k, &mut scratch, o),
+                    Some(3) => self.token_sums_small::<3>(h, k, &mut scratch, o),
+                    Some(4) => self.token_sums_small::<4>(h, k, &mut scratch, o),
+                    Some(5) => self.token_sums_small::<5>(h, k, &mut scratch, o),
+                    Some(6) => self.token_sums_small::<6>(h, k, &mut scratch, o),
+                    Some(7) => self.token_sums_small::<7>(h, k, &mut scratch, o),
+                    _ => self.token_sums(h, k, &mut scratch, o),
+                }
             }
         };
         if n * n * (h.m + p) * (1 + kv) < SEQUENTIAL_WORK {
-            per_token.chunks_mut(BLOCK * width).enumerate().for_each(block);
+            per_token
+                .chunks_mut(BLOCK * width)
+                .enumerate()
+                .for_each(block);
         } else {
             per_token
                 .par_chunks_mut(BLOCK * width)
@@ -220,14 +235,63 @@ impl TangentField {
         split_rows(&per_token, n, p, kv)
     }
 
-    /// Token k's a_k and da_k (p numbers each, one after the other) by the pairwise sums.
-    fn token_sums(&self, h: &HeadData, k: usize, s: &mut PairScratch, out: &mut [f64]) {
-        let (m, p) = (h.m, h.p);
+    /// [`Self::token_sums`] for queries, keys and values of one small size D (= m = p), the
+    /// sizes known at compile time: one pass over j per vector, with
+    /// da_k = S1 + S2 (usa), (S1 + S2) / c_k (lsa) or S1 - (sum_j w_kj ds_kj) a_k + S2 (sa),
+    /// S1 = sum_j w_kj ds_kj u_j (lsa: sum_j ds_kj u_j), S2 = sum_j w_kj W_v dz_j (lsa: sum_j s_kj W_v dz_j).
+    fn token_sums_small<const D: usize>(
+        &self,
+        h: &HeadData,
+        k: usize,
+        s: &mut PairScratch,
+        out: &mut [f64],
+    ) {
         let count = if self.causal { k + 1 } else { self.n };
-        let qk = &h.q[k * m..(k + 1) * m];
+        let (key, _) = h.key[..count * D].as_chunks::<D>();
+        let (val, _) = h.val[..count * D].as_chunks::<D>();
+        let qk: [f64; D] = h.q[k * D..(k + 1) * D].try_into().expect("D numbers");
         s.scores.clear();
-        s.scores
-            .extend((0..count).map(|j| dot(qk, &h.key[j * m..(j + 1) * m])));
+        s.scores.extend(key.iter().map(|kj| dot_n(&qk, kj)));
+        self.weights_of_scores(s, count);
+        let mut a = [0.0; D];
+        for (w, v) in s.weights.iter().zip(val) {
+            for c in 0..D {
+                a[c] += w * v[c];
+            }
+        }
+        out[..D].copy_from_slice(&a);
+        let lsa = self.kernel == Kernel::Lsa;
+        for (i, da) in out[D..].chunks_exact_mut(D).enumerate() {
+            let dq: [f64; D] = h.dq[i][k * D..(k + 1) * D].try_into().expect("D numbers");
+            let (dkey, _) = h.dkey[i][..count * D].as_chunks::<D>();
+            let (dval, _) = h.dval[i][..count * D].as_chunks::<D>();
+            let (mut s1, mut s2, mut mean) = ([0.0; D], [0.0; D], 0.0);
+            for j in 0..count {
+                let ds = dot_n(&dq, &key[j]) + dot_n(&qk, &dkey[j]);
+                let (c1, c2) = if lsa {
+                    (ds, s.scores[j])
+                } else {
+                    let w = s.weights[j];
+                    mean += w * ds;
+                    (w * ds, w)
+                };
+                for c in 0..D {
+                    s1[c] += c1 * val[j][c];
+                    s2[c] += c2 * dval[j][c];
+                }
+            }
+            for c in 0..D {
+                da[c] = match self.kernel {
+                    Kernel::Lsa => (s1[c] + s2[c]) / count as f64,
+                    Kernel::Usa => s1[c] + s2[c],
+                    Kernel::Sa => s1[c] - mean * a[c] + s2[c],
+                };
+            }
+        }
+    }
+
+    /// The weights w_kj of the scores in `s` (over `count` tokens) into `s.weights`.
+    fn weights_of_scores(&self, s: &mut PairScratch, count: usize) {
         s.weights.clear();
         s.weights.extend_from_slice(&s.scores);
         match self.kernel {
@@ -244,6 +308,17 @@ impl TangentField {
                 s.weights.iter_mut().for_each(|w| *w /= total);
             }
         }
+    }
+
+    /// Token k's a_k and da_k (p numbers each, one after the other) by the pairwise sums.
+    fn token_sums(&self, h: &HeadData, k: usize, s: &mut PairScratch, out: &mut [f64]) {
+        let (m, p) = (h.m, h.p);
+        let count = if self.causal { k + 1 } else { self.n };
+        let qk = &h.q[k * m..(k + 1) * m];
+        s.scores.clear();
+        s.scores
+            .extend((0..count).map(|j| dot(qk, &h.key[j * m..(j + 1) * m])));
+        self.weights_of_scores(s, count);
         let (a, da) = out.split_at_mut(p);
         a.fill(0.0);
         for (j, w) in s.weights.iter().enumerate() {
@@ -434,6 +509,15 @@ fn add_output(output: Option<&Map>, a: &[f64], p: usize, d: usize, out: &mut [f6
             }
         }
     }
+}
+
+#[inline(always)]
+fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
+    let mut sum = 0.0;
+    for c in 0..D {
+        sum += a[c] * b[c];
+    }
+    sum
 }
 
 fn axpy(c: f64, x: &[f64], y: &mut [f64]) {

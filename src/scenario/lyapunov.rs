@@ -81,7 +81,8 @@ pub fn lyapunov_spec(
     if noisy {
         return err(
             "lyapunov",
-            "the exponents are those of the deterministic flow: remove [noise] or [lyapunov]".into(),
+            "the exponents are those of the deterministic flow: remove [noise] or [lyapunov]"
+                .into(),
         );
     }
     let dimension = tangent_dimension(model, tokens);
@@ -96,7 +97,10 @@ pub fn lyapunov_spec(
     if !(transient.is_finite() && transient >= 0.0 && transient < time.t_end) {
         return err(
             "lyapunov.transient",
-            format!("must be a number with 0 <= transient < t_end = {}, found {transient}", time.t_end),
+            format!(
+                "must be a number with 0 <= transient < t_end = {}, found {transient}",
+                time.t_end
+            ),
         );
     }
     let interval = raw.interval.unwrap_or(1.0);

@@ -534,3 +534,34 @@ fn on_a_periodic_orbit_lambda1_is_zero_and_the_next_the_transverse_floquet_rate(
         );
     }
 }
+
+/// The search that found `scenarios/chaotic-sa-d3.toml` (run by hand:
+/// `cargo test --release --test lyapunov -- --ignored --nocapture`): sa, d = 3, n = 4..6,
+/// one or two heads with entries uniform in [-sqrt 3, sqrt 3), lambda_1 over [0, 1500].
+#[test]
+#[ignore]
+fn search_chaotic_cases() {
+    let d = 3;
+    let first: u64 = std::env::var("SEARCH_FROM").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    for draw in first..first + 2000 {
+        let n = 4 + (draw % 3) as usize;
+        let heads: Vec<Head> = (0..1 + (draw / 3) % 2)
+            .map(|h| Head {
+                a: matrix(d, d, 1000 * draw + 2 * h) * 3f64.sqrt(),
+                v: matrix(d, d, 1000 * draw + 2 * h + 1) * 3f64.sqrt(),
+            })
+            .collect();
+        let field = SphereField::new(Attention::new(Kernel::Sa, 1.0, heads), n);
+        let x0 = unit_tokens(n, d, draw + 7);
+        let settings = LyapunovSettings {
+            exponents: 1,
+            transient: 300.0,
+            interval: 1.0,
+        };
+        if let Ok(s) = spectrum(&field, &x0, 1500.0, settings, (1e-9, 1e-11)) {
+            if s.exponents[0] > 0.005 {
+                println!("draw {draw} n {n}: lambda1 {:.5} spread {:.5}", s.exponents[0], s.spread[0]);
+            }
+        }
+    }
+}

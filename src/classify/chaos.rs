@@ -34,7 +34,7 @@ pub fn tail_without_period(c: &Classification, series: &OrderSeries) -> bool {
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
             (lo.min(*v), hi.max(*v))
         });
-    if !(hi - lo >= SETTLED) {
+    if (hi - lo).is_nan() || hi - lo < SETTLED {
         return false;
     }
     let Some(whole) = period::cycles(t, s) else {

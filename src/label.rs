@@ -23,11 +23,14 @@ pub enum Label {
     /// The tokens sit in k >= 1 tight clusters that are not the final state (a saddle of the
     /// cluster model, or clusters that will still merge).
     MetastableClusters,
+    /// The tail swings without a period and the largest Lyapunov exponent is positive beyond
+    /// its spread (docs/MATH.md §15).
+    Chaotic,
 }
 
 impl Label {
     /// Every label, in the order of docs/MATH.md §6.
-    pub const ALL: [Label; 7] = [
+    pub const ALL: [Label; 8] = [
         Label::ConvergedClusters,
         Label::RotatingClusters,
         Label::Oscillation,
@@ -35,6 +38,7 @@ impl Label {
         Label::RotatingInterior,
         Label::Undetermined,
         Label::MetastableClusters,
+        Label::Chaotic,
     ];
 
     /// The label's word in outputs (and in a scenario's `expect`).
@@ -47,6 +51,7 @@ impl Label {
             Label::RotatingInterior => "rotating-interior",
             Label::Undetermined => "undetermined",
             Label::MetastableClusters => "metastable-clusters",
+            Label::Chaotic => "chaotic",
         }
     }
 

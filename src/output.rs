@@ -573,6 +573,26 @@ impl Observer for OrderCsv {
     }
 }
 
+/// Writes `lyapunov.csv`: the header `t,lambda1,...,lambdak`, then one row per time (`times`)
+/// with the running estimates (`estimates`, k numbers each).
+pub fn write_lyapunov_csv(
+    path: &Path,
+    times: &[f64],
+    estimates: &[Vec<f64>],
+    k: usize,
+) -> io::Result<()> {
+    let mut writer = csv::Writer::from_writer(BufWriter::new(File::create(path)?));
+    let mut header = vec!["t".to_string()];
+    header.extend((1..=k).map(|i| format!("lambda{i}")));
+    writer.write_record(&header).map_err(io::Error::other)?;
+    for (t, row) in times.iter().zip(estimates) {
+        let mut record = vec![*t];
+        record.extend_from_slice(row);
+        writer.serialize(record).map_err(io::Error::other)?;
+    }
+    writer.flush()
+}
+
 /// Writes tokens (n x d row-major) as CSV with the header `x1,...,xd`, one token a row.
 pub fn write_tokens_csv(path: &Path, tokens: &[f64], d: usize) -> io::Result<()> {
     let mut w = TokensCsv::create(path, d)?;

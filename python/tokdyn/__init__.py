@@ -85,11 +85,14 @@ class Run:
     (summary.json ``clusters``: count, sizes, diameter, separation, threshold, history, merges,
     metastable; None for the oa model) and ``clusters_series`` (clusters.csv as numpy arrays:
     ``t``, ``count`` (int64), ``largest``, ``diameter``, ``separation``, ``energy``, NaN where
-    the file's cell is empty; None for the oa model).
+    the file's cell is empty; None for the oa model), ``lyapunov`` (summary.json ``lyapunov``:
+    exponents, spread, transient, t; present with a ``[lyapunov]`` section or a ``chaotic``
+    label, else None).
     """
 
     __slots__ = (
         "summary",
+        "lyapunov",
         "clusters",
         "clusters_series",
         "label",
@@ -109,6 +112,7 @@ class Run:
         self.reason = self.summary["label_reason"]
         self.features = self.summary["features"]
         self.clusters = self.summary.get("clusters")
+        self.lyapunov = self.summary.get("lyapunov")
         self.clusters_series = native.get("clusters_series")
         self.t = native["t"]
         self.r2 = native["r2"]

@@ -33,6 +33,7 @@ pub use crate::label::Label;
 use crate::observe::OrderSeries;
 
 pub mod certainty;
+pub mod chaos;
 pub mod metastable;
 pub mod period;
 pub mod stationary;

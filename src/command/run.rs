@@ -12,7 +12,9 @@ use crate::error::Error;
 use crate::integrate::Solution;
 use crate::observe::cluster_series::ClusterSeries;
 use crate::observe::{Observer, OrderSeries, Progress};
+use crate::outcome::lyapunov::{label_with_exponents, LyapunovSummary};
 use crate::outcome::{cluster_series, label_clusters, label_run, RunReport, Summary};
+use crate::output::write_lyapunov_csv;
 use crate::output::{
     write_json, write_tokens_csv, OrderCsv, ResultKind, RunOptions, StagedDir, TrajectoryNpy,
 };
@@ -256,6 +258,13 @@ pub fn run_observed(
     let (classification, stack) = classify_run(scenario, &series, &solution, staged.path())?;
     let (classification, cluster_summary) =
         label_clusters(scenario, model, classification, &clusters);
+    let (classification, spectrum) =
+        label_with_exponents(scenario, model, classification, &series)?;
+    if let (Some(s), Some(spec)) = (&spectrum, &scenario.lyapunov) {
+        let path = staged.path().join("lyapunov.csv");
+        write_lyapunov_csv(&path, &s.times, &s.estimates, spec.exponents)
+            .map_err(Error::io(&path))?;
+    }
     // The pictures and tokens_final.csv are independent: written concurrently, a picture's
     // error reported first.
     let path = staged.path().join("tokens_final.csv");
@@ -285,6 +294,7 @@ pub fn run_observed(
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.stack = stack;
     summary.clusters = cluster_summary;
+    summary.lyapunov = spectrum.as_ref().map(LyapunovSummary::of);
     summary.cluster_rows = clusters.map(|c| c.rows().to_vec()).unwrap_or_default();
     let path = staged.path().join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;

@@ -165,6 +165,7 @@ fn run_member(
         crate::outcome::label_run(&s, &series, &solution).0,
         &clusters,
     );
+    let (c, _) = crate::outcome::lyapunov::label_with_exponents(&s, model, c, &series)?;
     let f = &c.features;
     let row = RunRow {
         run: i,

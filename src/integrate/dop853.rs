@@ -190,6 +190,18 @@ impl Dop853 {
         &self.y
     }
 
+    /// Applies `map` to the current state, the last step's start and every stored stage
+    /// derivative. For a map that is linear in components on which the field is linear (the
+    /// tangent vectors of a tangent flow), the step, its first-same-as-last derivative and its
+    /// dense output become exactly those of the mapped solution, so stepping goes on unchanged.
+    pub(crate) fn map_linear_part(&mut self, map: &mut dyn FnMut(&mut [f64])) {
+        map(&mut self.y);
+        map(&mut self.y_old);
+        for k in &mut self.k {
+            map(k);
+        }
+    }
+
     /// k_stage = F(y).
     fn eval_at_state(&mut self, dynamics: &dyn Dynamics, stage: usize) {
         dynamics.rhs(&self.y, &mut self.k[slot(stage)]);

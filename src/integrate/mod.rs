@@ -15,11 +15,13 @@ pub(crate) mod dop853;
 mod dop853_tableau;
 mod flow;
 pub mod gaussian;
+pub mod lyapunov;
 mod piecewise;
 mod stepper;
 pub mod stochastic;
 
 pub use flow::Flow;
+pub use lyapunov::{Linearization, LyapunovSettings, Spectrum};
 pub use piecewise::{Boundary, Piecewise};
 pub use stochastic::NoiseSettings;
 
@@ -58,6 +60,11 @@ pub trait Dynamics {
     /// A stack of layers whose field changes at given times (see [`Piecewise`]); `None` for
     /// an autonomous field.
     fn piecewise(&self) -> Option<&Piecewise> {
+        None
+    }
+    /// The field's derivative along tangent vectors (for Lyapunov exponents, [`lyapunov`]);
+    /// `None` when the model does not give it.
+    fn linearization(&self) -> Option<&dyn Linearization> {
         None
     }
 }

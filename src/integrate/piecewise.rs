@@ -90,6 +90,11 @@ impl Piecewise {
         self.durations.iter().sum()
     }
 
+    /// How long layer `i` acts in each pass.
+    pub fn duration(&self, i: usize) -> f64 {
+        self.durations[i]
+    }
+
     /// The dynamics of layer `i`.
     pub fn layer(&self, i: usize) -> &dyn Dynamics {
         self.layers[i].as_ref()

@@ -29,7 +29,7 @@
 //! returns x_k' = f_k unprojected, so the stream's norms move and the state is never projected.
 
 use std::borrow::Cow;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use nalgebra::DMatrix;
 use rayon::prelude::*;
@@ -42,13 +42,14 @@ use super::linear_sums::linear_sums;
 use super::pairwise::{pairwise_sum, pairwise_sum_prefix, Columns};
 use super::spectral::{choose, KernelChoice, KernelMethod, SpectralField};
 use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
+use super::tangent::TangentField;
 use super::tiles::general_tiles_masked;
 use super::tiles::{
     general_scratch_len, general_tiles, symmetric_scratch_len as symmetric_tiles_scratch_len,
     symmetric_tiles, Pairs, Tiles, SYMMETRIC_TILE, TILES,
 };
 use super::{Attention, Kernel, Mask, Normalization};
-use crate::integrate::Dynamics;
+use crate::integrate::{Dynamics, Linearization};
 use crate::observe::{order_parameters, OrderParameters};
 use crate::parallel::{chunk_count, chunked_sum, for_each_chunk, TOKENS_PER_CHUNK};
 use crate::simd::vectorized;
@@ -135,6 +136,8 @@ pub struct SphereField {
     factored: Option<FactoredField>,
     /// Whether the fused small-d `lsa` passes apply (no mask, post-LN, formed heads only).
     small_linear: bool,
+    /// The field's derivative, made when first asked for (Lyapunov exponents).
+    tangent: OnceLock<TangentField>,
 }
 
 impl SphereField {
@@ -267,6 +270,7 @@ impl SphereField {
             spectral: None,
             factored,
             small_linear,
+            tangent: OnceLock::new(),
         }
     }
 
@@ -674,6 +678,13 @@ impl Dynamics for SphereField {
 
     fn tokens<'a>(&self, y: &'a [f64]) -> Option<Cow<'a, [f64]>> {
         Some(Cow::Borrowed(y))
+    }
+
+    fn linearization(&self) -> Option<&dyn Linearization> {
+        Some(
+            self.tangent
+                .get_or_init(|| TangentField::new(&self.attention, self.n)),
+        )
     }
 }
 

@@ -27,6 +27,7 @@ pub(crate) mod linear_sums;
 pub(crate) mod pairwise;
 pub mod spectral;
 pub(crate) mod symmetric;
+pub mod tangent;
 // The tiled kernels are public only to the `gemm` benchmark (cargo feature `bench-internals`).
 #[cfg(feature = "bench-internals")]
 #[doc(hidden)]

@@ -11,6 +11,7 @@
 //! the commands, which write it into output folders, and the ensembles, which fold many runs.
 
 mod compare;
+pub mod lyapunov;
 mod summary;
 
 pub use compare::{
@@ -84,9 +85,12 @@ pub fn run_in_memory(
     let (classification, stack) = label_run(scenario, &watch.series, &solution);
     let (classification, cluster_summary) =
         label_clusters(scenario, model, classification, &clusters);
+    let (classification, spectrum) =
+        lyapunov::label_with_exponents(scenario, model, classification, &watch.series)?;
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
     summary.stack = stack;
     summary.clusters = cluster_summary;
+    summary.lyapunov = spectrum.as_ref().map(lyapunov::LyapunovSummary::of);
     summary.cluster_rows = clusters.map(|c| c.rows().to_vec()).unwrap_or_default();
     Ok(summary)
 }

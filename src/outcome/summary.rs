@@ -83,6 +83,9 @@ pub struct Summary {
     /// The tight clusters (models with tokens).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clusters: Option<crate::classify::metastable::RunClusters>,
+    /// `[lyapunov]` (or a run labelled `chaotic`): the first Lyapunov exponents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lyapunov: Option<super::lyapunov::LyapunovSummary>,
     /// The rows of clusters.csv, for the Python module (not written to summary.json).
     #[serde(skip)]
     pub cluster_rows: Vec<crate::observe::cluster_series::ClusterRow>,
@@ -134,6 +137,7 @@ impl Summary {
             stack: None,
             stream_norms: simulation::stream_norms(scenario, model, &solution.final_state),
             clusters: None,
+            lyapunov: None,
             cluster_rows: Vec::new(),
         }
     }

@@ -90,7 +90,7 @@ pub fn register_fonts() {
 }
 
 /// Every label in legend order, `None` (a failed run) last.
-pub const LABELS: [Option<Label>; 8] = [
+pub const LABELS: [Option<Label>; 9] = [
     Some(Label::ConvergedClusters),
     Some(Label::RotatingClusters),
     Some(Label::Oscillation),
@@ -98,14 +98,15 @@ pub const LABELS: [Option<Label>; 8] = [
     Some(Label::RotatingInterior),
     Some(Label::Undetermined),
     Some(Label::MetastableClusters),
+    Some(Label::Chaotic),
     None,
 ];
 
 /// The fixed colour of a label in every picture (`None`: a failed run).
 ///
 /// Okabe–Ito colours (readable with colour-vision deficiencies): clusters are blues and greens,
-/// oscillation vermillion, interior points orange and purple, undetermined light grey, failed
-/// dark grey.
+/// oscillation vermillion, interior points orange and purple, chaotic yellow, undetermined
+/// light grey, failed dark grey.
 pub fn label_color(label: Option<Label>) -> RGBColor {
     match label {
         Some(Label::ConvergedClusters) => RGBColor(0, 114, 178),
@@ -115,6 +116,7 @@ pub fn label_color(label: Option<Label>) -> RGBColor {
         Some(Label::RotatingInterior) => RGBColor(204, 121, 167),
         Some(Label::Undetermined) => RGBColor(190, 190, 190),
         Some(Label::MetastableClusters) => RGBColor(86, 180, 233),
+        Some(Label::Chaotic) => RGBColor(240, 228, 66),
         None => RGBColor(70, 70, 70),
     }
 }

@@ -12,7 +12,7 @@ use crate::label::Label;
 
 /// The words of the behaviour labels (docs/MATH.md §6) that `expect` may name: those of
 /// [`Label`], in the order of [`Label::ALL`].
-pub const LABELS: [&str; 7] = [
+pub const LABELS: [&str; 8] = [
     Label::ALL[0].as_str(),
     Label::ALL[1].as_str(),
     Label::ALL[2].as_str(),
@@ -20,6 +20,7 @@ pub const LABELS: [&str; 7] = [
     Label::ALL[4].as_str(),
     Label::ALL[5].as_str(),
     Label::ALL[6].as_str(),
+    Label::ALL[7].as_str(),
 ];
 
 /// A word that is not one of a kind's file words.

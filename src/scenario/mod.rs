@@ -17,6 +17,7 @@ mod heads;
 mod init;
 mod kinds;
 mod layers;
+mod lyapunov;
 mod matrix;
 mod numfile;
 mod overrides;
@@ -39,6 +40,7 @@ pub use kinds::{
     InitKind, KernelKind, KernelMethodKind, MaskKind, MethodKind, ModelKind, NormalizationKind,
     UnknownWord, LABELS,
 };
+pub use lyapunov::{tangent_dimension, LyapunovSpec};
 pub use overrides::{apply_set, parse_set_value, set_value};
 pub use real::check_run_model;
 pub(crate) use schema::deserialize_at;
@@ -75,6 +77,8 @@ pub struct Scenario {
     pub ensemble: Option<EnsembleSpec>,
     /// `[clusters]`.
     pub clusters: crate::observe::clusters::ClusterRule,
+    /// `[lyapunov]`: compute the first exponents.
+    pub lyapunov: Option<LyapunovSpec>,
     /// The scenario path as given (for messages and provenance).
     pub file: PathBuf,
     /// The scenario after overrides, with every matrix expanded to rows of numbers and every

@@ -19,7 +19,7 @@ use super::kinds::{
 };
 
 /// Top-level keys of a scenario.
-pub const TOP_KEYS: [&str; 14] = [
+pub const TOP_KEYS: [&str; 15] = [
     "name",
     "description",
     "expect",
@@ -34,11 +34,12 @@ pub const TOP_KEYS: [&str; 14] = [
     "noise",
     "ensemble",
     "clusters",
+    "lyapunov",
 ];
 
 /// Tables that may be absent from a file (and that `--set` may therefore create).
-pub const OPTIONAL_TABLES: [&str; 7] = [
-    "params", "solver", "run", "output", "noise", "ensemble", "clusters",
+pub const OPTIONAL_TABLES: [&str; 8] = [
+    "params", "solver", "run", "output", "noise", "ensemble", "clusters", "lyapunov",
 ];
 
 /// The keys of a table section, or `None` for `params` (any identifier) and non-tables.
@@ -68,6 +69,7 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "noise" => Some(&["temperature", "seed", "dt"]),
         "ensemble" => Some(&["runs"]),
         "clusters" => Some(&["threshold"]),
+        "lyapunov" => Some(&["exponents", "transient", "interval"]),
         _ => None,
     }
 }
@@ -116,6 +118,8 @@ pub struct RawScenario {
     pub ensemble: Option<super::stochastic::RawEnsemble>,
     #[serde(default)]
     pub clusters: RawClusters,
+    /// `[lyapunov]`: the first exponents of the run.
+    pub lyapunov: Option<super::lyapunov::RawLyapunov>,
 }
 
 /// `[clusters]`: the angle that makes a cluster tight.

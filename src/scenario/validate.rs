@@ -47,6 +47,12 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     }
     let ensemble = stochastic::ensemble_spec(raw.ensemble.as_ref(), file, &tokens, noise.as_ref())?;
     let clusters = cluster_rule(file, &raw.clusters)?;
+    let lyapunov = super::lyapunov::lyapunov_spec(
+        raw.lyapunov.as_ref(),
+        file,
+        (&checked.model, &tokens, &time, &run),
+        noise.is_some(),
+    )?;
     if let Some(description) = &raw.description {
         check_description(description).map_err(|m| ScenarioError::at(file, "description", m))?;
     }
@@ -74,6 +80,12 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     let mut clusters_table = toml::Table::new();
     clusters_table.insert("threshold".into(), Value::Float(clusters.threshold));
     resolved.insert("clusters".into(), Value::Table(clusters_table));
+    if let Some(l) = &lyapunov {
+        resolved.insert(
+            "lyapunov".into(),
+            Value::Table(super::lyapunov::lyapunov_table(l)),
+        );
+    }
     Ok(Scenario {
         name: raw.name,
         description: raw.description,
@@ -88,6 +100,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         noise,
         ensemble,
         clusters,
+        lyapunov,
         file: file.to_path_buf(),
         resolved,
     })

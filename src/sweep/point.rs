@@ -330,6 +330,12 @@ pub fn run_point(plan: &Plan, coords: &[f64]) -> Outcome {
         Some(series) if softmax => label_by_clusters(&scenario, plan.model, c, series),
         _ => c,
     };
+    let c = match crate::outcome::lyapunov::label_with_exponents(&scenario, plan.model, c, &series)
+    {
+        Ok((c, _)) => c,
+        Err(crate::error::Error::RunFailed { status, .. }) => return failed(&status),
+        Err(e) => return failed(&e),
+    };
     let f = &c.features;
     Outcome {
         r2_abs_final: Some(f.r2_abs_final),

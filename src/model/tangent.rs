@@ -1,0 +1,529 @@
+//! The derivative of the full model's field along tangent vectors, for Lyapunov exponents
+//! (docs/MATH.md §15).
+//!
+//! Every head, formed or factored, is three linear maps and an optional output map: queries
+//! q_k = W_q z_k, keys kappa_j = W_k z_j and values u_j = W_v z_j of the directions
+//! z_k = x_k / |x_k|, scores s_kj = <q_k, kappa_j>, and a_k = W_o sum_j w_kj u_j summed over the
+//! heads (formed: W_q = beta A^T, W_k = I, W_v = V; factored: W_q = beta Q^T / sqrt(d_h),
+//! W_k = K^T, W_v = V^T, W_o = O^T). Along a tangent vector (dx_k), with c_k the number of
+//! tokens token k sees (n, or k under the causal mask):
+//!
+//! ```text
+//! dz_k  = (dx_k - <z_k, dx_k> z_k) / |x_k|
+//! ds_kj = <W_q dz_k, kappa_j> + <q_k, W_k dz_j>
+//! lsa:  w_kj = s_kj / c_k,                         da_k = W_o sum_j (ds_kj u_j + s_kj W_v dz_j) / c_k
+//! usa:  w_kj = e^{s_kj} / c_k,                     da_k = W_o sum_j w_kj (ds_kj u_j + W_v dz_j)
+//! sa:   w_kj = e^{s_kj} / sum_l e^{s_kl},          da_k = W_o sum_j w_kj ((ds_kj - sum_l w_kl ds_kl) u_j + W_v dz_j)
+//! post-LN:  F_k = a_k - <z_k, a_k> z_k,   dF_k = da_k - (<dz_k, a_k> + <z_k, da_k>) z_k - <z_k, a_k> dz_k
+//! pre-LN:   F_k = a_k,                    dF_k = da_k
+//! ```
+//!
+//! For `lsa` without a mask the sums go through the moments M = (1/n) sum_j u_j kappa_j^T and
+//! dM = (1/n) sum_j (W_v dz_j kappa_j^T + u_j (W_k dz_j)^T): a_k = W_o M q_k,
+//! da_k = W_o (M W_q dz_k + dM q_k), O(n d m) work. The other kernels are O(n^2 m) per vector;
+//! each query token's sums run sequentially over j and query tokens go in fixed blocks, so the
+//! result does not depend on the number of threads.
+
+use nalgebra::DMatrix;
+use rayon::prelude::*;
+
+use super::exp::exp_in_place;
+use super::{Attention, Kernel, Mask, Normalization};
+use crate::integrate::Linearization;
+
+/// Query tokens per block of the pairwise sums.
+const BLOCK: usize = 32;
+/// Below this many pair terms the pairwise sums run on the calling thread.
+const SEQUENTIAL_WORK: usize = 1 << 16;
+
+/// A linear map of the directions, rows x d, row-major; `None` data is the identity.
+#[derive(Debug, Clone)]
+struct Map {
+    rows: usize,
+    data: Option<Vec<f64>>,
+}
+
+impl Map {
+    fn of(m: &DMatrix<f64>, scale: f64) -> Self {
+        let mut data = Vec::with_capacity(m.len());
+        for r in 0..m.nrows() {
+            data.extend((0..m.ncols()).map(|c| m[(r, c)] * scale));
+        }
+        Map {
+            rows: m.nrows(),
+            data: Some(data),
+        }
+    }
+
+    fn identity(d: usize) -> Self {
+        Map {
+            rows: d,
+            data: None,
+        }
+    }
+
+    /// out (n x rows) = the map applied to each row of `input` (n x cols).
+    fn apply(&self, input: &[f64], cols: usize, out: &mut Vec<f64>) {
+        let n = input.len() / cols;
+        out.clear();
+        match &self.data {
+            None => out.extend_from_slice(input),
+            Some(w) => {
+                out.resize(n * self.rows, 0.0);
+                for (o, x) in out
+                    .chunks_exact_mut(self.rows)
+                    .zip(input.chunks_exact(cols))
+                {
+                    for (oa, row) in o.iter_mut().zip(w.chunks_exact(cols)) {
+                        *oa = dot(row, x);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One head as maps (see the module's formula).
+#[derive(Debug, Clone)]
+struct HeadMaps {
+    query: Map,
+    key: Map,
+    value: Map,
+    output: Option<Map>,
+}
+
+/// The derivative of one layer's field (see the module's formula).
+#[derive(Debug, Clone)]
+pub struct TangentField {
+    kernel: Kernel,
+    causal: bool,
+    pre: bool,
+    heads: Vec<HeadMaps>,
+    n: usize,
+    d: usize,
+}
+
+/// One head's queries, keys and values of the state and of each tangent vector.
+struct HeadData {
+    q: Vec<f64>,
+    key: Vec<f64>,
+    val: Vec<f64>,
+    dq: Vec<Vec<f64>>,
+    dkey: Vec<Vec<f64>>,
+    dval: Vec<Vec<f64>>,
+    m: usize,
+    p: usize,
+}
+
+impl TangentField {
+    /// The derivative of the field of `attention` for `n` tokens.
+    pub fn new(attention: &Attention, n: usize) -> Self {
+        let d = attention.d();
+        let beta = attention.beta;
+        let mut heads: Vec<HeadMaps> = attention
+            .heads
+            .iter()
+            .map(|h| HeadMaps {
+                query: Map::of(&h.a.transpose(), beta),
+                key: Map::identity(d),
+                value: Map::of(&h.v, 1.0),
+                output: None,
+            })
+            .collect();
+        heads.extend(attention.factored.iter().map(|f| {
+            let scale = beta / (f.d_h() as f64).sqrt();
+            HeadMaps {
+                query: Map::of(&f.q.transpose(), scale),
+                key: Map::of(&f.k.transpose(), 1.0),
+                value: Map::of(&f.v.transpose(), 1.0),
+                output: Some(Map::of(&f.o.transpose(), 1.0)),
+            }
+        }));
+        TangentField {
+            kernel: attention.kernel,
+            causal: attention.mask == Mask::Causal,
+            pre: attention.normalization == Normalization::Pre,
+            heads,
+            n,
+            d,
+        }
+    }
+
+    /// The directions z and their variations dz of the vectors `v` (k of them, n x d each).
+    fn directions(&self, y: &[f64], v: &[f64]) -> (Vec<f64>, Vec<Vec<f64>>) {
+        let d = self.d;
+        let mut z = y.to_vec();
+        let mut inverse_norms = Vec::with_capacity(self.n);
+        for row in z.chunks_exact_mut(d) {
+            let inv = 1.0 / dot(row, row).sqrt();
+            row.iter_mut().for_each(|a| *a *= inv);
+            inverse_norms.push(inv);
+        }
+        let dz = v
+            .chunks_exact(y.len())
+            .map(|vi| {
+                let mut out = vi.to_vec();
+                for ((o, zk), inv) in out
+                    .chunks_exact_mut(d)
+                    .zip(z.chunks_exact(d))
+                    .zip(&inverse_norms)
+                {
+                    let radial = dot(o, zk);
+                    o.iter_mut()
+                        .zip(zk)
+                        .for_each(|(a, b)| *a = (*a - radial * b) * inv);
+                }
+                out
+            })
+            .collect();
+        (z, dz)
+    }
+
+    fn head_data(&self, head: &HeadMaps, z: &[f64], dz: &[Vec<f64>]) -> HeadData {
+        let d = self.d;
+        let maps = |map: &Map, x: &[f64]| {
+            let mut out = Vec::new();
+            map.apply(x, d, &mut out);
+            out
+        };
+        HeadData {
+            q: maps(&head.query, z),
+            key: maps(&head.key, z),
+            val: maps(&head.value, z),
+            dq: dz.iter().map(|v| maps(&head.query, v)).collect(),
+            dkey: dz.iter().map(|v| maps(&head.key, v)).collect(),
+            dval: dz.iter().map(|v| maps(&head.value, v)).collect(),
+            m: head.query.rows,
+            p: head.value.rows,
+        }
+    }
+
+    /// a (n x p) and da (one n x p per vector) of one head before its output map.
+    fn head_sums(&self, h: &HeadData) -> (Vec<f64>, Vec<Vec<f64>>) {
+        if self.kernel == Kernel::Lsa && !self.causal {
+            return self.linear_sums(h);
+        }
+        let (n, p, kv) = (self.n, h.p, h.dq.len());
+        let width = p * (1 + kv);
+        let mut per_token = vec![0.0; n * width];
+        let block = |(b, out): (usize, &mut [f64])| {
+            let mut scratch = PairScratch::default();
+            for (i, o) in out.chunks_exact_mut(width).enumerate() {
+                let k = b * BLOCK + i;
+                match (h.m == h.p).then_some(h.m) {
+                    Some(2) => self.token_sums_small::<2>(h, k, &mut scratch, o),
+                    Some(3) => self.token_sums_small::<3>(h, k, &mut scratch, o),
+                    Some(4) => self.token_sums_small::<4>(h, k, &mut scratch, o),
+                    Some(5) => self.token_sums_small::<5>(h, k, &mut scratch, o),
+                    Some(6) => self.token_sums_small::<6>(h, k, &mut scratch, o),
+                    Some(7) => self.token_sums_small::<7>(h, k, &mut scratch, o),
+                    _ => self.token_sums(h, k, &mut scratch, o),
+                }
+            }
+        };
+        if n * n * (h.m + p) * (1 + kv) < SEQUENTIAL_WORK {
+            per_token
+                .chunks_mut(BLOCK * width)
+                .enumerate()
+                .for_each(block);
+        } else {
+            per_token
+                .par_chunks_mut(BLOCK * width)
+                .enumerate()
+                .for_each(block);
+        }
+        split_rows(&per_token, n, p, kv)
+    }
+
+    /// [`Self::token_sums`] for queries, keys and values of one small size D (= m = p), the
+    /// sizes known at compile time: one pass over j per vector, with
+    /// da_k = S1 + S2 (usa), (S1 + S2) / c_k (lsa) or S1 - (sum_j w_kj ds_kj) a_k + S2 (sa),
+    /// S1 = sum_j w_kj ds_kj u_j (lsa: sum_j ds_kj u_j), S2 = sum_j w_kj W_v dz_j (lsa: sum_j s_kj W_v dz_j).
+    fn token_sums_small<const D: usize>(
+        &self,
+        h: &HeadData,
+        k: usize,
+        s: &mut PairScratch,
+        out: &mut [f64],
+    ) {
+        let count = if self.causal { k + 1 } else { self.n };
+        let (key, _) = h.key[..count * D].as_chunks::<D>();
+        let (val, _) = h.val[..count * D].as_chunks::<D>();
+        let qk: [f64; D] = h.q[k * D..(k + 1) * D].try_into().expect("D numbers");
+        s.scores.clear();
+        s.scores.extend(key.iter().map(|kj| dot_n(&qk, kj)));
+        self.weights_of_scores(s, count);
+        let mut a = [0.0; D];
+        for (w, v) in s.weights.iter().zip(val) {
+            for c in 0..D {
+                a[c] += w * v[c];
+            }
+        }
+        out[..D].copy_from_slice(&a);
+        let lsa = self.kernel == Kernel::Lsa;
+        for (i, da) in out[D..].chunks_exact_mut(D).enumerate() {
+            let dq: [f64; D] = h.dq[i][k * D..(k + 1) * D].try_into().expect("D numbers");
+            let (dkey, _) = h.dkey[i][..count * D].as_chunks::<D>();
+            let (dval, _) = h.dval[i][..count * D].as_chunks::<D>();
+            let (mut s1, mut s2, mut mean) = ([0.0; D], [0.0; D], 0.0);
+            for j in 0..count {
+                let ds = dot_n(&dq, &key[j]) + dot_n(&qk, &dkey[j]);
+                let (c1, c2) = if lsa {
+                    (ds, s.scores[j])
+                } else {
+                    let w = s.weights[j];
+                    mean += w * ds;
+                    (w * ds, w)
+                };
+                for c in 0..D {
+                    s1[c] += c1 * val[j][c];
+                    s2[c] += c2 * dval[j][c];
+                }
+            }
+            for c in 0..D {
+                da[c] = match self.kernel {
+                    Kernel::Lsa => (s1[c] + s2[c]) / count as f64,
+                    Kernel::Usa => s1[c] + s2[c],
+                    Kernel::Sa => s1[c] - mean * a[c] + s2[c],
+                };
+            }
+        }
+    }
+
+    /// The weights w_kj of the scores in `s` (over `count` tokens) into `s.weights`.
+    fn weights_of_scores(&self, s: &mut PairScratch, count: usize) {
+        s.weights.clear();
+        s.weights.extend_from_slice(&s.scores);
+        match self.kernel {
+            Kernel::Lsa => s.weights.iter_mut().for_each(|w| *w /= count as f64),
+            Kernel::Usa => {
+                exp_in_place(&mut s.weights);
+                s.weights.iter_mut().for_each(|w| *w /= count as f64);
+            }
+            Kernel::Sa => {
+                let top = s.scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                s.weights.iter_mut().for_each(|w| *w -= top);
+                exp_in_place(&mut s.weights);
+                let total: f64 = s.weights.iter().sum();
+                s.weights.iter_mut().for_each(|w| *w /= total);
+            }
+        }
+    }
+
+    /// Token k's a_k and da_k (p numbers each, one after the other) by the pairwise sums.
+    fn token_sums(&self, h: &HeadData, k: usize, s: &mut PairScratch, out: &mut [f64]) {
+        let (m, p) = (h.m, h.p);
+        let count = if self.causal { k + 1 } else { self.n };
+        let qk = &h.q[k * m..(k + 1) * m];
+        s.scores.clear();
+        s.scores
+            .extend((0..count).map(|j| dot(qk, &h.key[j * m..(j + 1) * m])));
+        self.weights_of_scores(s, count);
+        let (a, da) = out.split_at_mut(p);
+        a.fill(0.0);
+        for (j, w) in s.weights.iter().enumerate() {
+            axpy(*w, &h.val[j * p..(j + 1) * p], a);
+        }
+        for (i, dai) in da.chunks_exact_mut(p).enumerate() {
+            self.tangent_token_sums(h, (k, i, count), s, dai);
+        }
+    }
+
+    /// da_k along vector i (see the module's formula).
+    fn tangent_token_sums(
+        &self,
+        h: &HeadData,
+        (k, i, count): (usize, usize, usize),
+        s: &mut PairScratch,
+        da: &mut [f64],
+    ) {
+        let (m, p) = (h.m, h.p);
+        let (qk, dqk) = (&h.q[k * m..(k + 1) * m], &h.dq[i][k * m..(k + 1) * m]);
+        let dval = &h.dval[i];
+        s.dscores.clear();
+        s.dscores.extend((0..count).map(|j| {
+            dot(dqk, &h.key[j * m..(j + 1) * m]) + dot(qk, &h.dkey[i][j * m..(j + 1) * m])
+        }));
+        da.fill(0.0);
+        match self.kernel {
+            Kernel::Lsa => {
+                let inv = 1.0 / count as f64;
+                for j in 0..count {
+                    axpy(s.dscores[j] * inv, &h.val[j * p..(j + 1) * p], da);
+                    axpy(s.scores[j] * inv, &dval[j * p..(j + 1) * p], da);
+                }
+            }
+            Kernel::Usa | Kernel::Sa => {
+                let mean = if self.kernel == Kernel::Sa {
+                    dot(&s.weights, &s.dscores)
+                } else {
+                    0.0
+                };
+                for j in 0..count {
+                    let w = s.weights[j];
+                    axpy(w * (s.dscores[j] - mean), &h.val[j * p..(j + 1) * p], da);
+                    axpy(w, &dval[j * p..(j + 1) * p], da);
+                }
+            }
+        }
+    }
+
+    /// The `lsa` sums without a mask through the moments M and dM (O(n m p)).
+    fn linear_sums(&self, h: &HeadData) -> (Vec<f64>, Vec<Vec<f64>>) {
+        let (n, m, p) = (self.n, h.m, h.p);
+        let inv = 1.0 / n as f64;
+        // M (p x m) = (1/n) sum_j u_j kappa_j^T.
+        let moment = |u: &[f64], kappa: &[f64], acc: &mut [f64]| {
+            for (uj, kj) in u.chunks_exact(p).zip(kappa.chunks_exact(m)) {
+                for (row, ua) in acc.chunks_exact_mut(m).zip(uj) {
+                    axpy(ua * inv, kj, row);
+                }
+            }
+        };
+        let mut big_m = vec![0.0; p * m];
+        moment(&h.val, &h.key, &mut big_m);
+        let apply = |mat: &[f64], x: &[f64], out: &mut [f64]| {
+            for (o, row) in out.iter_mut().zip(mat.chunks_exact(m)) {
+                *o += dot(row, x);
+            }
+        };
+        let mut a = vec![0.0; n * p];
+        for (ak, qk) in a.chunks_exact_mut(p).zip(h.q.chunks_exact(m)) {
+            apply(&big_m, qk, ak);
+        }
+        let da = (0..h.dq.len())
+            .map(|i| {
+                let mut dm = vec![0.0; p * m];
+                moment(&h.dval[i], &h.key, &mut dm);
+                moment(&h.val, &h.dkey[i], &mut dm);
+                let mut dai = vec![0.0; n * p];
+                for k in 0..n {
+                    let out = &mut dai[k * p..(k + 1) * p];
+                    apply(&big_m, &h.dq[i][k * m..(k + 1) * m], out);
+                    apply(&dm, &h.q[k * m..(k + 1) * m], out);
+                }
+                dai
+            })
+            .collect();
+        (a, da)
+    }
+
+    /// F(y) and DF(y) v (the module's formula).
+    fn evaluate(&self, y: &[f64], v: &[f64], dy: &mut [f64], dv: &mut [f64]) {
+        let d = self.d;
+        let (z, dz) = self.directions(y, v);
+        dy.fill(0.0);
+        dv.fill(0.0);
+        for head in &self.heads {
+            let data = self.head_data(head, &z, &dz);
+            let (a, da) = self.head_sums(&data);
+            add_output(head.output.as_ref(), &a, data.p, d, dy);
+            for (dvi, dai) in dv.chunks_exact_mut(y.len()).zip(&da) {
+                add_output(head.output.as_ref(), dai, data.p, d, dvi);
+            }
+        }
+        if self.pre {
+            return;
+        }
+        for (dvi, dzi) in dv.chunks_exact_mut(y.len()).zip(&dz) {
+            for (((df, a), zk), dzk) in dvi
+                .chunks_exact_mut(d)
+                .zip(dy.chunks_exact(d))
+                .zip(z.chunks_exact(d))
+                .zip(dzi.chunks_exact(d))
+            {
+                let radial_change = dot(dzk, a) + dot(zk, df);
+                let radial = dot(zk, a);
+                for c in 0..d {
+                    df[c] -= radial_change * zk[c] + radial * dzk[c];
+                }
+            }
+        }
+        for (a, zk) in dy.chunks_exact_mut(d).zip(z.chunks_exact(d)) {
+            let radial = dot(zk, a);
+            a.iter_mut().zip(zk).for_each(|(x, b)| *x -= radial * b);
+        }
+    }
+}
+
+impl Linearization for TangentField {
+    fn tangent_dimension(&self) -> usize {
+        if self.pre {
+            self.n * self.d
+        } else {
+            self.n * (self.d - 1)
+        }
+    }
+
+    fn field_and_derivatives(&self, y: &[f64], v: &[f64], dy: &mut [f64], dv: &mut [f64]) {
+        self.evaluate(y, v, dy, dv);
+    }
+
+    /// Post-LN: v_k <- v_k - <z_k, v_k> z_k (the tangent space of each sphere); pre-LN: the
+    /// stream moves in all of R^{n d}, nothing to project.
+    fn project_tangents(&self, y: &[f64], v: &mut [f64]) {
+        if self.pre || y.is_empty() {
+            return;
+        }
+        let d = self.d;
+        for vi in v.chunks_exact_mut(y.len()) {
+            for (vk, xk) in vi.chunks_exact_mut(d).zip(y.chunks_exact(d)) {
+                let c = dot(xk, vk) / dot(xk, xk);
+                vk.iter_mut().zip(xk).for_each(|(a, b)| *a -= c * b);
+            }
+        }
+    }
+}
+
+/// Per-thread buffers of the pairwise sums.
+#[derive(Default)]
+struct PairScratch {
+    scores: Vec<f64>,
+    weights: Vec<f64>,
+    dscores: Vec<f64>,
+}
+
+/// Splits per-token rows [a_k, da_k(1), ..., da_k(kv)] into a and the da of each vector.
+fn split_rows(rows: &[f64], n: usize, p: usize, kv: usize) -> (Vec<f64>, Vec<Vec<f64>>) {
+    let width = p * (1 + kv);
+    let mut a = Vec::with_capacity(n * p);
+    let mut da = vec![Vec::with_capacity(n * p); kv];
+    for row in rows.chunks_exact(width) {
+        a.extend_from_slice(&row[..p]);
+        for (i, dai) in da.iter_mut().enumerate() {
+            dai.extend_from_slice(&row[p * (1 + i)..p * (2 + i)]);
+        }
+    }
+    (a, da)
+}
+
+/// out (n x d) += W_o a_k for each token (a: n x p; no map: p = d).
+fn add_output(output: Option<&Map>, a: &[f64], p: usize, d: usize, out: &mut [f64]) {
+    match output.and_then(|o| o.data.as_ref()) {
+        None => out.iter_mut().zip(a).for_each(|(o, x)| *o += x),
+        Some(w) => {
+            for (o, ak) in out.chunks_exact_mut(d).zip(a.chunks_exact(p)) {
+                for (oc, row) in o.iter_mut().zip(w.chunks_exact(p)) {
+                    *oc += dot(row, ak);
+                }
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
+    let mut sum = 0.0;
+    for c in 0..D {
+        sum += a[c] * b[c];
+    }
+    sum
+}
+
+fn axpy(c: f64, x: &[f64], y: &mut [f64]) {
+    y.iter_mut().zip(x).for_each(|(a, b)| *a += c * b);
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

@@ -53,8 +53,7 @@ fn bytes_in(path: &str) -> Option<u64> {
 
 /// The cgroup's limit less its usage (v2, else v1).
 fn cgroup_room() -> Option<u64> {
-    let v2 = bytes_in("/sys/fs/cgroup/memory.max")
-        .zip(bytes_in("/sys/fs/cgroup/memory.current"));
+    let v2 = bytes_in("/sys/fs/cgroup/memory.max").zip(bytes_in("/sys/fs/cgroup/memory.current"));
     let v1 = || {
         bytes_in("/sys/fs/cgroup/memory/memory.limit_in_bytes")
             .zip(bytes_in("/sys/fs/cgroup/memory/memory.usage_in_bytes"))
@@ -147,6 +146,9 @@ mod tests {
         if let (Some(all), Some(machine)) = (available(), machine_available()) {
             assert!(all <= machine);
         }
-        assert_eq!(kib_field("MemAvailable:   12 kB\n", "MemAvailable:"), Some(12288));
+        assert_eq!(
+            kib_field("MemAvailable:   12 kB\n", "MemAvailable:"),
+            Some(12288)
+        );
     }
 }

@@ -130,9 +130,7 @@ pub(crate) fn scaled_bessel_i_dd(x: f64, out: &mut [Dd]) {
     let start = (out.len() - 1).max(reach) + 60 + (20.0 * x.min(1e7).sqrt()).ceil() as usize;
     if recurrence_overflows(start, x, DD_RESCALE_ABOVE) {
         leading_terms(out, Dd::ONE, |previous, m| {
-            previous
-                .times_f64::<false>(0.5 * x)
-                .divide(Dd::from_f64(m))
+            previous.times_f64::<false>(0.5 * x).divide(Dd::from_f64(m))
         });
         return;
     }

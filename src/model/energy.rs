@@ -151,7 +151,6 @@ impl Energy {
             .all(|a| (self.beta * a).abs() <= CIRCLE_SERIES_MAX_EXPONENT)
     }
 
-
     /// The a of every head when each A is a multiple a I of the 2 x 2 identity.
     fn circle_scales(&self) -> Option<Vec<f64>> {
         self.a
@@ -336,10 +335,7 @@ mod tests {
 
     fn identity_energy(kernel: Kernel, beta: f64, d: usize) -> Energy {
         let i = DMatrix::identity(d, d);
-        let head = Head {
-            a: i.clone(),
-            v: i,
-        };
+        let head = Head { a: i.clone(), v: i };
         Energy::of_attention(&Attention::new(kernel, beta, vec![head])).unwrap()
     }
 

@@ -183,19 +183,14 @@ pub fn check_field_rate(
 }
 
 /// The reason the field with norms of `kind` is refused, if it is.
-fn rate_refusal(
-    model: &super::ModelSpec,
-    t_max: f64,
-    kind: NormKind,
-) -> Option<(Culprit, String)> {
+fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<(Culprit, String)> {
     let layers = layer_norms(model, kind);
     let beta = model.beta.abs();
     let largest = |f: fn(&HeadNorms) -> f64| {
-        layers
-            .iter()
-            .flatten()
-            .map(f)
-            .fold(0.0, |m: f64, x| if x.is_nan() { f64::INFINITY } else { m.max(x) })
+        layers.iter().flatten().map(f).fold(
+            0.0,
+            |m: f64, x| if x.is_nan() { f64::INFINITY } else { m.max(x) },
+        )
     };
     let (a, v) = (largest(|h| h.a), largest(|h| h.v));
     if !(v <= MAX_RATE) {
@@ -205,23 +200,54 @@ fn rate_refusal(
         ));
     }
     if !(beta * a <= MAX_SCORE) {
-        let culprit = if a >= beta { Culprit::Scores } else { Culprit::Beta };
+        let culprit = if a >= beta {
+            Culprit::Scores
+        } else {
+            Culprit::Beta
+        };
         return Some((
             culprit,
             format!("beta |A| = {:.2e} overflows the scores' arithmetic (at most {MAX_SCORE:e}); lower beta or the scores' scale", beta * a),
         ));
     }
+    if model.kernel == super::KernelKind::Usa && !(beta * a <= MAX_RATE.ln()) {
+        let culprit = if a >= beta {
+            Culprit::Scores
+        } else {
+            Culprit::Beta
+        };
+        return Some((
+            culprit,
+            format!(
+                "usa weighs by e^(beta |A|) = e^{:.4e}, which overflows the field's arithmetic (beta |A| at most ln {MAX_RATE:e} = {:.1}); lower beta or the scores' scale",
+                beta * a,
+                MAX_RATE.ln()
+            ),
+        ));
+    }
     let speed = layers
         .iter()
-        .map(|heads| heads.iter().map(|h| head_speed(model.kernel, beta, h)).sum::<f64>())
-        .fold(0.0, f64::max);
+        .map(|heads| {
+            heads
+                .iter()
+                .map(|h| head_speed(model.kernel, beta, h))
+                .sum::<f64>()
+        })
+        .fold(
+            0.0,
+            |m: f64, x| if x.is_nan() { f64::INFINITY } else { m.max(x) },
+        );
     let formula = match model.kernel {
         super::KernelKind::Lsa => "|beta| |A| |V|",
         super::KernelKind::Usa => "|V| e^(|beta| |A|)",
         super::KernelKind::Sa => "|V|",
     };
     if !(speed <= MAX_RATE) {
-        let culprit = if model.kernel == super::KernelKind::Sa { Culprit::Values } else { Culprit::Beta };
+        let culprit = if model.kernel == super::KernelKind::Sa {
+            Culprit::Values
+        } else {
+            Culprit::Beta
+        };
         return Some((
             culprit,
             format!("the tokens' speed bound S = sum over heads of {formula} = {speed:.2e} overflows the field's arithmetic (at most {MAX_RATE:e}); lower beta or the weights' scale"),

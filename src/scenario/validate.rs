@@ -300,7 +300,11 @@ fn check_layer_memory(m: &RawModel, ctx: &MatrixContext<'_>) -> Result<(), Scena
     let heads = m.heads.as_ref().map_or(1, |h| h.len().max(1));
     let entries = crate::memory::layer_entries(heads, ctx.d);
     let need = crate::memory::stack_bytes(entries, entries, 1, true);
-    let key = if m.heads.is_some() { "model.heads" } else { "model.d" };
+    let key = if m.heads.is_some() {
+        "model.heads"
+    } else {
+        "model.d"
+    };
     let what = format!(
         "d = {} with {heads} head(s) (two d x d matrices each, listed in the resolved scenario.toml)",
         ctx.d

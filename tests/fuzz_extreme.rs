@@ -361,7 +361,7 @@ impl Rng {
     }
     /// `usual` two times in three, else one of `extremes`.
     fn mostly<'a>(&mut self, usual: &'a str, extremes: &[&'a str]) -> &'a str {
-        if self.next() % 3 == 0 {
+        if self.next().is_multiple_of(3) {
             self.pick(extremes)
         } else {
             usual

@@ -62,7 +62,9 @@ pub const MIN_THRESHOLD: f64 = 1e-12;
 impl ClusterRule {
     /// A rule with the angle `threshold`; `None` unless MIN_THRESHOLD <= threshold < pi.
     pub fn new(threshold: f64) -> Option<Self> {
-        (threshold >= MIN_THRESHOLD && threshold < PI).then_some(ClusterRule { threshold })
+        (MIN_THRESHOLD..PI)
+            .contains(&threshold)
+            .then_some(ClusterRule { threshold })
     }
 
     /// The largest count that still counts as clustered for n tokens: max(1, ceil(sqrt n)).

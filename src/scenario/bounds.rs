@@ -193,13 +193,13 @@ fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<
         )
     };
     let (a, v) = (largest(|h| h.a), largest(|h| h.v));
-    if !(v <= MAX_RATE) {
+    if !within(v, MAX_RATE) {
         return Some((
             Culprit::Values,
             format!("|V| = {v:.2e} overflows the field's arithmetic (at most {MAX_RATE:e}); scale the values down"),
         ));
     }
-    if !(beta * a <= MAX_SCORE) {
+    if !within(beta * a, MAX_SCORE) {
         let culprit = if a >= beta {
             Culprit::Scores
         } else {
@@ -210,7 +210,7 @@ fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<
             format!("beta |A| = {:.2e} overflows the scores' arithmetic (at most {MAX_SCORE:e}); lower beta or the scores' scale", beta * a),
         ));
     }
-    if model.kernel == super::KernelKind::Usa && !(beta * a <= MAX_RATE.ln()) {
+    if model.kernel == super::KernelKind::Usa && !within(beta * a, MAX_RATE.ln()) {
         let culprit = if a >= beta {
             Culprit::Scores
         } else {
@@ -242,7 +242,7 @@ fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<
         super::KernelKind::Usa => "|V| e^(|beta| |A|)",
         super::KernelKind::Sa => "|V|",
     };
-    if !(speed <= MAX_RATE) {
+    if !within(speed, MAX_RATE) {
         let culprit = if model.kernel == super::KernelKind::Sa {
             Culprit::Values
         } else {
@@ -262,6 +262,11 @@ fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<
             ),
         )
     })
+}
+
+/// x <= limit, false for NaN.
+fn within(x: f64, limit: f64) -> bool {
+    x <= limit
 }
 
 /// A token's speed bound for one head (see [`check_field_rate`]).
@@ -312,7 +317,7 @@ fn spectral_norm_bound(m: &nalgebra::DMatrix<f64>) -> f64 {
 /// no product overflows.
 fn spectral_norm_estimate(m: &nalgebra::DMatrix<f64>) -> f64 {
     let top = m.amax();
-    if !(top > 0.0) || !top.is_finite() {
+    if top.is_nan() || top <= 0.0 || !top.is_finite() {
         return if top.is_nan() { f64::NAN } else { top };
     }
     let scaled = m / top;
@@ -324,7 +329,7 @@ fn spectral_norm_estimate(m: &nalgebra::DMatrix<f64>) -> f64 {
         let y = &scaled * &x;
         sigma = y.norm();
         x = scaled.tr_mul(&y);
-        if !(x.norm() > 0.0) {
+        if x.norm().is_nan() || x.norm() <= 0.0 {
             break;
         }
     }

@@ -23,12 +23,60 @@ pub const PER_LAYER_BYTES: u64 = 4096;
 /// row being formatted.
 pub const BOUNDARY_BYTES: u64 = 96;
 
-/// Memory available to this process (Linux `MemAvailable`), if known.
+/// Memory available to this process, if known: the least of the machine's `MemAvailable`, the
+/// room left under its cgroup's limit (v2 `memory.max`, v1 `memory.limit_in_bytes`) and the
+/// room left under its address-space limit (`ulimit -v`, less what it maps already).
 pub fn available() -> Option<u64> {
+    [machine_available(), cgroup_room(), address_space_room()]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
+/// `MemAvailable` of /proc/meminfo.
+fn machine_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    kib_field(&text, "MemAvailable:")
+}
+
+/// A "Name:   123 kB" line of a /proc file, in bytes.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    Some(kib.saturating_mul(1024))
+}
+
+/// A file holding one number of bytes ("max" and unreadable: none).
+fn bytes_in(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The cgroup's limit less its usage (v2, else v1).
+fn cgroup_room() -> Option<u64> {
+    let v2 = bytes_in("/sys/fs/cgroup/memory.max").zip(bytes_in("/sys/fs/cgroup/memory.current"));
+    let v1 = || {
+        bytes_in("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+            .zip(bytes_in("/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+    };
+    v2.or_else(v1)
+        .map(|(limit, used)| limit.saturating_sub(used))
+}
+
+/// RLIMIT_AS (/proc/self/limits "Max address space") less the process's VmSize.
+fn address_space_room() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    let soft: u64 = line
+        .trim_start_matches("Max address space")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let mapped = kib_field(&status, "VmSize:").unwrap_or(0);
+    Some(soft.saturating_sub(mapped))
 }
 
 /// The matrix entries of a layer: 2 H d^2.
@@ -90,5 +138,17 @@ mod tests {
         assert_eq!(stack_bytes(u64::MAX, u64::MAX, usize::MAX, true), u64::MAX);
         assert!(check(u64::MAX, "x").is_err() || available().is_none());
         assert!(check(1, "x").is_ok());
+    }
+
+    #[test]
+    fn the_room_is_at_most_the_machine_s() {
+        // Whatever limits apply, none of them can leave more room than the machine has.
+        if let (Some(all), Some(machine)) = (available(), machine_available()) {
+            assert!(all <= machine);
+        }
+        assert_eq!(
+            kib_field("MemAvailable:   12 kB\n", "MemAvailable:"),
+            Some(12288)
+        );
     }
 }

@@ -396,7 +396,7 @@ fn bad_input_is_one_error_line_with_exit_2() {
 }
 
 #[test]
-fn overflow_fails_with_exit_1_says_when_and_keeps_the_old_result() {
+fn overflow_is_refused_up_front_and_keeps_the_old_result() {
     let dir = tempfile::tempdir().unwrap();
     let good = write(dir.path(), "s.toml", BASE);
     let out = dir.path().join("out");
@@ -413,9 +413,10 @@ fn overflow_fails_with_exit_1_says_when_and_keeps_the_old_result() {
         .replace("beta = 1.0", "beta = 800.0")
         .replace("A = \"identity\"", "A = [[1.0, 0.0], [0.0, 1.0]]");
     let bad = write(dir.path(), "s.toml", &text);
-    let line = fails(tokdyn().arg("run").arg(&bad).arg("--out").arg(&out), 1);
-    assert!(line.contains("t ="), "{line}");
-    assert!(line.contains("non-finite"), "{line}");
+    // e^(beta |A|) = e^800 overflows: refused before the run (issue 42), not a failure at t = 0.
+    let line = fails(tokdyn().arg("run").arg(&bad).arg("--out").arg(&out), 2);
+    assert!(line.contains("model.beta"), "{line}");
+    assert!(line.contains("overflows"), "{line}");
     assert_eq!(fs::read(out.join("order.csv")).unwrap(), before);
     assert_eq!(
         fs::read_dir(dir.path())

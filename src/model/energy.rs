@@ -15,9 +15,23 @@
 //! |Z_m|^2 with Z_m = (1/n) sum_k e^{i m t_k}, O(n M) for the M orders above round-off.
 //! Otherwise the pair sum, O(n^2 d) in fixed chunks (the same bytes for any thread count),
 //! only up to [`PAIR_SUM_MAX_TOKENS`] tokens; above that the energy is not computed.
+//!
+//! **Large exponents.** When beta <x_i, A x_j> reaches past 709 the terms e^{...} overflow
+//! although E may still be a double. Where the plain sum is not finite, E is taken from its
+//! logarithm, a log-sum-exp over the rows (each row shifted by its own largest score s_i):
+//!
+//! ```text
+//! ln E = logsumexp_{heads, i} (s_i + ln sum_j e^{beta <x_i, A x_j> - s_i}) - ln(2 beta n^2),
+//! ```
+//!
+//! and E is written when ln E <= ln(f64::MAX); otherwise [`EnergyOutOfRange`] says why it is
+//! not (summary.json then carries the reason and clusters.csv leaves the cell empty).
+
+use std::fmt;
 
 use nalgebra::DMatrix;
 use num_complex::Complex64;
+use rayon::prelude::*;
 
 use super::bessel::scaled_bessel_i;
 use super::{Attention, Kernel};
@@ -25,6 +39,43 @@ use crate::parallel::{chunk_count, chunked_sum};
 
 /// Largest n for which the O(n^2 d) pair sum is evaluated at every sample.
 pub const PAIR_SUM_MAX_TOKENS: usize = 16384;
+
+/// The Jacobi–Anger series on the circle runs only while e^{beta a} is a double; past it the
+/// logarithmic pair sum takes over (its orders would grow like beta a).
+const CIRCLE_SERIES_MAX_EXPONENT: f64 = 709.0;
+
+/// An energy that is not a finite double.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EnergyOutOfRange {
+    /// E = 10^log10 is above the largest double.
+    TooLarge {
+        /// log10 E.
+        log10: f64,
+    },
+    /// Its logarithm is not computed: more than [`PAIR_SUM_MAX_TOKENS`] tokens at a scale
+    /// where only the pair sum applies.
+    TooManyTokens,
+    /// Not finite even as a logarithm (e.g. 1 / (2 beta) overflows for a subnormal beta).
+    NotFinite,
+}
+
+impl fmt::Display for EnergyOutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnergyOutOfRange::TooLarge { log10 } => write!(
+                f,
+                "E = 10^{log10:.1} exceeds the largest double (1.8e308)"
+            ),
+            EnergyOutOfRange::TooManyTokens => write!(
+                f,
+                "the scores beta <x, A y> pass 709 (e^s overflows) and the logarithmic pair sum is computed only up to n = {PAIR_SUM_MAX_TOKENS}"
+            ),
+            EnergyOutOfRange::NotFinite => {
+                write!(f, "E is not a finite double at this beta and these weights")
+            }
+        }
+    }
+}
 
 /// The energy of an attention layer whose flow is a gradient flow.
 #[derive(Debug, Clone)]
@@ -61,15 +112,43 @@ impl Energy {
             || n <= PAIR_SUM_MAX_TOKENS
     }
 
-    /// E of the tokens (n x d row-major, unit rows).
-    pub fn value(&self, tokens: &[f64], d: usize) -> f64 {
-        match self.kernel {
+    /// E of the tokens (n x d row-major, unit rows), or why it is not a finite double: the
+    /// plain sums first, their logarithm where they overflow (module docs).
+    pub fn value(&self, tokens: &[f64], d: usize) -> Result<f64, EnergyOutOfRange> {
+        let plain = match self.kernel {
             Kernel::Lsa => self.linear(tokens, d),
             Kernel::Usa | Kernel::Sa => match self.circle_scales() {
-                Some(scales) if d == 2 => self.circle_series(tokens, &scales),
+                Some(scales) if d == 2 && self.circle_series_fits(&scales) => {
+                    self.circle_series(tokens, &scales)
+                }
                 _ => self.pair_sum(tokens, d),
             },
+        };
+        if plain.is_finite() {
+            return Ok(plain);
         }
+        if self.kernel == Kernel::Lsa {
+            return Err(EnergyOutOfRange::NotFinite);
+        }
+        let n = tokens.len() / d;
+        if n > PAIR_SUM_MAX_TOKENS {
+            return Err(EnergyOutOfRange::TooManyTokens);
+        }
+        let log = self.log_pair_sum(tokens, d);
+        match log {
+            l if l <= f64::MAX.ln() => Ok(l.exp()),
+            l if l.is_finite() => Err(EnergyOutOfRange::TooLarge {
+                log10: l / std::f64::consts::LN_10,
+            }),
+            _ => Err(EnergyOutOfRange::NotFinite),
+        }
+    }
+
+    /// Whether every head's beta |a| stays where e^{beta |a|} is a double.
+    fn circle_series_fits(&self, scales: &[f64]) -> bool {
+        scales
+            .iter()
+            .all(|a| (self.beta * a).abs() <= CIRCLE_SERIES_MAX_EXPONENT)
     }
 
     /// The a of every head when each A is a multiple a I of the 2 x 2 identity.
@@ -138,13 +217,7 @@ impl Energy {
         let mut total = 0.0;
         for a in &self.a {
             // q_j = beta A x_j, then sum_i sum_j exp(<x_i, q_j>).
-            let q: Vec<f64> = tokens
-                .chunks_exact(d)
-                .flat_map(|x| {
-                    let x = nalgebra::DVector::from_column_slice(x);
-                    (a * x * self.beta).iter().copied().collect::<Vec<_>>()
-                })
-                .collect();
+            let q = scores_matrix(a, self.beta, tokens, d);
             let mut partials = vec![0.0; chunk_count(n)];
             let mut out = [0.0];
             chunked_sum(tokens, d, 1, &mut partials, &mut out, |rows, acc| {
@@ -159,6 +232,48 @@ impl Energy {
         }
         total / (2.0 * self.beta * (n as f64) * (n as f64))
     }
+
+    /// ln E by the row-shifted log-sum-exp of the module docs (beta > 0); each row is summed
+    /// in order, so the value is the same for any thread count.
+    fn log_pair_sum(&self, tokens: &[f64], d: usize) -> f64 {
+        let n = tokens.len() / d;
+        let mut rows: Vec<f64> = Vec::with_capacity(n * self.a.len());
+        for a in &self.a {
+            let q = scores_matrix(a, self.beta, tokens, d);
+            let head: Vec<f64> = tokens
+                .par_chunks_exact(d)
+                .map(|x| {
+                    let scores: Vec<f64> = q
+                        .chunks_exact(d)
+                        .map(|qj| x.iter().zip(qj).map(|(u, v)| u * v).sum())
+                        .collect();
+                    log_sum_exp(&scores)
+                })
+                .collect();
+            rows.extend(head);
+        }
+        log_sum_exp(&rows) - (2.0 * self.beta).ln() - 2.0 * (n as f64).ln()
+    }
+}
+
+/// q_j = beta A x_j for every token (n x d row-major).
+fn scores_matrix(a: &DMatrix<f64>, beta: f64, tokens: &[f64], d: usize) -> Vec<f64> {
+    tokens
+        .chunks_exact(d)
+        .flat_map(|x| {
+            let x = nalgebra::DVector::from_column_slice(x);
+            (a * x * beta).iter().copied().collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// ln sum_i e^{v_i}, shifted by the largest v_i (in order).
+fn log_sum_exp(values: &[f64]) -> f64 {
+    let top = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !top.is_finite() {
+        return top;
+    }
+    top + values.iter().map(|v| (v - top).exp()).sum::<f64>().ln()
 }
 
 #[cfg(test)]
@@ -209,13 +324,61 @@ mod tests {
             let e = Energy::of_attention(&att).unwrap();
             let want = direct(kernel, 2.5, &m, &tokens, 2);
             assert!(
-                (e.value(&tokens, 2) - want).abs() < 1e-12 * want.abs(),
+                (e.value(&tokens, 2).unwrap() - want).abs() < 1e-12 * want.abs(),
                 "{kernel:?}"
             );
             assert!(
                 (e.pair_sum(&tokens, 2) - want).abs() < 1e-12 * want.abs() || kernel == Kernel::Lsa
             );
         }
+    }
+
+    fn identity_energy(kernel: Kernel, beta: f64, d: usize) -> Energy {
+        let i = DMatrix::identity(d, d);
+        let head = Head { a: i.clone(), v: i };
+        Energy::of_attention(&Attention::new(kernel, beta, vec![head])).unwrap()
+    }
+
+    #[test]
+    fn large_exponents_give_the_closed_form_or_say_why_not() {
+        // Two antipodal clusters of equal size, A = V = I: E = (e^beta + e^-beta) / (4 beta),
+        // whose terms overflow from beta = 709.8 while E stays a double up to about 716.
+        let mut angles = vec![0.3; 10];
+        angles.extend([0.3 + std::f64::consts::PI; 10]);
+        for (d, beta) in [(2, 712.0), (2, 715.0), (3, 713.0)] {
+            let tokens: Vec<f64> = circle(&angles)
+                .chunks_exact(2)
+                .flat_map(|p| {
+                    let mut x = p.to_vec();
+                    x.resize(d, 0.0);
+                    x
+                })
+                .collect();
+            for kernel in [Kernel::Usa, Kernel::Sa] {
+                let e = identity_energy(kernel, beta, d).value(&tokens, d).unwrap();
+                let log_want = beta - (4.0 * beta).ln(); // e^-beta is far below round-off
+                assert!(
+                    (e.ln() - log_want).abs() < 1e-12 * log_want,
+                    "d = {d}, beta = {beta}: {e:e}"
+                );
+            }
+        }
+        // Past the largest double: the reason carries log10 E = (beta - ln(2 beta)) / ln 10
+        // (one cluster), and nothing is allocated in proportion to beta.
+        let tokens = circle(&[1.0; 8]);
+        for beta in [1e3, 1e10, 1e300] {
+            let got = identity_energy(Kernel::Sa, beta, 2).value(&tokens, 2);
+            let want = (beta - (2.0 * beta).ln()) / std::f64::consts::LN_10;
+            match got {
+                Err(EnergyOutOfRange::TooLarge { log10 }) => {
+                    assert!((log10 - want).abs() <= 1e-12 * want, "{log10} vs {want}")
+                }
+                other => panic!("beta = {beta}: {other:?}"),
+            }
+        }
+        // A subnormal beta: 1 / (2 beta) overflows.
+        let got = identity_energy(Kernel::Usa, 5e-324, 2).value(&tokens, 2);
+        assert!(got.is_err(), "{got:?}");
     }
 
     #[test]

@@ -96,16 +96,30 @@ pub struct ClusterSummary {
     pub history: Vec<Plateau>,
     /// Merges in time order.
     pub merges: Vec<Merge>,
+    /// Why `clusters.csv` leaves the energy empty at some samples (absent when it does not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy_omitted: Option<String>,
 }
 
-/// A function of the tokens (n x d row-major): the energy of a gradient flow.
-pub type EnergyFn = Box<dyn Fn(&[f64]) -> f64 + Send + Sync>;
+/// A function of the tokens (n x d row-major): the energy of a gradient flow, or why it is not
+/// a finite double.
+pub type EnergyFn = Box<dyn Fn(&[f64]) -> Result<f64, String> + Send + Sync>;
+
+/// Samples whose energy was left out of `clusters.csv`: the first such time, how many, and the
+/// first reason.
+#[derive(Debug, Clone, PartialEq)]
+struct EnergyGaps {
+    from: f64,
+    samples: usize,
+    reason: String,
+}
 
 /// Finds the clusters at every sample; writes `clusters.csv` when asked to.
 pub struct ClusterSeries {
     rule: ClusterRule,
     d: usize,
     energy: Option<EnergyFn>,
+    energy_gaps: Option<EnergyGaps>,
     rows: Vec<ClusterRow>,
     last: Option<Clustering>,
     csv: Option<csv::Writer<BufWriter<File>>>,
@@ -121,6 +135,7 @@ impl ClusterSeries {
             rule,
             d,
             energy,
+            energy_gaps: None,
             rows: Vec::new(),
             last: None,
             csv: None,
@@ -206,7 +221,7 @@ impl ClusterSeries {
             largest: c.largest_fraction(),
             diameter: c.diameter,
             separation: c.separation,
-            energy: self.energy.as_ref().map(|e| e(tokens)),
+            energy: self.energy_at(t, tokens),
         };
         if let Some(w) = self.csv.as_mut() {
             w.serialize(row).map_err(io::Error::other)?;
@@ -214,6 +229,22 @@ impl ClusterSeries {
         self.rows.push(row);
         self.last = Some(c);
         Ok(())
+    }
+
+    /// The energy of `tokens` where it is a finite double; otherwise none, its reason kept.
+    fn energy_at(&mut self, t: f64, tokens: &[f64]) -> Option<f64> {
+        match self.energy.as_ref()?(tokens) {
+            Ok(e) => Some(e),
+            Err(reason) => {
+                let gaps = self.energy_gaps.get_or_insert(EnergyGaps {
+                    from: t,
+                    samples: 0,
+                    reason,
+                });
+                gaps.samples += 1;
+                None
+            }
+        }
     }
 
     /// summary.json `clusters`, when a sample was seen.
@@ -227,6 +258,15 @@ impl ClusterSeries {
             threshold: self.rule.threshold,
             history: self.history(),
             merges: self.merges(),
+            energy_omitted: self.energy_gaps.as_ref().map(|g| {
+                format!(
+                    "the energy is left empty at {} of {} samples from t = {}: {}",
+                    g.samples,
+                    self.rows.len(),
+                    g.from,
+                    g.reason
+                )
+            }),
         })
     }
 }

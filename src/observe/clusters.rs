@@ -54,10 +54,17 @@ impl Default for ClusterRule {
     }
 }
 
+/// The smallest threshold accepted: angles between unit vectors in doubles are resolved to about
+/// 1e-15 (the test `tiny_diameters_are_resolved`), so a smaller "tight" would only mean "the
+/// same double", and a threshold below it (1e-300) leaves every token its own cluster.
+pub const MIN_THRESHOLD: f64 = 1e-12;
+
 impl ClusterRule {
-    /// A rule with the angle `threshold`; `None` unless 0 < threshold < pi.
+    /// A rule with the angle `threshold`; `None` unless MIN_THRESHOLD <= threshold < pi.
     pub fn new(threshold: f64) -> Option<Self> {
-        (threshold > 0.0 && threshold < PI).then_some(ClusterRule { threshold })
+        (MIN_THRESHOLD..PI)
+            .contains(&threshold)
+            .then_some(ClusterRule { threshold })
     }
 
     /// The largest count that still counts as clustered for n tokens: max(1, ceil(sqrt n)).
@@ -626,6 +633,8 @@ mod tests {
         assert!(ClusterRule::new(PI).is_none());
         assert!(ClusterRule::new(f64::NAN).is_none());
         assert!(ClusterRule::new(0.5).is_some());
+        assert!(ClusterRule::new(1e-300).is_none());
+        assert!(ClusterRule::new(MIN_THRESHOLD).is_some());
     }
 
     #[test]

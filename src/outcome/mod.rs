@@ -113,7 +113,9 @@ pub fn cluster_series(
     } else {
         None
     };
-    let energy = energy.map(|e| -> EnergyFn { Box::new(move |x: &[f64]| e.value(x, d)) });
+    let energy = energy.map(|e| -> EnergyFn {
+        Box::new(move |x: &[f64]| e.value(x, d).map_err(|why| why.to_string()))
+    });
     let series = ClusterSeries::new(scenario.clusters, d, energy);
     Ok(Some(match dir {
         Some(dir) => {

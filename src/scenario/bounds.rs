@@ -110,3 +110,228 @@ pub fn check_field_scale(
         ),
     ))
 }
+
+/// Largest distance (radians) a token may be bounded to travel up to t_max: the speed bound
+/// S of [`check_field_rate`] times t_max. An adaptive integrator takes at least of the order of
+/// S t_max / (its largest accurate angle per step) steps where the tokens do move that fast.
+pub const MAX_TRAVEL: f64 = 1e12;
+
+/// Largest speed bound S (and factor beta |A| or |V|) accepted at all: beyond it the
+/// arithmetic of the field (squared norms, the integrator's error estimate) overflows.
+pub const MAX_RATE: f64 = 1e150;
+
+/// Largest beta |A| accepted: every score beta <x, A y> and the difference of two stays a
+/// double (sa's softmax is shifted by its largest score, so its speed bound does not grow
+/// with beta; lsa and usa are held by [`MAX_RATE`] long before).
+pub const MAX_SCORE: f64 = 1e307;
+
+/// The weights of one head as the speed bound sees them: |A| and |V| (spectral norms, or
+/// bounds of them; factored heads: |Q| |K| / sqrt(d_h) and |V| |O|).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct HeadNorms {
+    a: f64,
+    v: f64,
+}
+
+/// How a head's norms are taken: a cheap upper bound of the spectral norm, or its estimate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum NormKind {
+    Bound,
+    Estimate,
+}
+
+/// Which part of the weights a refusal names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Culprit {
+    Values,
+    Scores,
+    Beta,
+    Time,
+}
+
+/// Refuses a field whose speed bound overflows the arithmetic or whose work up to t_max is
+/// past [`MAX_TRAVEL`]. With a = |A|, v = |V| (spectral norms) per head, a token's speed
+/// |x'| is at most, summed over the heads of a layer (largest layer),
+///
+/// ```text
+/// lsa: |beta| a v,      usa: v e^{|beta| a},      sa: v
+/// ```
+///
+/// (sa's weights sum to 1; pre-LN moves the stream by the same attention output). The check
+/// first uses min(|M|_F, sqrt(|M|_1 |M|_inf)) >= |M|_2 and, only when that refuses, the
+/// spectral norm itself by power iteration (so an identity in d = 100 counts 1, not 10).
+pub fn check_field_rate(
+    model: &super::ModelSpec,
+    time: &super::TimeSpec,
+    keys: (&str, &str),
+    file: &Path,
+) -> Result<(), ScenarioError> {
+    let refusal = |kind| rate_refusal(model, time.t_max, kind);
+    match refusal(NormKind::Bound).and_then(|_| refusal(NormKind::Estimate)) {
+        None => Ok(()),
+        Some((culprit, message)) => {
+            let key = match culprit {
+                Culprit::Values => keys.1,
+                Culprit::Scores => keys.0,
+                Culprit::Beta => "model.beta",
+                Culprit::Time if time.t_max > time.t_end => "time.t_max",
+                Culprit::Time => "time.t_end",
+            };
+            Err(ScenarioError::at(file, key, message))
+        }
+    }
+}
+
+/// The reason the field with norms of `kind` is refused, if it is.
+fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<(Culprit, String)> {
+    let layers = layer_norms(model, kind);
+    let beta = model.beta.abs();
+    let largest = |f: fn(&HeadNorms) -> f64| {
+        layers.iter().flatten().map(f).fold(
+            0.0,
+            |m: f64, x| if x.is_nan() { f64::INFINITY } else { m.max(x) },
+        )
+    };
+    let (a, v) = (largest(|h| h.a), largest(|h| h.v));
+    if !within(v, MAX_RATE) {
+        return Some((
+            Culprit::Values,
+            format!("|V| = {v:.2e} overflows the field's arithmetic (at most {MAX_RATE:e}); scale the values down"),
+        ));
+    }
+    if !within(beta * a, MAX_SCORE) {
+        let culprit = if a >= beta {
+            Culprit::Scores
+        } else {
+            Culprit::Beta
+        };
+        return Some((
+            culprit,
+            format!("beta |A| = {:.2e} overflows the scores' arithmetic (at most {MAX_SCORE:e}); lower beta or the scores' scale", beta * a),
+        ));
+    }
+    if model.kernel == super::KernelKind::Usa && !within(beta * a, MAX_RATE.ln()) {
+        let culprit = if a >= beta {
+            Culprit::Scores
+        } else {
+            Culprit::Beta
+        };
+        return Some((
+            culprit,
+            format!(
+                "usa weighs by e^(beta |A|) = e^{:.4e}, which overflows the field's arithmetic (beta |A| at most ln {MAX_RATE:e} = {:.1}); lower beta or the scores' scale",
+                beta * a,
+                MAX_RATE.ln()
+            ),
+        ));
+    }
+    let speed = layers
+        .iter()
+        .map(|heads| {
+            heads
+                .iter()
+                .map(|h| head_speed(model.kernel, beta, h))
+                .sum::<f64>()
+        })
+        .fold(
+            0.0,
+            |m: f64, x| if x.is_nan() { f64::INFINITY } else { m.max(x) },
+        );
+    let formula = match model.kernel {
+        super::KernelKind::Lsa => "|beta| |A| |V|",
+        super::KernelKind::Usa => "|V| e^(|beta| |A|)",
+        super::KernelKind::Sa => "|V|",
+    };
+    if !within(speed, MAX_RATE) {
+        let culprit = if model.kernel == super::KernelKind::Sa {
+            Culprit::Values
+        } else {
+            Culprit::Beta
+        };
+        return Some((
+            culprit,
+            format!("the tokens' speed bound S = sum over heads of {formula} = {speed:.2e} overflows the field's arithmetic (at most {MAX_RATE:e}); lower beta or the weights' scale"),
+        ));
+    }
+    let travel = speed * t_max;
+    (travel > MAX_TRAVEL).then(|| {
+        (
+            Culprit::Time,
+            format!(
+                "the tokens' speed bound S = sum over heads of {formula} = {speed:.2e} over t_max = {t_max:e} gives S t = {travel:.2e} radians of work, beyond the bound {MAX_TRAVEL:e}; shorten the run, lower beta or the weights' scale"
+            ),
+        )
+    })
+}
+
+/// x <= limit, false for NaN.
+fn within(x: f64, limit: f64) -> bool {
+    x <= limit
+}
+
+/// A token's speed bound for one head (see [`check_field_rate`]).
+fn head_speed(kernel: super::KernelKind, beta: f64, h: &HeadNorms) -> f64 {
+    match kernel {
+        super::KernelKind::Lsa => beta * h.a * h.v,
+        super::KernelKind::Usa => h.v * (beta * h.a).exp(),
+        super::KernelKind::Sa => h.v,
+    }
+}
+
+/// The heads' norms of every layer (one layer without a stack).
+fn layer_norms(model: &super::ModelSpec, kind: NormKind) -> Vec<Vec<HeadNorms>> {
+    let norm = |m: &nalgebra::DMatrix<f64>| match kind {
+        NormKind::Bound => spectral_norm_bound(m),
+        NormKind::Estimate => spectral_norm_estimate(m),
+    };
+    let layer = |heads: &[super::HeadSpec], factored: &[super::FactorSpec]| -> Vec<HeadNorms> {
+        let formed = heads.iter().map(|h| HeadNorms {
+            a: norm(&h.a),
+            v: norm(&h.v),
+        });
+        let factored = factored.iter().map(|f| HeadNorms {
+            a: norm(&f.q) * norm(&f.k) / (f.q.ncols().max(1) as f64).sqrt(),
+            v: norm(&f.v) * norm(&f.o),
+        });
+        formed.chain(factored).collect()
+    };
+    if model.layers.is_empty() {
+        return vec![layer(&model.heads, &model.factored)];
+    }
+    model
+        .layers
+        .iter()
+        .map(|l| layer(&l.heads, &l.factored))
+        .collect()
+}
+
+/// min(|M|_F, sqrt(|M|_1 |M|_inf)), an upper bound of the spectral norm |M|_2 (O(d^2)).
+fn spectral_norm_bound(m: &nalgebra::DMatrix<f64>) -> f64 {
+    let column = m.column_iter().map(|c| c.abs().sum()).fold(0.0, f64::max);
+    let row = m.row_iter().map(|r| r.abs().sum()).fold(0.0, f64::max);
+    m.norm().min((column * row).sqrt())
+}
+
+/// |M|_2 by power iteration on M^T M (40 steps from a fixed start): a lower estimate that is
+/// exact to round-off once the top singular value separates. Scaled by the largest entry so
+/// no product overflows.
+fn spectral_norm_estimate(m: &nalgebra::DMatrix<f64>) -> f64 {
+    let top = m.amax();
+    if top.is_nan() || top <= 0.0 || !top.is_finite() {
+        return if top.is_nan() { f64::NAN } else { top };
+    }
+    let scaled = m / top;
+    let n = m.ncols();
+    let mut x = nalgebra::DVector::from_fn(n, |i, _| 1.0 + i as f64 / n as f64);
+    let mut sigma = 0.0;
+    for _ in 0..40 {
+        x /= x.norm();
+        let y = &scaled * &x;
+        sigma = y.norm();
+        x = scaled.tr_mul(&y);
+        if x.norm().is_nan() || x.norm() <= 0.0 {
+            break;
+        }
+    }
+    sigma * top
+}

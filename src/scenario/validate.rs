@@ -35,6 +35,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         super::bounds::check_layer_segments(stack, time.t_max, file)?;
         super::bounds::check_field_scale(stack, checked.model.beta, time.t_max, file)?;
     }
+    super::bounds::check_field_rate(&checked.model, &time, weight_keys(&raw, &checked), file)?;
     let run = run_spec(&raw, file, &checked.model)?;
     let output = output_spec(file, &raw.output)?;
     let noise = stochastic::noise_spec(raw.noise.as_ref(), file, (&tokens, &time, &run))?;
@@ -104,6 +105,18 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         file: file.to_path_buf(),
         resolved,
     })
+}
+
+/// The keys that name a scenario's score and value matrices in an error: (A, V).
+fn weight_keys(raw: &RawScenario, checked: &CheckedModel) -> (&'static str, &'static str) {
+    match &checked.stack {
+        Some(s) if s.duration_key.starts_with("model.checkpoint") => {
+            ("model.checkpoint", "model.checkpoint")
+        }
+        Some(_) => ("model.layers", "model.layers"),
+        None if raw.model.heads.is_some() => ("model.heads", "model.heads"),
+        None => ("model.A", "model.V"),
+    }
 }
 
 /// `name`: `[a-z0-9_-]+` (the rule of scenario and sweep names).
@@ -265,6 +278,7 @@ fn heads(
     resolved: &mut toml::Table,
 ) -> Result<LayerHeads, ScenarioError> {
     let err = |key: &str, message: &str| ScenarioError::at(ctx.file, key, message.to_string());
+    check_layer_memory(m, ctx)?;
     match (&m.a, &m.v, &m.heads) {
         (Some(a), Some(v), None) => {
             let head = HeadSpec {
@@ -291,6 +305,24 @@ fn heads(
             "missing: give A and V, or heads = [{ A = ..., V = ... }, ...]",
         )),
     }
+}
+
+/// Refuses, before any matrix is built, a single layer whose matrices and their resolved text
+/// (scenario.toml lists every entry) do not fit in the memory available.
+fn check_layer_memory(m: &RawModel, ctx: &MatrixContext<'_>) -> Result<(), ScenarioError> {
+    let heads = m.heads.as_ref().map_or(1, |h| h.len().max(1));
+    let entries = crate::memory::layer_entries(heads, ctx.d);
+    let need = crate::memory::stack_bytes(entries, entries, 1, true);
+    let key = if m.heads.is_some() {
+        "model.heads"
+    } else {
+        "model.d"
+    };
+    let what = format!(
+        "d = {} with {heads} head(s) (two d x d matrices each, listed in the resolved scenario.toml)",
+        ctx.d
+    );
+    crate::memory::check(need, &what).map_err(|message| ScenarioError::at(ctx.file, key, message))
 }
 
 /// `[tokens]`: n (or the count of `ids`), seed, the initial state's settings and file.
@@ -658,7 +690,10 @@ fn cluster_rule(
             ScenarioError::at(
                 file,
                 "clusters.threshold",
-                format!("must be an angle in radians with 0 < threshold < pi, got {theta}"),
+                format!(
+                    "must be an angle in radians with {:e} <= threshold < pi (angles are resolved to about 1e-15), got {theta:e}",
+                    crate::observe::clusters::MIN_THRESHOLD
+                ),
             )
         }),
     }

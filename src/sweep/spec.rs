@@ -680,6 +680,13 @@ fn read_axes(
         let from = finite(file, &format!("{prefix}.from"), raw.from)?;
         let to = finite(file, &format!("{prefix}.to"), raw.to)?;
         let steps = count(file, &format!("{prefix}.steps"), raw.steps, 1)?;
+        if steps > MAX_POINTS {
+            return Err(at(
+                file,
+                &format!("{prefix}.steps"),
+                format!("{steps} steps: the grid may have at most {MAX_POINTS} points"),
+            ));
+        }
         let integer = is_integer_key(&key);
         if integer && (from.abs() > 9.0e15 || to.abs() > 9.0e15) {
             return Err(at(
@@ -904,6 +911,32 @@ fn check_refined_axis(file: &Path, key: &str, name: &str, axes: &[Axis]) -> Resu
 /// Largest |from|, |to| of a continuation: beyond it differences of parameter values overflow.
 const MAX_CONTINUATION_VALUE: f64 = 1e100;
 
+/// Smallest arclength step of a continuation relative to the size of its parameters' values
+/// (the largest |from|, |to| and range): below it a step could not move a parameter in double
+/// precision, or would need more than 1e9 steps to cross the range.
+pub const MIN_RELATIVE_STEP: f64 = 1e-9;
+
+/// Refuses a continuation step below [`MIN_RELATIVE_STEP`] times the scale of `values` (the
+/// ends of the range or box).
+fn check_step_moves(file: &Path, key: &str, step: f64, values: &[f64]) -> Result<(), Error> {
+    let ends = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let range = values
+        .chunks_exact(2)
+        .fold(0.0f64, |m, p| m.max((p[1] - p[0]).abs()));
+    let least = MIN_RELATIVE_STEP * ends.max(range);
+    if step >= least {
+        return Ok(());
+    }
+    Err(at(
+        file,
+        key,
+        format!(
+            "{step:e} is below {MIN_RELATIVE_STEP:e} of the parameters' scale {:e} (at least {least:e}): such a continuation would not move in double precision or would not end",
+            ends.max(range)
+        ),
+    ))
+}
+
 /// `[continuation]`: a real parameter of an OA-analysable base, a finite range, a step.
 fn continuation_spec(
     file: &Path,
@@ -953,6 +986,7 @@ fn continuation_spec(
             format!("must be > 0, found {step}"),
         ));
     }
+    check_step_moves(file, "continuation.step", step, &[from, to])?;
     let max_points = match raw.max_points {
         Some(i) => count(file, "continuation.max_points", i, 2)?,
         None => 10_000,
@@ -1056,6 +1090,7 @@ fn codim2_spec(
             format!("must be > 0, found {step}"),
         ));
     }
+    check_step_moves(file, "codim2.step", step, &[from[0], to[0], from[1], to[1]])?;
     let mut curves = Vec::new();
     for (i, word) in raw
         .curves

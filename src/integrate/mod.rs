@@ -14,6 +14,7 @@
 pub(crate) mod dop853;
 mod dop853_tableau;
 pub mod gaussian;
+mod geodesic;
 mod piecewise;
 mod stepper;
 pub mod stochastic;

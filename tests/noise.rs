@@ -311,6 +311,9 @@ fn bad_noise_input_is_refused_before_any_run() {
         ("noise.temperature=nan", "noise.temperature"),
         ("noise.temperature=inf", "noise.temperature"),
         ("noise.dt=0", "noise.dt"),
+        // More than 1e9 steps to t_end: by the step itself or by the temperature's rule.
+        ("noise.dt=1e-300", "noise.dt"),
+        ("noise.temperature=1e12", "noise.dt"),
         ("noise.dt=0.2", "noise.dt"),
         ("noise.seed=-1", "noise.seed"),
         ("noise.tmperature=1", "noise.tmperature"),

@@ -459,6 +459,66 @@ mod tests {
     }
 
     #[test]
+    fn on_the_circle_a_step_of_any_size_turns_the_angle_by_the_tangent_increment() {
+        // Zero field: theta <- theta + <e_theta^perp, xi> exactly, however large T h (here the
+        // increments have standard deviation 3 rad), which is Brownian motion's exact law.
+        let n = 64;
+        let f = SphereField::new(
+            Attention::new(
+                Kernel::Usa,
+                1.0,
+                vec![Head {
+                    a: DMatrix::identity(2, 2),
+                    v: DMatrix::zeros(2, 2),
+                }],
+            ),
+            n,
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        let x0 = tokens(n, 2, &mut rng);
+        let mut xi: Vec<f64> = (0..2 * n)
+            .map(|_| {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                3.0 * z
+            })
+            .collect();
+        let turn: Vec<f64> = x0
+            .chunks_exact(2)
+            .zip(xi.chunks_exact(2))
+            .map(|(x, e)| -x[1] * e[0] + x[0] * e[1])
+            .collect();
+        let mut y = x0.clone();
+        heun_step(&f, 2, 1.0, &mut y, &mut xi, &mut HeunScratch::default());
+        for ((x, y), a) in x0.chunks_exact(2).zip(y.chunks_exact(2)).zip(turn) {
+            let expected = x[1].atan2(x[0]) + a;
+            assert!((y[0] - expected.cos()).abs() < 1e-13, "{y:?} vs {expected}");
+            assert!((y[1] - expected.sin()).abs() < 1e-13, "{y:?} vs {expected}");
+        }
+    }
+
+    #[test]
+    fn the_step_lands_on_the_sample_and_keeps_to_the_drift_rule_and_its_floor() {
+        let noise = NoiseSettings {
+            temperature: 1.0,
+            dt: 0.01,
+            min_step: 1e-4,
+            seed: 0,
+            d: 3,
+        };
+        // Slow field: equal steps of at most dt that end the interval.
+        let h = next_step(&noise, 0.1, 0.105);
+        assert_eq!(h, 0.105 / 11.0);
+        // Fast field: h |F| <= DRIFT_TURN.
+        let h = next_step(&noise, 50.0, 0.1);
+        assert!(h * 50.0 <= DRIFT_TURN && h * 50.0 > 0.9 * DRIFT_TURN, "{h}");
+        // Faster than the floor allows: the floor (the bound on the step count) wins.
+        let h = next_step(&noise, 1e9, 0.1);
+        assert!((h - 1e-4).abs() < 1e-12, "{h}");
+        // Less time left than a step: one step to the sample.
+        assert_eq!(next_step(&noise, 0.0, 0.003), 0.003);
+    }
+
+    #[test]
     fn steps_keep_every_token_on_the_sphere() {
         let (n, d) = (50, 4);
         let mut rng = ChaCha8Rng::seed_from_u64(3);

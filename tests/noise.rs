@@ -302,6 +302,73 @@ fn same_seed_same_bytes_for_any_thread_count() {
     );
 }
 
+/// The rows of a CSV file after its header, split at commas, with the header.
+fn csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text
+        .lines()
+        .map(|l| l.split(',').map(String::from).collect());
+    let header = lines.next().unwrap();
+    (header, lines.collect())
+}
+
+#[test]
+fn the_transition_sweep_agrees_with_its_mean_field_column_away_from_the_transition() {
+    // usa, beta = 5, A = V = I on the circle: below T_c = 4.867 only the bump is stable,
+    // above the fold T_f = 5.426 only the uniform state. At T = 4.4 and 7 the particles'
+    // tail |R1| must match the mean-field column of transition.csv: within 1 / sqrt(n) where
+    // ordered (the bump's |R1| fluctuates much less), within 4 / sqrt(n) where uniform (the
+    // fluctuations of n independent tokens, enlarged by the susceptibility 1 / (1 - T_c / T)).
+    let dir = tempfile::tempdir().unwrap();
+    let n = 500;
+    write(
+        dir.path(),
+        "point.toml",
+        &text(
+            "kernel = \"usa\"\nbeta = 5\nA = \"identity\"\nV = \"identity\"",
+            2,
+            n,
+            "init = \"poisson\"\nr0 = 0.9\nseed = 2",
+            "t_end = 10\nsamples = 101",
+            "temperature = 5\nseed = 5",
+        ),
+    );
+    let file = write(
+        dir.path(),
+        "sweep.toml",
+        "name = \"usa-transition\"\nscenario = \"point.toml\"\n[axes]\n\"noise.temperature\" = { from = 4.4, to = 7.0, steps = 2 }\n",
+    );
+    let out = dir.path().join("out");
+    tokdyn()
+        .env("RAYON_NUM_THREADS", "2")
+        .arg("sweep")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let (header, rows) = csv(&out.join("transition.csv"));
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    assert_eq!(rows.len(), 2);
+    let scale = 1.0 / (n as f64).sqrt();
+    for row in &rows {
+        let t: f64 = row[0].parse().unwrap();
+        let r1: f64 = row[column("r1_mean")].parse().unwrap();
+        let mean_field: f64 = row[column("mean_field_r1")].parse().unwrap();
+        let expected = usa_mean_field_r(5.0, t);
+        assert!(
+            (mean_field - expected).abs() < 1e-6,
+            "T = {t}: column {mean_field} vs {expected}"
+        );
+        eprintln!("T = {t}: particles |R1| {r1}, mean field {mean_field}");
+        let tolerance = if mean_field > 0.0 { scale } else { 4.0 * scale };
+        assert!(
+            (r1 - mean_field).abs() < tolerance,
+            "T = {t}: particles {r1} vs mean field {mean_field} (tolerance {tolerance})"
+        );
+    }
+}
+
 #[test]
 fn bad_noise_input_is_refused_before_any_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -220,7 +220,8 @@ pub fn method(scenario: &Scenario) -> Method {
     if let Some(noise) = &scenario.noise {
         return Method::StochasticHeun(NoiseSettings {
             temperature: noise.temperature,
-            dt: noise.dt,
+            dt: noise.largest_step,
+            min_step: scenario.time.t_end / crate::scenario::MAX_NOISE_STEPS,
             seed: noise.seed,
             d: scenario.model.d,
         });

@@ -16,6 +16,7 @@ mod dop853_tableau;
 mod flow;
 pub mod gaussian;
 pub mod lyapunov;
+mod geodesic;
 mod piecewise;
 mod stepper;
 pub mod stochastic;

@@ -24,6 +24,7 @@
 use rayon::prelude::*;
 
 use super::gaussian::TokenStream;
+use super::geodesic::Turn;
 use super::stepper::Counts;
 use super::{Dynamics, Status};
 use crate::parallel::TOKENS_PER_CHUNK;
@@ -34,8 +35,11 @@ use crate::simd::dot;
 pub struct NoiseSettings {
     /// T >= 0: each token diffuses on the sphere with diffusion T.
     pub temperature: f64,
-    /// The largest step (> 0).
+    /// The largest step (> 0): `noise.dt`, already capped by the temperature's share of the
+    /// step rule (docs/MATH.md §12).
     pub dt: f64,
+    /// The smallest step the drift rule may ask for (t_end / the bound on the step count).
+    pub min_step: f64,
     /// Seed of the Brownian increments.
     pub seed: u64,
     /// Dimension of a token (the state is n x d row-major).
@@ -50,95 +54,135 @@ pub struct HeunScratch {
     predictor: Vec<f64>,
 }
 
-/// One stochastic Heun step of size `h` with the increments `xi` (n x d, already scaled by
-/// sqrt(2 T)); `y` (tokens of unit length) is advanced in place. Returns the largest
-/// | |Z_k| - 1 | before the normalisation.
+/// One geodesic Heun step of size `h` with the increments `xi` (n x d, already scaled);
+/// `y` (tokens of unit length) is advanced in place. Returns the largest | |x_k| - 1 | before
+/// the final normalisation (round-off only: the exponential map stays on the sphere).
 pub fn heun_step(
     dynamics: &dyn Dynamics,
     d: usize,
     h: f64,
     y: &mut [f64],
-    xi: &[f64],
+    xi: &mut [f64],
+    s: &mut HeunScratch,
+) -> f64 {
+    s.f0.resize(y.len(), 0.0);
+    dynamics.rhs(y, &mut s.f0);
+    heun_step_from_field(dynamics, d, h, y, xi, s)
+}
+
+/// [`heun_step`] with the field at the start already in `s.f0`; `xi` is projected onto the
+/// tangent spaces in place.
+fn heun_step_from_field(
+    dynamics: &dyn Dynamics,
+    d: usize,
+    h: f64,
+    y: &mut [f64],
+    xi: &mut [f64],
     s: &mut HeunScratch,
 ) -> f64 {
     let len = y.len();
-    s.f0.resize(len, 0.0);
     s.f1.resize(len, 0.0);
     s.predictor.resize(len, 0.0);
-    dynamics.rhs(y, &mut s.f0);
-    chunks(&mut s.predictor, d, |first, out| {
+    let (x, f0) = (&*y, &s.f0);
+    pair_chunks(xi, &mut s.predictor, d, |first, xi, out| {
         let range = first * d..first * d + out.len();
-        predictor(
-            d,
-            h,
-            &y[range.clone()],
-            &s.f0[range.clone()],
-            &xi[range],
-            out,
-        );
+        predictor(d, h, &x[range.clone()], &f0[range], xi, out);
         0.0
     });
     dynamics.rhs(&s.predictor, &mut s.f1);
-    let (f0, f1, pred) = (&s.f0, &s.f1, &s.predictor);
-    chunks(y, d, |first, rows| {
+    let (f0, f1, xi) = (&s.f0, &mut s.f1, &*xi);
+    pair_chunks(y, f1, d, |first, rows, f1| {
         let range = first * d..first * d + rows.len();
-        corrector(
-            d,
-            h,
-            rows,
-            (&f0[range.clone()], &f1[range.clone()]),
-            &pred[range.clone()],
-            &xi[range],
-        )
+        corrector(d, h, rows, (&f0[range.clone()], f1), &xi[range])
     })
 }
 
-/// Y_k = X_k + h F_k + P_{X_k} xi_k for the rows of one chunk.
-fn predictor(d: usize, h: f64, x: &[f64], f0: &[f64], xi: &[f64], out: &mut [f64]) {
+/// For the rows of one chunk: eta_k = P_{X_k} xi_k (in place) and
+/// Y_k = exp_{X_k}(h F_k + eta_k).
+fn predictor(d: usize, h: f64, x: &[f64], f0: &[f64], xi: &mut [f64], out: &mut [f64]) {
+    let mut v = [0.0; MAX_STACK_D];
+    let mut heap = Vec::new();
+    let v = row_buffer(d, &mut v, &mut heap);
     for (((x, f), e), o) in x
         .chunks_exact(d)
         .zip(f0.chunks_exact(d))
-        .zip(xi.chunks_exact(d))
+        .zip(xi.chunks_exact_mut(d))
         .zip(out.chunks_exact_mut(d))
     {
         let along = dot(x, e);
         for i in 0..d {
-            o[i] = x[i] + h * f[i] + (e[i] - along * x[i]);
+            e[i] -= along * x[i];
+            v[i] = h * f[i] + e[i];
         }
+        Turn::of(v).exp(x, v, o);
     }
 }
 
-/// The corrector and the normalisation for the rows of one chunk; returns the largest
-/// | |Z_k| - 1 |.
-fn corrector(
-    d: usize,
-    h: f64,
-    x: &mut [f64],
-    (f0, f1): (&[f64], &[f64]),
-    pred: &[f64],
-    xi: &[f64],
-) -> f64 {
+/// The corrector for the rows of one chunk: with v_k = h F_k(X) + eta_k (the predictor's
+/// step), X_k <- exp_{X_k}(h/2 (F_k(X) + back(F_k(Y))) + eta_k), then normalised; returns the
+/// largest | |X_k| - 1 | before the normalisation. `f1` is overwritten.
+fn corrector(d: usize, h: f64, x: &mut [f64], (f0, f1): (&[f64], &mut [f64]), eta: &[f64]) -> f64 {
+    let mut v = [0.0; MAX_STACK_D];
+    let mut heap = Vec::new();
+    let v = row_buffer(d, &mut v, &mut heap);
     let mut drift: f64 = 0.0;
-    for ((((x, a), b), p), e) in x
+    for (((x, a), b), e) in x
         .chunks_exact_mut(d)
         .zip(f0.chunks_exact(d))
-        .zip(f1.chunks_exact(d))
-        .zip(pred.chunks_exact(d))
-        .zip(xi.chunks_exact(d))
+        .zip(f1.chunks_exact_mut(d))
+        .zip(eta.chunks_exact(d))
     {
-        let along_x = dot(x, e);
-        let p_norm = dot(p, p).sqrt();
-        let along_u = dot(p, e) / p_norm;
         for i in 0..d {
-            let u = p[i] / p_norm;
-            let noise = e[i] - 0.5 * (along_x * x[i] + along_u * u);
-            x[i] += 0.5 * h * (a[i] + b[i]) + noise;
+            v[i] = h * a[i] + e[i];
         }
-        let r = dot(x, x).sqrt();
+        Turn::of(v).transport_back(x, v, b);
+        for i in 0..d {
+            v[i] = 0.5 * h * (a[i] + b[i]) + e[i];
+        }
+        // b is free again: the new token goes there before it replaces x.
+        Turn::of(v).exp(x, v, b);
+        let r = dot(b, b).sqrt();
         drift = drift.max((r - 1.0).abs());
-        x.iter_mut().for_each(|v| *v /= r);
+        for (xi, bi) in x.iter_mut().zip(b.iter()) {
+            *xi = bi / r;
+        }
     }
     drift
+}
+
+/// Token dimensions whose step vector lives on the stack.
+const MAX_STACK_D: usize = 16;
+
+/// A buffer of d numbers: the stack array when d is small, else `heap` resized.
+fn row_buffer<'b>(
+    d: usize,
+    stack: &'b mut [f64; MAX_STACK_D],
+    heap: &'b mut Vec<f64>,
+) -> &'b mut [f64] {
+    if d <= MAX_STACK_D {
+        &mut stack[..d]
+    } else {
+        heap.resize(d, 0.0);
+        &mut heap[..]
+    }
+}
+
+/// Applies `f(first_token, a_rows, b_rows)` to matching chunks of [`TOKENS_PER_CHUNK`] rows of
+/// `a` and `b` (same length), in parallel when there is more than one, and returns the largest
+/// value it returns.
+fn pair_chunks<F>(a: &mut [f64], b: &mut [f64], d: usize, f: F) -> f64
+where
+    F: Fn(usize, &mut [f64], &mut [f64]) -> f64 + Sync + Send,
+{
+    let width = TOKENS_PER_CHUNK * d;
+    if a.len() <= width {
+        return f(0, a, b);
+    }
+    a.par_chunks_mut(width)
+        .zip(b.par_chunks_mut(width))
+        .enumerate()
+        .map(|(c, (a, b))| f(c * TOKENS_PER_CHUNK, a, b))
+        .reduce(|| 0.0, f64::max)
 }
 
 /// Applies `f(first_token, rows)` to fixed chunks of [`TOKENS_PER_CHUNK`] rows of `data`, in
@@ -157,10 +201,23 @@ where
         .reduce(|| 0.0, f64::max)
 }
 
-/// Writes the increments xi_k = sqrt(2 T h) N(0, I_d) of step `step` for every token.
+/// The drift's share of the step rule: a step turns no token by more than this angle through
+/// the field (h max_k |F_k| <= DRIFT_TURN).
+pub const DRIFT_TURN: f64 = 0.05;
+
+/// The variance factor of the geodesic noise step that gives the step's angle r the mean
+/// square of Brownian motion on S^{d-1} to second order in T h (the curvature pulls it in):
+/// E r^2 = 2 (d - 1) T h (1 - (d - 2) T h / 3) + O((T h)^3).
+fn curvature_factor(d: usize, temperature: f64, h: f64) -> f64 {
+    (1.0 - (d as f64 - 2.0) * temperature * h / 3.0).max(0.25)
+}
+
+/// Writes the increments xi_k = sqrt(2 T h c) N(0, I_d) of step `step` for every token, c the
+/// [`curvature_factor`].
 pub fn draw_increments(noise: &NoiseSettings, step: u64, h: f64, xi: &mut [f64]) {
     let d = noise.d;
-    let scale = (2.0 * noise.temperature * h).sqrt();
+    let t = noise.temperature;
+    let scale = (2.0 * t * h * curvature_factor(d, t, h)).sqrt();
     chunks(xi, d, |first, rows| {
         for (i, row) in rows.chunks_exact_mut(d).enumerate() {
             TokenStream::new(noise.seed, step, (first + i) as u64).fill_normals(scale, row);
@@ -169,8 +226,29 @@ pub fn draw_increments(noise: &NoiseSettings, step: u64, h: f64, xi: &mut [f64])
     });
 }
 
-/// A noisy run between output times: fixed steps of at most `dt`, counted from the run's
-/// start (the step number keys the increments).
+/// The largest |F_k| over the tokens.
+fn largest_speed(f: &[f64], d: usize) -> f64 {
+    f.chunks_exact(d)
+        .map(|row| dot(row, row))
+        .fold(0.0, f64::max)
+        .sqrt()
+}
+
+/// The step towards `remaining` time left: the largest step allowed by `dt` and the drift
+/// (never below `min_step`), shortened so that a whole number of equal steps ends the interval.
+fn next_step(noise: &NoiseSettings, speed: f64, remaining: f64) -> f64 {
+    let by_drift = if speed > 0.0 {
+        DRIFT_TURN / speed
+    } else {
+        f64::INFINITY
+    };
+    let wanted = noise.dt.min(by_drift).max(noise.min_step);
+    let steps = ((remaining / wanted) - 1e-9).ceil().max(1.0);
+    remaining / steps
+}
+
+/// A noisy run between output times: steps of at most `dt` (shorter where the field is fast),
+/// counted from the run's start (the step number keys the increments).
 pub struct StochasticStepper<'a> {
     dynamics: &'a dyn Dynamics,
     noise: NoiseSettings,
@@ -209,37 +287,46 @@ impl<'a> StochasticStepper<'a> {
 
     /// Advances to time `t` (not before the current one) and writes the state into `out`.
     pub fn advance_to(&mut self, t: f64, out: &mut [f64]) -> Result<(), Status> {
-        let length = t - self.t;
-        if length > 0.0 {
-            let steps = ((length / self.noise.dt) - 1e-9).ceil().max(1.0) as u64;
-            let h = length / steps as f64;
-            for i in 0..steps {
-                let now = self.t + i as f64 * h;
-                crate::interrupt::set_clock(now);
-                if crate::interrupt::is_requested() {
-                    return Err(Status::Interrupted { t: now });
-                }
-                draw_increments(&self.noise, self.step, h, &mut self.xi);
-                let drift = heun_step(
-                    self.dynamics,
-                    self.noise.d,
-                    h,
-                    &mut self.y,
-                    &self.xi,
-                    &mut self.scratch,
-                );
-                self.step += 1;
-                self.counts.accepted += 1;
-                self.counts.rhs_evals += 2;
-                if !drift.is_finite() || self.y.iter().any(|v| !v.is_finite()) {
-                    out.copy_from_slice(&self.y);
-                    return Err(Status::NonFinite { t: now + h });
-                }
-                self.step_drift_max = self.step_drift_max.max(drift);
+        while self.t < t {
+            crate::interrupt::set_clock(self.t);
+            if crate::interrupt::is_requested() {
+                return Err(Status::Interrupted { t: self.t });
             }
-            self.t = t;
+            let result = self.step_towards(t);
+            if let Err(status) = result {
+                out.copy_from_slice(&self.y);
+                return Err(status);
+            }
         }
         out.copy_from_slice(&self.y);
+        Ok(())
+    }
+
+    /// One step: the field at the state, the step from it and the time left to `t`, the
+    /// increments, the geodesic Heun step; lands exactly on `t` with the last one.
+    fn step_towards(&mut self, t: f64) -> Result<(), Status> {
+        let d = self.noise.d;
+        self.scratch.f0.resize(self.y.len(), 0.0);
+        self.dynamics.rhs(&self.y, &mut self.scratch.f0);
+        let h = next_step(&self.noise, largest_speed(&self.scratch.f0, d), t - self.t);
+        draw_increments(&self.noise, self.step, h, &mut self.xi);
+        let drift = heun_step_from_field(
+            self.dynamics,
+            d,
+            h,
+            &mut self.y,
+            &mut self.xi,
+            &mut self.scratch,
+        );
+        self.step += 1;
+        self.counts.accepted += 1;
+        self.counts.rhs_evals += 2;
+        let last = h >= t - self.t;
+        self.t = if last { t } else { self.t + h };
+        if !drift.is_finite() || self.y.iter().any(|v| !v.is_finite()) {
+            return Err(Status::NonFinite { t: self.t });
+        }
+        self.step_drift_max = self.step_drift_max.max(drift);
         Ok(())
     }
 
@@ -306,7 +393,7 @@ mod tests {
             for step in group {
                 xi.iter_mut().zip(step).for_each(|(a, b)| *a += b);
             }
-            heun_step(f, d, h * coarse as f64, &mut y, &xi, &mut s);
+            heun_step(f, d, h * coarse as f64, &mut y, &mut xi, &mut s);
         }
         y
     }
@@ -359,8 +446,9 @@ mod tests {
 
     #[test]
     fn strong_order_is_one_half() {
-        // The noise P_x dW does not commute (even on the circle, where the angle is driven by
-        // -sin(theta) dW_1 + cos(theta) dW_2): order 1/2 against the same W.
+        // Against the same W in R^d the noise P_x dW does not commute, even on the circle
+        // (the angle is driven by -sin(theta) dW_1 + cos(theta) dW_2, whose law, not whose
+        // path, is that of an additive noise): order 1/2, no Levy areas are drawn.
         for d in [2, 3] {
             let order = strong_order(d);
             assert!(
@@ -368,6 +456,66 @@ mod tests {
                 "d = {d}: strong order {order}"
             );
         }
+    }
+
+    #[test]
+    fn on_the_circle_a_step_of_any_size_turns_the_angle_by_the_tangent_increment() {
+        // Zero field: theta <- theta + <e_theta^perp, xi> exactly, however large T h (here the
+        // increments have standard deviation 3 rad), which is Brownian motion's exact law.
+        let n = 64;
+        let f = SphereField::new(
+            Attention::new(
+                Kernel::Usa,
+                1.0,
+                vec![Head {
+                    a: DMatrix::identity(2, 2),
+                    v: DMatrix::zeros(2, 2),
+                }],
+            ),
+            n,
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        let x0 = tokens(n, 2, &mut rng);
+        let mut xi: Vec<f64> = (0..2 * n)
+            .map(|_| {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                3.0 * z
+            })
+            .collect();
+        let turn: Vec<f64> = x0
+            .chunks_exact(2)
+            .zip(xi.chunks_exact(2))
+            .map(|(x, e)| -x[1] * e[0] + x[0] * e[1])
+            .collect();
+        let mut y = x0.clone();
+        heun_step(&f, 2, 1.0, &mut y, &mut xi, &mut HeunScratch::default());
+        for ((x, y), a) in x0.chunks_exact(2).zip(y.chunks_exact(2)).zip(turn) {
+            let expected = x[1].atan2(x[0]) + a;
+            assert!((y[0] - expected.cos()).abs() < 1e-13, "{y:?} vs {expected}");
+            assert!((y[1] - expected.sin()).abs() < 1e-13, "{y:?} vs {expected}");
+        }
+    }
+
+    #[test]
+    fn the_step_lands_on_the_sample_and_keeps_to_the_drift_rule_and_its_floor() {
+        let noise = NoiseSettings {
+            temperature: 1.0,
+            dt: 0.01,
+            min_step: 1e-4,
+            seed: 0,
+            d: 3,
+        };
+        // Slow field: equal steps of at most dt that end the interval.
+        let h = next_step(&noise, 0.1, 0.105);
+        assert_eq!(h, 0.105 / 11.0);
+        // Fast field: h |F| <= DRIFT_TURN.
+        let h = next_step(&noise, 50.0, 0.1);
+        assert!(h * 50.0 <= DRIFT_TURN && h * 50.0 > 0.9 * DRIFT_TURN, "{h}");
+        // Faster than the floor allows: the floor (the bound on the step count) wins.
+        let h = next_step(&noise, 1e9, 0.1);
+        assert!((h - 1e-4).abs() < 1e-12, "{h}");
+        // Less time left than a step: one step to the sample.
+        assert_eq!(next_step(&noise, 0.0, 0.003), 0.003);
     }
 
     #[test]
@@ -379,6 +527,7 @@ mod tests {
         let noise = NoiseSettings {
             temperature: 2.0,
             dt: 0.05,
+            min_step: 0.0,
             seed: 1,
             d,
         };
@@ -387,7 +536,13 @@ mod tests {
         for row in y.chunks_exact(d) {
             assert!((dot(row, row).sqrt() - 1.0).abs() < 1e-15);
         }
-        assert_eq!(stepper.steps(), 400);
+        // The field of this usa head turns tokens by at most |V| e^beta ~ 3.3 per unit time:
+        // 0.05 / 3.3 > 0.0125, so the drift rule shortens the 0.05 steps at most 4 times.
+        assert!(
+            (400..=1600).contains(&stepper.steps()),
+            "{}",
+            stepper.steps()
+        );
     }
 
     #[test]
@@ -402,6 +557,7 @@ mod tests {
             let noise = NoiseSettings {
                 temperature: 0.0,
                 dt,
+                min_step: dt,
                 seed: 0,
                 d,
             };

@@ -44,7 +44,9 @@ pub use lyapunov::{tangent_dimension, LyapunovSpec};
 pub use overrides::{apply_set, parse_set_value, set_value};
 pub use real::check_run_model;
 pub(crate) use schema::deserialize_at;
-pub use stochastic::{EnsembleSpec, NoiseSpec, DEFAULT_NOISE_DT, MAX_RUNS};
+pub use stochastic::{
+    EnsembleSpec, NoiseSpec, DEFAULT_NOISE_DT, MAX_NOISE_STEPS, MAX_RUNS, TEMPERATURE_TURN,
+};
 pub(crate) use validate::check_name;
 pub use validate::{check_description, MAX_D, MAX_SAMPLES, MIN_T_END};
 

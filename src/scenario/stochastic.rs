@@ -22,6 +22,11 @@ use super::{RunSpec, TimeSpec, TokenSpec};
 
 /// The default largest noise step (capped at the sample spacing).
 pub const DEFAULT_NOISE_DT: f64 = 0.01;
+/// The temperature's share of the step rule: a step lets a lone token's <X, X_0> decay by at
+/// most this much, (d - 1) T h <= TEMPERATURE_TURN (docs/MATH.md §12).
+pub const TEMPERATURE_TURN: f64 = 0.05;
+/// Most steps a noisy run may take to reach t_end (as many as `rk4` may).
+pub const MAX_NOISE_STEPS: f64 = 1e9;
 /// Most runs of an ensemble (each run's row and its order series are kept in memory).
 pub const MAX_RUNS: usize = 100_000;
 
@@ -48,8 +53,16 @@ pub struct NoiseSpec {
     pub temperature: f64,
     /// Seed of the Brownian increments.
     pub seed: u64,
-    /// The largest step of the stochastic integrator.
+    /// The largest step of the stochastic integrator, as written (or its default).
     pub dt: f64,
+    /// The largest step the integrator takes: `dt`, at most TEMPERATURE_TURN / ((d - 1) T).
+    pub largest_step: f64,
+}
+
+/// The largest step of a noisy run in dimension `d`: `dt`, and (d - 1) T h <= TEMPERATURE_TURN.
+pub fn largest_step(dt: f64, temperature: f64, d: usize) -> f64 {
+    let by_temperature = TEMPERATURE_TURN / ((d as f64 - 1.0).max(1.0) * temperature);
+    dt.min(by_temperature)
 }
 
 /// `[ensemble]`, checked.
@@ -65,6 +78,7 @@ pub fn noise_spec(
     raw: Option<&RawNoise>,
     file: &Path,
     (tokens, time, run): (&TokenSpec, &TimeSpec, &RunSpec),
+    d: usize,
 ) -> Result<Option<NoiseSpec>, ScenarioError> {
     let Some(raw) = raw else {
         return Ok(None);
@@ -106,6 +120,17 @@ pub fn noise_spec(
         Some(dt) => dt,
         None => DEFAULT_NOISE_DT.min(spacing),
     };
+    let largest = largest_step(dt, t, d);
+    let steps = (time.t_end / largest).ceil();
+    if steps > MAX_NOISE_STEPS {
+        return Err(err(
+            "noise.dt",
+            format!(
+                "the noisy run needs {steps:.2e} steps of at most {largest:e} to reach t_end = {} (dt = {dt:e}, and (d - 1) T dt <= {TEMPERATURE_TURN}); at most {MAX_NOISE_STEPS:e}: raise noise.dt or shorten time.t_end",
+                time.t_end
+            ),
+        ));
+    }
     let seed = match raw.seed {
         None => tokens.seed,
         Some(s) => u64::try_from(s)
@@ -115,6 +140,7 @@ pub fn noise_spec(
         temperature: t,
         seed,
         dt,
+        largest_step: largest,
     }))
 }
 

@@ -38,7 +38,12 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
     super::bounds::check_field_rate(&checked.model, &time, weight_keys(&raw, &checked), file)?;
     let run = run_spec(&raw, file, &checked.model)?;
     let output = output_spec(file, &raw.output)?;
-    let noise = stochastic::noise_spec(raw.noise.as_ref(), file, (&tokens, &time, &run))?;
+    let noise = stochastic::noise_spec(
+        raw.noise.as_ref(),
+        file,
+        (&tokens, &time, &run),
+        checked.model.d,
+    )?;
     if noise.is_some() && checked.model.normalization == super::NormalizationKind::Pre {
         return Err(ScenarioError::at(
             file,

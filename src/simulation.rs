@@ -318,8 +318,13 @@ pub fn build_with_tokens(
     let layer = |attention: Attention| -> Result<Box<dyn Dynamics + Send + Sync>, ScenarioError> {
         Ok(match model {
             ModelKind::Full | ModelKind::Clusters => Box::new(
-                SphereField::with_kernel(attention, n, kernel_method(scenario), scenario.solver.rtol)
-                    .map_err(|m| ScenarioError::at(&scenario.file, "model.kernel_method", m))?,
+                SphereField::with_kernel(
+                    attention,
+                    n,
+                    kernel_method(scenario),
+                    scenario.solver.rtol,
+                )
+                .map_err(|m| ScenarioError::at(&scenario.file, "model.kernel_method", m))?,
             ),
             ModelKind::Phase => Box::new(PhaseModel::new(harmonic(&attention)?, n)),
             ModelKind::Ws => Box::new(WatanabeStrogatz::new(harmonic(&attention)?, &tokens)),
@@ -402,14 +407,15 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
             HarmonicsField::scratch_bytes(scenario.tokens.n, terms, scenario.model.heads.len())
                 as u64
         }
-        (ModelKind::Full | ModelKind::Clusters, KernelChoice::Direct) => SphereField::scratch_bytes(
-            scenario.tokens.n,
-            scenario.model.d,
-            attention(scenario).kernel,
-            scenario.model.heads.len(),
-        )
-        .saturating_add(factored_scratch_bytes(scenario))
-            as u64,
+        (ModelKind::Full | ModelKind::Clusters, KernelChoice::Direct) => {
+            SphereField::scratch_bytes(
+                scenario.tokens.n,
+                scenario.model.d,
+                attention(scenario).kernel,
+                scenario.model.heads.len(),
+            )
+            .saturating_add(factored_scratch_bytes(scenario)) as u64
+        }
         (ModelKind::Group, _) => {
             GroupFlow::scratch_bytes(scenario.tokens.n, scenario.model.d) as u64
         }

@@ -223,7 +223,11 @@ fn rotating_every_token_rotates_the_field() {
         for (a, v, rotation) in [
             (Matrix3::identity(), Matrix3::identity() * 1.3, general_q),
             (r * 0.8, r, q),
-            (r * 0.8, Matrix3::identity() * 0.5 + axis * axis.transpose(), q),
+            (
+                r * 0.8,
+                Matrix3::identity() * 0.5 + axis * axis.transpose(),
+                q,
+            ),
         ] {
             let att = Attention::new(
                 kernel,
@@ -341,11 +345,13 @@ fn auto_takes_the_harmonics_only_where_exact_and_faster() {
     let shape = head_shape(&hot.heads[0].a, hot.beta).unwrap();
     assert!(dynamic_range(&shape, 20_000) > 1e10);
     assert_eq!(auto(&hot, 20_000), KernelChoice::Direct);
-    let Err(message) = SphereField::with_kernel_method(hot, 20_000, KernelMethod::Harmonics)
-    else {
+    let Err(message) = SphereField::with_kernel_method(hot, 20_000, KernelMethod::Harmonics) else {
         panic!("beta = 12 with a flip cannot meet 1e-9");
     };
-    assert!(message.contains("beta = 12") && message.contains("limit"), "{message}");
+    assert!(
+        message.contains("beta = 12") && message.contains("limit"),
+        "{message}"
+    );
     // A = I at beta = 16 (the token's own weight bounds the range by n): harmonics hold.
     let cold = Attention::new(Kernel::Sa, 16.0, vec![head(DMatrix::identity(3, 3))]);
     assert!(matches!(
@@ -399,7 +405,12 @@ fn harmonics_where_they_do_not_hold_is_one_error_line_and_exit_2() {
         let out = dir.path().join(format!("out-{}", name.replace(' ', "-")));
         let assert = Command::cargo_bin("tokdyn")
             .unwrap()
-            .args(["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()])
+            .args([
+                "run",
+                path.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ])
             .assert()
             .code(2);
         let stderr = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
@@ -458,11 +469,19 @@ samples = 31
     let numbers = |text: &str| -> Vec<f64> {
         text.lines()
             .skip(1)
-            .flat_map(|l| l.split(',').filter_map(|v| v.parse::<f64>().ok()).collect::<Vec<_>>())
+            .flat_map(|l| {
+                l.split(',')
+                    .filter_map(|v| v.parse::<f64>().ok())
+                    .collect::<Vec<_>>()
+            })
             .collect()
     };
     let (a, b) = (numbers(&order_h), numbers(&order_d));
     assert_eq!(a.len(), b.len());
-    let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max);
     assert!(worst < 1e-7, "order parameters differ by {worst:e}");
 }

@@ -38,10 +38,10 @@ use super::factored::FactoredField;
 use super::gemm::{
     gemm, pack_panels, panel_product, panels_len, MatMut, MatRef, Panels, MICRO_COLUMNS,
 };
-use super::linear_sums::linear_sums;
-use super::pairwise::{pairwise_sum, pairwise_sum_prefix, Columns};
 use super::harmonics::{HarmonicsField, DEFAULT_TOLERANCE};
 use super::kernel_method::{choose, KernelChoice, KernelMethod};
+use super::linear_sums::linear_sums;
+use super::pairwise::{pairwise_sum, pairwise_sum_prefix, Columns};
 use super::spectral::SpectralField;
 use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
 use super::tiles::general_tiles_masked;

@@ -76,7 +76,7 @@ pub const DEFAULT_TOLERANCE: f64 = 1e-9;
 
 /// `auto` takes the harmonics when n >= AUTO_TOKENS_PER_HARMONIC (L + 1)^2 (measured crossover
 /// against the direct kernel, docs/DESIGN.md "Harmonics kernel"), and never below AUTO_MIN_TOKENS.
-pub const AUTO_TOKENS_PER_HARMONIC: f64 = 2.0;
+pub const AUTO_TOKENS_PER_HARMONIC: f64 = 3.0;
 
 /// The fewest tokens for which `auto` takes the harmonics.
 pub const AUTO_MIN_TOKENS: usize = 512;
@@ -124,7 +124,10 @@ pub fn head_shape(a: &DMatrix<f64>, beta: f64) -> Option<HeadShape> {
     let s = beta * scale;
     let rotation = Matrix3::from_fn(|i, j| a[(i, j)] / scale * s.signum());
     let symmetric = (rotation + rotation.transpose()) * 0.5;
-    let lambda = SymmetricEigen::new(symmetric).eigenvalues.min().clamp(-1.0, 1.0);
+    let lambda = SymmetricEigen::new(symmetric)
+        .eigenvalues
+        .min()
+        .clamp(-1.0, 1.0);
     Some(HeadShape {
         kappa: s.abs(),
         rotation,
@@ -142,7 +145,9 @@ pub fn why_not(attention: &Attention) -> Option<String> {
         ));
     }
     if attention.kernel == Kernel::Lsa {
-        return Some("\"harmonics\" needs kernel \"usa\" or \"sa\" (this field has \"lsa\")".into());
+        return Some(
+            "\"harmonics\" needs kernel \"usa\" or \"sa\" (this field has \"lsa\")".into(),
+        );
     }
     if attention.mask != Mask::None {
         return Some("\"harmonics\" does not hold under a causal mask (its moments average over every token); use \"auto\" or \"direct\"".into());

@@ -681,9 +681,9 @@ impl HarmonicsField {
                 let step = if m == 0 { 1 } else { 2 };
                 for l in m..=head.degree {
                     let index = t.hbase[m] + (l - m) * step;
-                    for k in index..index + step {
-                        let mu = &s.moments[4 * k..4 * k + 4];
-                        coefficients[k] = std::array::from_fn(|c| head.radial[l] * mu[c]);
+                    let cells = coefficients[index..index + step].iter_mut();
+                    for (cell, mu) in cells.zip(s.moments[4 * index..].chunks_exact(4)) {
+                        *cell = std::array::from_fn(|c| head.radial[l] * mu[c]);
                     }
                 }
             }

@@ -1132,6 +1132,40 @@ mod tests {
     }
 
     #[test]
+    fn density_of_uniform_tokens_is_flat_across_the_disc() {
+        // Uniform tokens on the sphere have a uniform density; their projection piles up near
+        // the rim (du dv = depth dA), which the depth weight undoes.
+        let n = 400_000;
+        let golden = PI * (3.0 - 5f64.sqrt());
+        let tokens: Vec<f64> = (0..n)
+            .flat_map(|k| {
+                let z = 1.0 - (2.0 * k as f64 + 1.0) / n as f64;
+                let r = (1.0 - z * z).sqrt();
+                let phi = golden * k as f64;
+                [r * phi.cos(), r * phi.sin(), z]
+            })
+            .collect();
+        let snaps = TokenSnapshots::from_snapshots(3, &[(0.0, vec![0.0, 0.0, 1.0])]);
+        let view = View::of(&snaps);
+        let density = front_density(&view, &tokens, 3);
+        let g = DENSITY_CELLS;
+        let (mut inner, mut outer) = ((0.0, 0), (0.0, 0));
+        for (i, c) in density.iter().enumerate() {
+            let side = 2.0 / g as f64;
+            let u = -1.0 + (i % g) as f64 * side + 0.5 * side;
+            let v = -1.0 + (i / g) as f64 * side + 0.5 * side;
+            let r = (u * u + v * v).sqrt();
+            if r < 0.5 {
+                inner = (inner.0 + c, inner.1 + 1);
+            } else if (0.7..0.85).contains(&r) {
+                outer = (outer.0 + c, outer.1 + 1);
+            }
+        }
+        let ratio = (outer.0 / outer.1 as f64) / (inner.0 / inner.1 as f64);
+        assert!((ratio - 1.0).abs() < 0.05, "outer / inner = {ratio}");
+    }
+
+    #[test]
     fn sphere_view_is_orthonormal() {
         let snaps = TokenSnapshots::from_snapshots(3, &[(0.0, vec![0.0, 0.0, 1.0])]);
         let View::Sphere {

@@ -11,7 +11,9 @@
 
 use crate::error::Error;
 use crate::integrate::{Dynamics, Method, NoiseSettings, Piecewise, Problem};
-use crate::model::spectral::{self, KernelChoice, KernelMethod, SpectralField};
+use crate::model::harmonics::HarmonicsField;
+use crate::model::kernel_method::{self, KernelChoice, KernelMethod};
+use crate::model::spectral::SpectralField;
 use crate::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
 use crate::observe::order_parameter_r2;
 use crate::reduced::{GroupFlow, OttAntonsen, PhaseModel, SecondHarmonic, WatanabeStrogatz};
@@ -197,19 +199,22 @@ pub fn kernel_method(scenario: &Scenario) -> KernelMethod {
         KernelMethodKind::Auto => KernelMethod::Auto,
         KernelMethodKind::Direct => KernelMethod::Direct,
         KernelMethodKind::Spectral => KernelMethod::Spectral,
+        KernelMethodKind::Harmonics => KernelMethod::Harmonics,
     }
 }
 
 /// The kernel the `full` model of `scenario` runs with (`Direct` for the reductions), or an
-/// error at `model.kernel_method` when `spectral` was asked for where it does not hold.
+/// error at `model.kernel_method` when `spectral` or `harmonics` was asked for where it does not
+/// hold (the harmonics are held to `solver.rtol`).
 pub fn kernel_choice(scenario: &Scenario, model: ModelKind) -> Result<KernelChoice, ScenarioError> {
     if !matches!(model, ModelKind::Full | ModelKind::Clusters) {
         return Ok(KernelChoice::Direct);
     }
-    spectral::choose(
+    kernel_method::choose(
         &attention(scenario),
         scenario.tokens.n,
         kernel_method(scenario),
+        scenario.solver.rtol,
     )
     .map_err(|message| ScenarioError::at(&scenario.file, "model.kernel_method", message))
 }
@@ -314,8 +319,13 @@ pub fn build_with_tokens(
     let layer = |attention: Attention| -> Result<Box<dyn Dynamics + Send + Sync>, ScenarioError> {
         Ok(match model {
             ModelKind::Full | ModelKind::Clusters => Box::new(
-                SphereField::with_kernel_method(attention, n, kernel_method(scenario))
-                    .map_err(|m| ScenarioError::at(&scenario.file, "model.kernel_method", m))?,
+                SphereField::with_kernel(
+                    attention,
+                    n,
+                    kernel_method(scenario),
+                    scenario.solver.rtol,
+                )
+                .map_err(|m| ScenarioError::at(&scenario.file, "model.kernel_method", m))?,
             ),
             ModelKind::Phase => Box::new(PhaseModel::new(harmonic(&attention)?, n)),
             ModelKind::Ws => Box::new(WatanabeStrogatz::new(harmonic(&attention)?, &tokens)),
@@ -389,22 +399,27 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         ModelKind::Group => d.saturating_mul(d),
     }
     .saturating_mul(8);
-    let spectral = kernel_choice(scenario, model)
-        .ok()
-        .and_then(KernelChoice::terms);
-    let scratch = match model {
-        ModelKind::Full | ModelKind::Clusters if spectral.is_some() => {
-            SpectralField::scratch_bytes(scenario.tokens.n, 2 * spectral.unwrap_or(0)) as u64
+    let choice = kernel_choice(scenario, model).unwrap_or(KernelChoice::Direct);
+    let scratch = match (model, choice) {
+        (ModelKind::Full | ModelKind::Clusters, KernelChoice::Spectral { terms }) => {
+            SpectralField::scratch_bytes(scenario.tokens.n, 2 * terms) as u64
         }
-        ModelKind::Full | ModelKind::Clusters => SphereField::scratch_bytes(
-            scenario.tokens.n,
-            scenario.model.d,
-            attention(scenario).kernel,
-            scenario.model.heads.len(),
-        )
-        .saturating_add(factored_scratch_bytes(scenario))
-            as u64,
-        ModelKind::Group => GroupFlow::scratch_bytes(scenario.tokens.n, scenario.model.d) as u64,
+        (ModelKind::Full | ModelKind::Clusters, KernelChoice::Harmonics { terms }) => {
+            HarmonicsField::scratch_bytes(scenario.tokens.n, terms, scenario.model.heads.len())
+                as u64
+        }
+        (ModelKind::Full | ModelKind::Clusters, KernelChoice::Direct) => {
+            SphereField::scratch_bytes(
+                scenario.tokens.n,
+                scenario.model.d,
+                attention(scenario).kernel,
+                scenario.model.heads.len(),
+            )
+            .saturating_add(factored_scratch_bytes(scenario)) as u64
+        }
+        (ModelKind::Group, _) => {
+            GroupFlow::scratch_bytes(scenario.tokens.n, scenario.model.d) as u64
+        }
         _ => n.saturating_mul(8 * 4),
     };
     // The initial tokens, and the final ones made for tokens_final.csv (the group model makes

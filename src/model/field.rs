@@ -38,9 +38,11 @@ use super::factored::FactoredField;
 use super::gemm::{
     gemm, pack_panels, panel_product, panels_len, MatMut, MatRef, Panels, MICRO_COLUMNS,
 };
+use super::harmonics::{HarmonicsField, DEFAULT_TOLERANCE};
+use super::kernel_method::{choose, KernelChoice, KernelMethod};
 use super::linear_sums::linear_sums;
 use super::pairwise::{pairwise_sum, pairwise_sum_prefix, Columns};
-use super::spectral::{choose, KernelChoice, KernelMethod, SpectralField};
+use super::spectral::SpectralField;
 use super::symmetric::{scratch_len as symmetric_scratch_len, symmetric_sums};
 use super::tangent::TangentField;
 use super::tiles::general_tiles_masked;
@@ -132,6 +134,8 @@ pub struct SphereField {
     scratch: Mutex<Scratch>,
     /// The spectral kernel, when chosen at construction (`usa`/`sa`, d = 2; see `spectral`).
     spectral: Option<SpectralField>,
+    /// The harmonics kernel, when chosen at construction (`usa`/`sa`, d = 3; see `harmonics`).
+    harmonics: Option<HarmonicsField>,
     /// The factored heads' field, when the layer has factored heads.
     factored: Option<FactoredField>,
     /// Whether the fused small-d `lsa` passes apply (no mask, post-LN, formed heads only).
@@ -148,34 +152,50 @@ impl SphereField {
             .unwrap_or_else(|_| Self::direct(attention, n))
     }
 
-    /// The field with the kernel chosen by `method`, once; `Err` (one line) where `method` is
-    /// `Spectral` and the spectral kernel does not apply or its error bound fails.
+    /// The field with the kernel chosen by `method`, once; `Err` (one line) where `method` asks
+    /// for a series kernel that does not apply or whose error bound fails. The harmonics kernel
+    /// (d = 3) is held to the default tolerance 1e-9 (see [`Self::with_kernel`]).
     pub fn with_kernel_method(
         attention: Attention,
         n: usize,
         method: KernelMethod,
     ) -> Result<Self, String> {
-        let spectral = match choose(&attention, n, method)? {
-            KernelChoice::Direct => None,
-            KernelChoice::Spectral { .. } => SpectralField::new(&attention, n),
-        };
-        Ok(match spectral {
-            None => Self::direct(attention, n),
-            Some(spectral) => {
-                // The direct kernel's buffers are not needed: make them for no tokens.
-                let mut field = Self::direct(attention, 0);
-                field.n = n;
-                field.spectral = Some(spectral);
-                field
+        Self::with_kernel(attention, n, method, DEFAULT_TOLERANCE)
+    }
+
+    /// The same with the harmonics kernel held to `tolerance` (a run's `solver.rtol`).
+    pub fn with_kernel(
+        attention: Attention,
+        n: usize,
+        method: KernelMethod,
+        tolerance: f64,
+    ) -> Result<Self, String> {
+        let choice = choose(&attention, n, method, tolerance)?;
+        let (spectral, harmonics) = match choice {
+            KernelChoice::Direct => (None, None),
+            KernelChoice::Spectral { .. } => (SpectralField::new(&attention, n), None),
+            KernelChoice::Harmonics { .. } => {
+                let plans = super::harmonics::plan(&attention, n, tolerance)?;
+                (None, HarmonicsField::new(&attention, n, &plans))
             }
-        })
+        };
+        if spectral.is_none() && harmonics.is_none() {
+            return Ok(Self::direct(attention, n));
+        }
+        // The direct kernel's buffers are not needed: make them for no tokens.
+        let mut field = Self::direct(attention, 0);
+        field.n = n;
+        field.spectral = spectral;
+        field.harmonics = harmonics;
+        Ok(field)
     }
 
     /// Which kernel evaluates this field.
     pub fn kernel_choice(&self) -> KernelChoice {
-        match &self.spectral {
-            Some(s) => KernelChoice::Spectral { terms: s.terms() },
-            None => KernelChoice::Direct,
+        match (&self.spectral, &self.harmonics) {
+            (Some(s), _) => KernelChoice::Spectral { terms: s.terms() },
+            (_, Some(h)) => KernelChoice::Harmonics { terms: h.degree() },
+            _ => KernelChoice::Direct,
         }
     }
 
@@ -268,6 +288,7 @@ impl SphereField {
             symmetric_heads,
             scratch: Mutex::new(scratch),
             spectral: None,
+            harmonics: None,
             factored,
             small_linear,
             tangent: OnceLock::new(),
@@ -332,6 +353,9 @@ impl SphereField {
     pub fn eval(&self, x: &[f64], dx: &mut [f64]) {
         if let Some(spectral) = &self.spectral {
             return spectral.eval(x, dx);
+        }
+        if let Some(harmonics) = &self.harmonics {
+            return harmonics.eval(x, dx);
         }
         let d = self.d;
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());

@@ -11,7 +11,7 @@
 //! <x_k, A x_l>) without the 1/n ([`Kernel::Sa`]). [`attention`] holds the weights,
 //! [`field`] evaluates the vector field, `pairwise` and `exp` are its inner loops for the
 //! exponential kernels, and [`spectral`] (with `bessel`) evaluates `usa` and `sa` in d = 2
-//! in O(n M) work.
+//! in O(n M) work, [`harmonics`] in d = 3 in O(n L^2) ([`kernel_method`] chooses).
 
 pub mod attention;
 pub(crate) mod bessel;
@@ -23,6 +23,8 @@ pub(crate) mod factored;
 #[allow(rustdoc::private_intra_doc_links)]
 pub mod field;
 pub(crate) mod gemm;
+pub mod harmonics;
+pub mod kernel_method;
 pub(crate) mod linear_sums;
 pub(crate) mod pairwise;
 pub mod spectral;
@@ -37,7 +39,7 @@ pub(crate) mod tiles;
 
 pub use attention::{Attention, FactoredHead, Head, Mask, Normalization};
 pub use field::SphereField;
-pub use spectral::{KernelChoice, KernelMethod};
+pub use kernel_method::{KernelChoice, KernelMethod};
 
 /// The attention kernel h.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

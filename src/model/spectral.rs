@@ -130,47 +130,7 @@ pub fn precision(attention: &Attention) -> Precision {
 /// Powers z^p are pulled back onto the unit circle after this many multiplications.
 const RENORMALISE: usize = 16;
 
-/// Which kernel evaluates the `usa` and `sa` fields (`model.kernel_method`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KernelMethod {
-    /// Spectral where its bound holds and n is large enough to pay, direct otherwise.
-    #[default]
-    Auto,
-    /// The pairwise sums, O(n^2).
-    Direct,
-    /// The Fourier–Bessel series; an error where its bound fails.
-    Spectral,
-}
-
-/// The kernel a field was built with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelChoice {
-    /// The pairwise (or, for `lsa`, moment-matrix) evaluation.
-    Direct,
-    /// The spectral kernel with truncation |m|, |l| <= `terms` (the largest over heads and factors).
-    Spectral {
-        /// The truncation M.
-        terms: usize,
-    },
-}
-
-impl KernelChoice {
-    /// `"direct"` or `"spectral"` (summary.json's `kernel_method`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KernelChoice::Direct => "direct",
-            KernelChoice::Spectral { .. } => "spectral",
-        }
-    }
-
-    /// The truncation M of the spectral kernel, `None` for the direct one.
-    pub fn terms(self) -> Option<usize> {
-        match self {
-            KernelChoice::Direct => None,
-            KernelChoice::Spectral { terms } => Some(terms),
-        }
-    }
-}
+pub use super::kernel_method::{KernelChoice, KernelMethod};
 
 /// Whether the spectral kernel can evaluate this field at all (d = 2, `usa` or `sa`).
 pub fn applies(attention: &Attention) -> bool {
@@ -222,7 +182,7 @@ pub fn choose(
         };
     }
     match (method, error_bound(attention)) {
-        (KernelMethod::Direct, _) => Ok(KernelChoice::Direct),
+        (KernelMethod::Direct | KernelMethod::Harmonics, _) => Ok(KernelChoice::Direct),
         (KernelMethod::Auto, Some(bound))
             if bound <= BOUND_LIMIT && n >= auto_min_tokens(precision(attention)) =>
         {

@@ -22,9 +22,10 @@ pub struct Summary {
     pub model: ModelKind,
     /// The attention kernel.
     pub kernel: KernelKind,
-    /// `spectral` when the spectral kernel evaluated the field, else `direct`.
+    /// `spectral` or `harmonics` when that series evaluated the field, else `direct`.
     pub kernel_method: KernelMethodKind,
-    /// The spectral kernel's truncation M (|m|, |l| <= M); null for the direct kernel.
+    /// The series' truncation: M of the spectral kernel (|m|, |l| <= M) or the degree L of the
+    /// harmonics; null for the direct kernel.
     pub spectral_terms: Option<usize>,
     /// Number of tokens.
     pub n: usize,
@@ -110,6 +111,7 @@ impl Summary {
             kernel_method: match choice {
                 KernelChoice::Direct => KernelMethodKind::Direct,
                 KernelChoice::Spectral { .. } => KernelMethodKind::Spectral,
+                KernelChoice::Harmonics { .. } => KernelMethodKind::Harmonics,
             },
             spectral_terms: choice.terms(),
             n: scenario.tokens.n,

@@ -23,7 +23,8 @@ const RING: usize = 120;
 
 /// Copies of the tokens at `count` evenly spaced sample indices (the first and the last
 /// included), each a fixed subsample of the tokens: every `stride`-th token, at most
-/// [`TokenSnapshots::MAX_TOKENS`] of them and at most [`TokenSnapshots::MAX_VALUES`] numbers
+/// [`TokenSnapshots::MAX_TOKENS`] of them (on a sphere with more than
+/// `plot::tokens::DENSITY_TOKENS` tokens, drawn as a density, as many as the memory bound allows) and at most [`TokenSnapshots::MAX_VALUES`] numbers
 /// over all snapshots, so memory stays small for any n, d and count.
 ///
 /// ```
@@ -138,8 +139,13 @@ impl TokenSnapshots {
     /// samples. The number of samples is taken again from the run in [`Observer::start`].
     pub fn new(samples: usize, n: usize, d: usize, count: usize) -> Self {
         let d = d.max(1);
-        let per_snapshot =
-            (Self::MAX_VALUES / ((count + RING).max(1) * d)).clamp(1, Self::MAX_TOKENS);
+        // On a sphere drawn as a density shading, as many tokens as the memory bound allows.
+        let most = if d == 3 && n > super::tokens::DENSITY_TOKENS {
+            Self::MAX_VALUES
+        } else {
+            Self::MAX_TOKENS
+        };
+        let per_snapshot = (Self::MAX_VALUES / ((count + RING).max(1) * d)).clamp(1, most);
         let stride = n.div_ceil(per_snapshot).max(1);
         TokenSnapshots {
             d,

@@ -37,6 +37,13 @@ pub const MAX_FRAMES: usize = 100;
 /// Size of a `tokens.gif` frame.
 pub const GIF_SIZE: (u32, u32) = (600, 640);
 
+/// On the sphere (d = 3), runs of more tokens than this are drawn as a density shading: the
+/// dots of a subsample would hide how many tokens each stands for.
+pub const DENSITY_TOKENS: usize = 20_000;
+
+/// Cells across the picture plane of the density shading.
+const DENSITY_CELLS: usize = 64;
+
 /// Viewing direction of the sphere (d = 3): azimuth and elevation in degrees.
 const AZIMUTH_DEG: f64 = 35.0;
 const ELEVATION_DEG: f64 = 22.0;
@@ -50,6 +57,8 @@ pub(crate) enum View {
         right: [f64; 3],
         up: [f64; 3],
         toward: [f64; 3],
+        /// Whether the tokens are drawn as a density shading (more than [`DENSITY_TOKENS`]).
+        shaded: bool,
     },
     Pca {
         e1: Vec<f64>,
@@ -165,7 +174,12 @@ impl View {
                     toward[2] * right[0] - toward[0] * right[2],
                     toward[0] * right[1] - toward[1] * right[0],
                 ];
-                View::Sphere { right, up, toward }
+                View::Sphere {
+                    right,
+                    up,
+                    toward,
+                    shaded: snaps.n() > DENSITY_TOKENS,
+                }
             }
             d => {
                 let last = (0..snaps.len())
@@ -185,7 +199,9 @@ impl View {
         match self {
             View::Line => (get(0), 0.0, 1.0),
             View::Circle => (get(0), get(1), 1.0),
-            View::Sphere { right, up, toward } => (dot(x, right), dot(x, up), dot(x, toward)),
+            View::Sphere {
+                right, up, toward, ..
+            } => (dot(x, right), dot(x, up), dot(x, toward)),
             View::Pca { e1, e2, .. } => (dot(x, e1), dot(x, e2), 1.0),
         }
     }
@@ -194,6 +210,9 @@ impl View {
         match self {
             View::Line => "d = 1: tokens at ±1".into(),
             View::Circle => "tokens on the unit circle (x₁, x₂)".into(),
+            View::Sphere { shaded: true, .. } => format!(
+                "sphere seen from azimuth {AZIMUTH_DEG}°, elevation {ELEVATION_DEG}°; shading: density of the tokens on the front hemisphere (log scale)"
+            ),
             View::Sphere { .. } => format!(
                 "sphere seen from azimuth {AZIMUTH_DEG}°, elevation {ELEVATION_DEG}°; back hemisphere faded"
             ),
@@ -576,7 +595,71 @@ fn draw_sphere_frame<DB: DrawingBackend>(
     Ok(())
 }
 
-/// The tokens as dots, back to front (behind the sphere lighter and smaller).
+/// The density on the sphere of the front hemisphere's tokens in DENSITY_CELLS x DENSITY_CELLS
+/// cells of the picture plane [-1, 1]^2 (row-major, v up): each token counts with its depth, since
+/// the orthographic projection shrinks the sphere's area by that factor (du dv = depth dA);
+/// smoothed twice by the binomial filter [1, 2, 1] / 4 in each direction.
+pub(crate) fn front_density(view: &View, tokens: &[f64], d: usize) -> Vec<f64> {
+    let g = DENSITY_CELLS;
+    let mut counts = vec![0.0; g * g];
+    let cell = |a: f64| (((a + 1.0) * 0.5 * g as f64).floor().max(0.0) as usize).min(g - 1);
+    for x in tokens.chunks_exact(d.max(1)) {
+        let (u, v, depth) = view.project(x);
+        if depth >= 0.0 && u.is_finite() && v.is_finite() {
+            counts[cell(v) * g + cell(u)] += depth;
+        }
+    }
+    for _ in 0..2 {
+        counts = smooth(&counts, g, 1, g);
+        counts = smooth(&counts, g, g, 1);
+    }
+    counts
+}
+
+/// One pass of [1, 2, 1] / 4 along `step` within lines of `g` cells (`line` apart), edges
+/// reflected.
+fn smooth(values: &[f64], g: usize, step: usize, line: usize) -> Vec<f64> {
+    let mut out = vec![0.0; values.len()];
+    for a in 0..g {
+        for b in 0..g {
+            let at = |i: usize| values[a * line + i * step];
+            let prev = at(b.saturating_sub(1));
+            let next = at((b + 1).min(g - 1));
+            out[a * line + b * step] = 0.25 * prev + 0.5 * at(b) + 0.25 * next;
+        }
+    }
+    out
+}
+
+/// The front hemisphere as a density shading: a cell of the picture plane inside the unit disc
+/// coloured by log(1 + c) / log(1 + max) of its smoothed count (viridis, as the kymograph).
+fn draw_density<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    view: &View,
+    tokens: &[f64],
+    d: usize,
+) -> io::Result<()> {
+    let g = DENSITY_CELLS;
+    let density = front_density(view, tokens, d);
+    let max = density.iter().cloned().fold(0.0, f64::max);
+    // Counts relative to the smallest visible one, so the scale starts at one token.
+    let scale = |c: f64| c * 8.0;
+    let side = 2.0 / g as f64;
+    let cells = (0..g * g).filter_map(|i| {
+        let (row, col) = (i / g, i % g);
+        let (u0, v0) = (-1.0 + col as f64 * side, -1.0 + row as f64 * side);
+        let (uc, vc) = (u0 + 0.5 * side, v0 + 0.5 * side);
+        (uc * uc + vc * vc <= 1.0).then(|| {
+            let color = super::kymograph::density_color(scale(density[i]), scale(max));
+            Rectangle::new([(u0, v0 + side), (u0 + side, v0)], color.filled())
+        })
+    });
+    chart.draw_series(cells).io()?;
+    Ok(())
+}
+
+/// The tokens as dots, back to front (behind the sphere lighter and smaller), or on a sphere
+/// with many tokens as a density shading.
 fn draw_tokens<DB: DrawingBackend>(
     chart: &mut Chart2d<'_, DB>,
     view: &View,
@@ -584,6 +667,9 @@ fn draw_tokens<DB: DrawingBackend>(
     d: usize,
     colors: &[RGBColor],
 ) -> io::Result<()> {
+    if let View::Sphere { shaded: true, .. } = view {
+        return draw_density(chart, view, tokens, d);
+    }
     let count = tokens.len() / d.max(1);
     let radius = px(if count <= 200 {
         5
@@ -739,6 +825,9 @@ impl TokensPicture<'_> {
         } else {
             ""
         };
+        if let View::Sphere { shaded: true, .. } = view {
+            return format!("{}{shown}", view.note());
+        }
         format!(
             "colour: tokens ordered by angle at t = {}.   {}{ring}{shown}",
             short(self.panels[0].0),
@@ -1043,9 +1132,46 @@ mod tests {
     }
 
     #[test]
+    fn density_of_uniform_tokens_is_flat_across_the_disc() {
+        // Uniform tokens on the sphere have a uniform density; their projection piles up near
+        // the rim (du dv = depth dA), which the depth weight undoes.
+        let n = 400_000;
+        let golden = PI * (3.0 - 5f64.sqrt());
+        let tokens: Vec<f64> = (0..n)
+            .flat_map(|k| {
+                let z = 1.0 - (2.0 * k as f64 + 1.0) / n as f64;
+                let r = (1.0 - z * z).sqrt();
+                let phi = golden * k as f64;
+                [r * phi.cos(), r * phi.sin(), z]
+            })
+            .collect();
+        let snaps = TokenSnapshots::from_snapshots(3, &[(0.0, vec![0.0, 0.0, 1.0])]);
+        let view = View::of(&snaps);
+        let density = front_density(&view, &tokens, 3);
+        let g = DENSITY_CELLS;
+        let (mut inner, mut outer) = ((0.0, 0), (0.0, 0));
+        for (i, c) in density.iter().enumerate() {
+            let side = 2.0 / g as f64;
+            let u = -1.0 + (i % g) as f64 * side + 0.5 * side;
+            let v = -1.0 + (i / g) as f64 * side + 0.5 * side;
+            let r = (u * u + v * v).sqrt();
+            if r < 0.5 {
+                inner = (inner.0 + c, inner.1 + 1);
+            } else if (0.7..0.85).contains(&r) {
+                outer = (outer.0 + c, outer.1 + 1);
+            }
+        }
+        let ratio = (outer.0 / outer.1 as f64) / (inner.0 / inner.1 as f64);
+        assert!((ratio - 1.0).abs() < 0.05, "outer / inner = {ratio}");
+    }
+
+    #[test]
     fn sphere_view_is_orthonormal() {
         let snaps = TokenSnapshots::from_snapshots(3, &[(0.0, vec![0.0, 0.0, 1.0])]);
-        let View::Sphere { right, up, toward } = View::of(&snaps) else {
+        let View::Sphere {
+            right, up, toward, ..
+        } = View::of(&snaps)
+        else {
             panic!("d = 3 is the sphere view");
         };
         for (a, b) in [(right, up), (up, toward), (right, toward)] {

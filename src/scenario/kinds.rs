@@ -119,7 +119,7 @@ word_enum!(
 
 word_enum!(
     /// Which kernel evaluates `usa` and `sa` (`model.kernel_method`): the spectral one in d = 2
-    /// where its error bound holds, or the direct pairwise sums.
+    /// or the harmonics in d = 3 where their error bounds hold, or the direct pairwise sums.
     #[derive(Default)]
     KernelMethodKind, "kernel_method", [
         /// Spectral where accurate and worth it, direct otherwise.
@@ -129,6 +129,8 @@ word_enum!(
         Direct = "direct",
         /// The spectral (Fourier-Bessel) kernel; an error where its bound fails.
         Spectral = "spectral",
+        /// The spherical-harmonics kernel (d = 3); an error where its bound fails.
+        Harmonics = "harmonics",
     ]
 );
 

@@ -7,7 +7,6 @@
 //! memory. `-- --large` adds n = 10^5 and 10^6 (harmonics only); `-- --beta B` changes beta.
 
 use std::hint::black_box;
-use std::time::Instant;
 
 use nalgebra::DMatrix;
 use tokdyn::model::{Attention, Head, Kernel, KernelChoice, KernelMethod, SphereField};

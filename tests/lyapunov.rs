@@ -542,7 +542,10 @@ fn on_a_periodic_orbit_lambda1_is_zero_and_the_next_the_transverse_floquet_rate(
 #[ignore]
 fn search_chaotic_cases() {
     let d = 3;
-    let first: u64 = std::env::var("SEARCH_FROM").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let first: u64 = std::env::var("SEARCH_FROM")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     for draw in first..first + 2000 {
         let n = 4 + (draw % 3) as usize;
         let heads: Vec<Head> = (0..1 + (draw / 3) % 2)
@@ -560,7 +563,10 @@ fn search_chaotic_cases() {
         };
         if let Ok(s) = spectrum(&field, &x0, 1500.0, settings, (1e-9, 1e-11)) {
             if s.exponents[0] > 0.005 {
-                println!("draw {draw} n {n}: lambda1 {:.5} spread {:.5}", s.exponents[0], s.spread[0]);
+                println!(
+                    "draw {draw} n {n}: lambda1 {:.5} spread {:.5}",
+                    s.exponents[0], s.spread[0]
+                );
             }
         }
     }

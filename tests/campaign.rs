@@ -215,7 +215,10 @@ fn extreme_sweep_axes_draw_in_bounded_time_and_overflowing_grid_points_are_refus
     // 42), where it used to start and fail point by point.
     let out = dir.path().join("o");
     let e = refused(tokdyn().arg("sweep").arg(&sweep).arg("--out").arg(&out));
-    assert!(e.contains("axes.model.beta") && e.contains("overflows"), "{e}");
+    assert!(
+        e.contains("axes.model.beta") && e.contains("overflows"),
+        "{e}"
+    );
     assert!(!out.join("sweep.csv").exists());
     let sweep = sweep_files(dir.path(), "v11 = { from = -1e308, to = 1e308, steps = 3 }");
     let e = refused(

@@ -571,3 +571,36 @@ fn search_chaotic_cases() {
         }
     }
 }
+
+/// The chaotic scenario found by the search: `chaotic` at two tolerances a hundred times
+/// apart, with exponents that agree within their spreads and stay beyond twice them.
+#[test]
+fn the_chaotic_case_is_chaotic_at_two_tolerances_with_agreeing_exponents() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenario = root.join("scenarios/chaotic-sa-d3.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let mut found = Vec::new();
+    for tol in ["1e-9", "1e-11"] {
+        let out = dir.path().join(tol);
+        tokdyn()
+            .arg("run")
+            .arg(&scenario)
+            .arg("--set")
+            .arg(format!("solver.rtol={tol}"))
+            .arg("--set")
+            .arg(format!("solver.atol={tol}"))
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .success();
+        let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+        let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(s["label"], "chaotic", "{tol}: {}", s["label_reason"]);
+        let l = s["lyapunov"]["exponents"][0].as_f64().unwrap();
+        let spread = s["lyapunov"]["spread"][0].as_f64().unwrap();
+        assert!(l > 2.0 * spread, "{tol}: lambda_1 {l}, spread {spread}");
+        found.push((l, spread));
+    }
+    let ((a, sa), (b, sb)) = (found[0], found[1]);
+    assert!((a - b).abs() <= sa + sb, "{a} +- {sa} against {b} +- {sb}");
+}

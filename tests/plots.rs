@@ -384,11 +384,13 @@ fn regime_map_has_the_colour_of_each_label_present_and_no_other() {
         Some(Label::InteriorPoint),
         Some(Label::RotatingInterior),
         Some(Label::MetastableClusters),
+        Some(Label::Chaotic),
     ] {
         assert_eq!(img.count(rgb(label_color(l))), 0, "{l:?} is absent");
     }
     check_svg(&dir, "regime_map");
-    assert_eq!(LABELS.len(), 8);
+    // Every label and the failed runs (None) have a colour.
+    assert_eq!(LABELS.len(), Label::ALL.len() + 1);
 }
 
 #[test]

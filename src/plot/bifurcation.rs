@@ -193,7 +193,7 @@ impl BifurcationPicture<'_> {
 
     /// The legend: the labels present with their counts, then the branch kinds and special
     /// points present.
-    fn legend(&self, counts: [usize; 8]) -> Vec<Entry> {
+    fn legend(&self, counts: [usize; LABELS.len()]) -> Vec<Entry> {
         let mut entries: Vec<Entry> = LABELS
             .iter()
             .zip(counts)
@@ -343,8 +343,8 @@ fn draw_special<DB: DrawingBackend>(
 
 /// How many points each label has (`LABELS` order); points with a non-finite parameter are
 /// not drawn and not counted.
-fn count_labels(points: &[(f64, f64, f64, Option<Label>)]) -> [usize; 8] {
-    let mut counts = [0usize; 8];
+fn count_labels(points: &[(f64, f64, f64, Option<Label>)]) -> [usize; LABELS.len()] {
+    let mut counts = [0usize; LABELS.len()];
     for &(p, _, _, label) in points {
         if let Some(k) = LABELS
             .iter()

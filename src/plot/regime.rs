@@ -326,7 +326,7 @@ impl Picture for RegimePicture<'_> {
 
 impl RegimePicture<'_> {
     /// The legend: the labels present with their counts, the boundary points, the theory.
-    fn legend(&self, counts: [usize; 8], has_boundary: bool) -> Vec<Entry> {
+    fn legend(&self, counts: [usize; LABELS.len()], has_boundary: bool) -> Vec<Entry> {
         let mut entries: Vec<Entry> = LABELS
             .iter()
             .zip(counts)
@@ -363,7 +363,7 @@ impl RegimePicture<'_> {
 struct Cells {
     cells: Vec<([(f64, f64); 2], RGBColor)>,
     runs: Vec<([(f64, f64); 2], RGBColor)>,
-    counts: [usize; 8],
+    counts: [usize; LABELS.len()],
 }
 
 impl Cells {
@@ -374,7 +374,7 @@ impl Cells {
         ye: &[(f64, f64)],
     ) -> Self {
         let ny = ye.len();
-        let mut counts = [0usize; 8];
+        let mut counts = [0usize; LABELS.len()];
         let mut cells: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
         let mut runs: Vec<([(f64, f64); 2], RGBColor)> = Vec::new();
         for (i, xe) in xe.iter().enumerate() {

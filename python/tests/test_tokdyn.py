@@ -163,13 +163,16 @@ def test_bad_input_is_a_value_error_with_the_cli_message(tmp_path):
         tokdyn.run(42)
 
 
-def test_a_failed_run_is_a_runtime_error_saying_when(tmp_path):
+def test_an_overflowing_scale_is_refused_up_front_like_the_cli(tmp_path):
+    # usa at beta = 800 used to start and fail with a non-finite field; it is refused before
+    # the run now (exit 2 from the command line, ValueError from Python), naming model.beta.
     overflow = {"model.kernel": "usa", "model.beta": 800.0, "model.A": [[1.0, 0.0], [0.0, 1.0]]}
-    cli_line = cli("run", CASE4, "--out", tmp_path / "o", sets=overflow, code=1).stderr
-    with pytest.raises(RuntimeError, match=r"t = ") as e:
+    cli_line = cli("run", CASE4, "--out", tmp_path / "o", sets=overflow, code=2).stderr
+    with pytest.raises(ValueError, match=r"model\.beta") as e:
         tokdyn.run(CASE4, set=overflow)
-    assert "non-finite" in str(e.value)
-    assert str(e.value) in cli_line
+    assert "overflows" in str(e.value)
+    assert "overflows" in cli_line and "model.beta" in cli_line
+    assert not (tmp_path / "o").exists()
 
 
 # --- compare, predict, sweep --------------------------------------------------------------

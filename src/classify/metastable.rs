@@ -3,7 +3,7 @@
 //! For the softmax kernels (usa, sa) the k tight clusters at the last sample are handed to the
 //! cluster model (`reduced::clusters`: k points with weights n_a / n), which is integrated on
 //! from there for up to [`HORIZON`] time units, in windows that double, each read at
-//! [`WINDOW_SAMPLES`] times (the look-ahead does not depend on the run's output sampling):
+//! `WINDOW_SAMPLES` times (the look-ahead does not depend on the run's output sampling):
 //!
 //! 1. a merge (two points come within the tight angle, as `observe::clusters::detect_points` counts them) means
 //!    the plateau ends: `metastable-clusters`, ending at t_final + the predicted merge time;

@@ -213,7 +213,7 @@ fn curvature_factor(d: usize, temperature: f64, h: f64) -> f64 {
 }
 
 /// Writes the increments xi_k = sqrt(2 T h c) N(0, I_d) of step `step` for every token, c the
-/// [`curvature_factor`].
+/// `curvature_factor`.
 pub fn draw_increments(noise: &NoiseSettings, step: u64, h: f64, xi: &mut [f64]) {
     let d = noise.d;
     let t = noise.temperature;

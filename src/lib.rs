@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub mod bifurcation;
+pub mod cells;
 pub mod checkpoint;
 pub mod classify;
 pub mod command;

@@ -2,7 +2,9 @@
 //! `crate::<module>` path in a module's files (outside `#[cfg(test)]`, doc comments included)
 //! names a module of a strictly lower layer, so the import graph has no cycle and no stage
 //! imports a command. The layers are read from the drawing itself, so the picture and the code
-//! cannot drift apart.
+//! cannot drift apart. Inside each folder of `src/` the files import each other without a
+//! circle either (`super::x` and `crate::<folder>::x` paths, items re-exported by `mod.rs`
+//! resolved to the file that defines them).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -183,4 +185,166 @@ fn an_upward_import_is_reported() {
         upward_edges(&graph, &layers),
         ["low (layer 0) -> high (layer 1)"]
     );
+}
+
+/// The names a file's code reaches in its own folder: `super::x` and `crate::<folder>::x`
+/// paths (each item of a `{...}` group), read outside `#[cfg(test)]`.
+fn folder_paths(text: &str, folder: &str) -> BTreeSet<String> {
+    // `super::super::x` leaves the folder.
+    let code = text
+        .split("#[cfg(test)]")
+        .next()
+        .unwrap_or("")
+        .replace("super::super::", "outside::");
+    let own = format!("crate::{folder}::");
+    let mut found = BTreeSet::new();
+    for prefix in ["super::", own.as_str()] {
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find(prefix) {
+            rest = &rest[at + prefix.len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let end = group.find('}').unwrap_or(group.len());
+                for item in top_level_items(&group[..end]) {
+                    found.insert(leading_name(item));
+                }
+            } else {
+                found.insert(leading_name(rest));
+            }
+        }
+    }
+    found.retain(|name| !name.is_empty() && name != "self");
+    found
+}
+
+/// The items `mod.rs` re-exports from its files (`pub use x::Item;`, `pub use x::{A, B};`):
+/// item -> file.
+fn reexports(mod_rs: &str) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    for line in mod_rs.split(';') {
+        let line = line.trim();
+        let Some(at) = line.find("use ") else {
+            continue;
+        };
+        if !line[..at].trim_start().starts_with("pub") {
+            continue;
+        }
+        let path = line[at + 4..].trim().trim_start_matches("self::");
+        let Some((file, items)) = path.split_once("::") else {
+            continue;
+        };
+        let items = items.trim().trim_start_matches('{').trim_end_matches('}');
+        for item in top_level_items(items) {
+            let name = leading_name(item);
+            if !name.is_empty() {
+                map.insert(name, file.trim().to_string());
+            }
+        }
+    }
+    map
+}
+
+/// The import graph among the files of one folder (mod.rs left out: it declares the files).
+fn folder_graph(
+    files: &BTreeMap<String, String>,
+    folder: &str,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let exported = files.get("mod").map(|m| reexports(m)).unwrap_or_default();
+    let mut graph = BTreeMap::new();
+    for (name, text) in files.iter().filter(|(n, _)| n.as_str() != "mod") {
+        let targets = folder_paths(text, folder)
+            .into_iter()
+            .filter_map(|n| {
+                if files.contains_key(&n) {
+                    Some(n)
+                } else {
+                    exported.get(&n).cloned()
+                }
+            })
+            .filter(|t| t != name && t != "mod")
+            .collect();
+        graph.insert(name.clone(), targets);
+    }
+    graph
+}
+
+/// One circle of a graph, if it has one (as `a -> b -> a`).
+fn a_circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
+    fn visit<'a>(
+        node: &'a str,
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) -> Option<String> {
+        if let Some(at) = path.iter().position(|n| *n == node) {
+            let mut circle = path[at..].to_vec();
+            circle.push(node);
+            return Some(circle.join(" -> "));
+        }
+        if !done.insert(node) {
+            return None;
+        }
+        path.push(node);
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|start| visit(start, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_folder_has_an_import_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut circles = Vec::new();
+    for entry in fs::read_dir(&src).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let folder = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let files: BTreeMap<String, String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .map(|p| {
+                let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+                (name, fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        if let Some(c) = a_circle(&folder_graph(&files, &folder)) {
+            circles.push(format!("{folder}: {c}"));
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles inside folders:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn a_folder_circle_through_a_reexport_is_found() {
+    let files: BTreeMap<String, String> = [
+        ("mod", "mod a;\nmod b;\npub use b::{Thing, Other};\n"),
+        ("a", "use super::Thing;\n"),
+        ("b", "use crate::f::a::helper;\n#[cfg(test)]\nuse super::c;"),
+        ("c", "use super::super::a;"),
+    ]
+    .into_iter()
+    .map(|(n, t)| (n.to_string(), t.to_string()))
+    .collect();
+    let graph = folder_graph(&files, "f");
+    assert_eq!(graph["a"], BTreeSet::from(["b".to_string()]));
+    assert_eq!(graph["b"], BTreeSet::from(["a".to_string()]));
+    assert!(graph["c"].is_empty());
+    assert_eq!(a_circle(&graph).as_deref(), Some("a -> b -> a"));
+    let mut broken = graph.clone();
+    broken.insert("b".into(), BTreeSet::new());
+    assert_eq!(a_circle(&broken), None);
 }

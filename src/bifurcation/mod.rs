@@ -1,10 +1,18 @@
 //! Bifurcation analysis of the Ott–Antonsen equation (docs/MATH.md §10): the field as an exact
 //! cubic polynomial with its derivatives, the normal-form coefficients of folds and Hopf
-//! points ([`normal_form`]), and periodic orbits by multiple shooting ([`periodic`]). The
-//! continuation of curves in one and two parameters and of periodic orbits lives with the
-//! sweep that asks for it (`sweep::continuation`, `sweep::codim2`, `sweep::cycles`).
+//! points ([`normal_form`]), periodic orbits by multiple shooting ([`periodic`]), and the
+//! analyses a sweep file asks for ([`spec`]) on its base scenario ([`base`]): the continuation
+//! of fixed points in one parameter with their special points (`continuation`), fold and Hopf
+//! curves in two (`codim2`, with the quadratic model of the coefficients,
+//! `coefficient_model`), and the periodic orbits born at Hopf points (`cycles`).
 
+pub mod base;
+pub(crate) mod codim2;
+pub(crate) mod coefficient_model;
+pub(crate) mod continuation;
+pub(crate) mod cycles;
 pub mod normal_form;
 pub mod periodic;
+pub mod spec;
 
 pub use normal_form::{first_lyapunov, fold_coefficient, CubicField};

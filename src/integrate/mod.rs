@@ -144,6 +144,17 @@ pub enum Method {
     StochasticHeun(NoiseSettings),
 }
 
+/// Field-evaluation and step counts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    /// Evaluations of the field.
+    pub rhs_evals: u64,
+    /// Steps accepted.
+    pub accepted: u64,
+    /// Steps rejected by the error control.
+    pub rejected: u64,
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Status {

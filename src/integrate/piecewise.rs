@@ -16,7 +16,8 @@
 
 use std::sync::Arc;
 
-use super::stepper::{Counts, Stepper};
+use super::stepper::Stepper;
+use super::Counts;
 use super::{Dynamics, Method, Status};
 use crate::observe::OrderParameters;
 

@@ -16,7 +16,7 @@ use ode_solvers::{DVector, Dopri5, OutputType, Rk4, System};
 
 use super::dop853::Dop853;
 use super::stochastic::StochasticStepper;
-use super::{Dynamics, Method, Status};
+use super::{Counts, Dynamics, Method, Status};
 
 /// Bytes of solver output (accepted states) allowed per solver object.
 const OUTPUT_BUDGET_BYTES: usize = 64 << 20;
@@ -24,14 +24,6 @@ const OUTPUT_BUDGET_BYTES: usize = 64 << 20;
 const MAX_STEPS_BETWEEN_PROJECTIONS: usize = 8;
 /// Restarts without progress before the step size counts as underflowed.
 const MAX_STALLS: u32 = 20;
-
-/// Field-evaluation and step counts.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Counts {
-    pub rhs_evals: u64,
-    pub accepted: u64,
-    pub rejected: u64,
-}
 
 /// `ode_solvers` wants an owned system; this borrows the dynamics and counts evaluations
 /// (the solver's own statistics are lost when it stops with an error).

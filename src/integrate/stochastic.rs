@@ -25,8 +25,7 @@ use rayon::prelude::*;
 
 use super::gaussian::TokenStream;
 use super::geodesic::Turn;
-use super::stepper::Counts;
-use super::{Dynamics, Status};
+use super::{Counts, Dynamics, Status};
 use crate::parallel::TOKENS_PER_CHUNK;
 use crate::simd::dot;
 

@@ -72,7 +72,14 @@ pub fn choose(
             Ok(harmonics_choice(&plans))
         }
         KernelMethod::Auto if attention.d() == 3 => Ok(auto_harmonics(attention, n, tolerance)),
-        _ => spectral::choose(attention, n, method),
+        KernelMethod::Direct => Ok(KernelChoice::Direct),
+        KernelMethod::Auto | KernelMethod::Spectral => {
+            let asked = method == KernelMethod::Spectral;
+            Ok(match spectral::choose(attention, n, asked)? {
+                Some(terms) => KernelChoice::Spectral { terms },
+                None => KernelChoice::Direct,
+            })
+        }
     }
 }
 

@@ -130,8 +130,6 @@ pub fn precision(attention: &Attention) -> Precision {
 /// Powers z^p are pulled back onto the unit circle after this many multiplications.
 const RENORMALISE: usize = 16;
 
-pub use super::kernel_method::{KernelChoice, KernelMethod};
-
 /// Whether the spectral kernel can evaluate this field at all (d = 2, `usa` or `sa`).
 pub fn applies(attention: &Attention) -> bool {
     attention.d() == 2 && attention.kernel != Kernel::Lsa
@@ -165,31 +163,25 @@ fn largest_exponent(attention: &Attention) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Decides the kernel for `n` tokens; `Err` (one line) when `method` is `Spectral` and the
-/// spectral kernel does not apply or its bound fails.
-pub fn choose(
-    attention: &Attention,
-    n: usize,
-    method: KernelMethod,
-) -> Result<KernelChoice, String> {
-    let spectral = || KernelChoice::Spectral {
-        terms: truncation(attention),
-    };
+/// Whether the spectral kernel evaluates this field for `n` tokens: `Some(terms)` (its
+/// truncation) or `None` (the direct sums). `asked`: `kernel_method = "spectral"`, an error
+/// (one line) where the kernel does not apply or its bound fails; otherwise `auto`, which takes
+/// it where its bound holds and n is large enough to pay.
+pub fn choose(attention: &Attention, n: usize, asked: bool) -> Result<Option<usize>, String> {
     if let Some(reason) = unplain(attention) {
-        return match method {
-            KernelMethod::Spectral => Err(format!("\"spectral\" does not hold {reason}")),
-            _ => Ok(KernelChoice::Direct),
+        return match asked {
+            true => Err(format!("\"spectral\" does not hold {reason}")),
+            false => Ok(None),
         };
     }
-    match (method, error_bound(attention)) {
-        (KernelMethod::Direct | KernelMethod::Harmonics, _) => Ok(KernelChoice::Direct),
-        (KernelMethod::Auto, Some(bound))
+    match (asked, error_bound(attention)) {
+        (false, Some(bound))
             if bound <= BOUND_LIMIT && n >= auto_min_tokens(precision(attention)) =>
         {
-            Ok(spectral())
+            Ok(Some(truncation(attention)))
         }
-        (KernelMethod::Auto, _) => Ok(KernelChoice::Direct),
-        (KernelMethod::Spectral, None) => Err(format!(
+        (false, _) => Ok(None),
+        (true, None) => Err(format!(
             "\"spectral\" needs d = 2 and kernel \"usa\" or \"sa\" (this field has d = {} and kernel {})",
             attention.d(),
             match attention.kernel {
@@ -198,12 +190,12 @@ pub fn choose(
                 Kernel::Sa => "\"sa\"",
             }
         )),
-        (KernelMethod::Spectral, Some(bound)) if bound > BOUND_LIMIT => Err(format!(
+        (true, Some(bound)) if bound > BOUND_LIMIT => Err(format!(
             "\"spectral\": its error bound eps^2 e^(2 beta (|a| + |b|)) = {bound:.2e} (double-double arithmetic) is above {BOUND_LIMIT:.0e} (beta (|a| + |b|) = {:.4} here, at most {:.4}); use \"auto\" or \"direct\"",
             largest_exponent(attention),
             0.5 * (BOUND_LIMIT / DD_EPSILON).ln()
         )),
-        (KernelMethod::Spectral, Some(_)) => Ok(spectral()),
+        (true, Some(_)) => Ok(Some(truncation(attention))),
     }
 }
 

@@ -23,7 +23,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 use rayon::prelude::*;
 
-use super::tokens::principal_axes;
+use super::projection::principal_axes;
 use super::{
     desc_size, draw_no_data, draw_title, finite_range, padded, short, text, text_at, tick, Figure,
     OrIo, Picture, TICK_SIZE,

@@ -46,6 +46,7 @@ pub mod ensemble;
 pub mod kymograph;
 pub mod order;
 pub mod portrait;
+pub(crate) mod projection;
 mod raster;
 pub mod regime;
 pub mod scaling;
@@ -946,30 +947,11 @@ pub(crate) fn square_chart_width(height: u32, margin: u32, x_label: u32, y_label
     side + 2 * margin + y_label
 }
 
-/// `short` for callers outside the plot module (titles).
-pub fn short_number(v: f64) -> String {
-    short(v)
-}
+pub use crate::cells::short_number;
 
-/// A short number for labels and legends: 3 significant digits, no trailing zeros.
+/// A short number for labels and legends ([`short_number`]).
 pub(crate) fn short(v: f64) -> String {
-    if !v.is_finite() {
-        return format!("{v}");
-    }
-    if v == 0.0 {
-        return "0".into();
-    }
-    let a = v.abs();
-    if !(1e-3..1e5).contains(&a) {
-        return format!("{v:.2e}");
-    }
-    let digits = (2 - a.log10().floor() as i32).max(0) as usize;
-    let s = format!("{v:.digits$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
+    short_number(v)
 }
 
 /// Formatter for axis ticks that avoids long float tails.

@@ -14,6 +14,10 @@ use std::collections::VecDeque;
 use std::io;
 
 use super::kymograph::AngleHistory;
+
+/// On the sphere (d = 3), runs of more tokens than this are drawn as a density shading: the
+/// dots of a subsample would hide how many tokens each stands for.
+pub const DENSITY_TOKENS: usize = 20_000;
 use crate::observe::{Observer, RunInfo, Sample};
 
 /// Share of the samples the rolling buffer of the last stretch spans.
@@ -24,7 +28,7 @@ const RING: usize = 120;
 /// Copies of the tokens at `count` evenly spaced sample indices (the first and the last
 /// included), each a fixed subsample of the tokens: every `stride`-th token, at most
 /// [`TokenSnapshots::MAX_TOKENS`] of them (on a sphere with more than
-/// `plot::tokens::DENSITY_TOKENS` tokens, drawn as a density, as many as the memory bound allows) and at most [`TokenSnapshots::MAX_VALUES`] numbers
+/// [`DENSITY_TOKENS`] tokens, drawn as a density, as many as the memory bound allows) and at most [`TokenSnapshots::MAX_VALUES`] numbers
 /// over all snapshots, so memory stays small for any n, d and count.
 ///
 /// ```
@@ -140,7 +144,7 @@ impl TokenSnapshots {
     pub fn new(samples: usize, n: usize, d: usize, count: usize) -> Self {
         let d = d.max(1);
         // On a sphere drawn as a density shading, as many tokens as the memory bound allows.
-        let most = if d == 3 && n > super::tokens::DENSITY_TOKENS {
+        let most = if d == 3 && n > DENSITY_TOKENS {
             Self::MAX_VALUES
         } else {
             Self::MAX_TOKENS

@@ -23,7 +23,7 @@ use crate::ensemble::{self, Ensemble};
 use crate::error::Error;
 use crate::scenario::{ModelKind, Scenario, ScenarioError};
 
-use super::point::{one_line, Outcome, PointStats};
+use super::row::{one_line, Outcome, PointStats};
 use super::spec::Plan;
 
 /// The mean and the sample standard deviation (0 for one value) of `values`.
@@ -125,51 +125,6 @@ pub fn follow(
         out.push((i, outcome));
     }
     Ok(out)
-}
-
-/// Checks a sweep with an axis that goes back: one axis of a real key with at least two
-/// steps, the full model, no refinement, continuation or curves, simulated labels.
-pub fn check_back(plan: &Plan) -> Result<(), Error> {
-    let Some(axis) = plan.axes.iter().find(|a| a.back) else {
-        return Ok(());
-    };
-    let key = format!("axes.{}.back", axis.name);
-    let refuse = |why: String| -> Result<(), Error> {
-        Err(Error::Scenario(ScenarioError::at(&plan.file, &key, why)))
-    };
-    if plan.axes.len() != 1 {
-        return refuse(format!(
-            "a sweep that goes back is one chain of points: it must have one axis, found {}",
-            plan.axes.len()
-        ));
-    }
-    if axis.integer || axis.steps < 2 {
-        return refuse(format!(
-            "goes back along a real key with steps >= 2; {} has {}{}",
-            axis.key,
-            if axis.integer { "integer values, " } else { "" },
-            format_args!("steps = {}", axis.steps)
-        ));
-    }
-    if plan.model != ModelKind::Full {
-        return refuse(format!(
-            "each point starts from the previous point's tokens, which needs model = \"full\", found \"{}\"",
-            plan.model
-        ));
-    }
-    let extra = [
-        ("[refine]", plan.refine.is_some()),
-        ("[continuation]", plan.continuation.is_some()),
-        ("[codim2]", plan.codim2.is_some()),
-        (
-            "label = \"predict\"",
-            plan.label_source != super::spec::LabelSource::Simulation,
-        ),
-    ];
-    if let Some((what, _)) = extra.iter().find(|(_, on)| *on) {
-        return refuse(format!("a sweep that goes back cannot have {what}"));
-    }
-    Ok(())
 }
 
 /// Bytes a point of an ensemble sweep may need on disk: its `sweep.csv` row, its progress

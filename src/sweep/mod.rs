@@ -30,15 +30,11 @@
 //! is not staged as a whole): it holds one sweep, and an unsharded run of a different sweep
 //! (another grid or base scenario) clears the old sweep's files first.
 
-pub(crate) mod codim2;
-pub(crate) mod coefficient_model;
-pub(crate) mod continuation;
-pub(crate) mod cycles;
-pub(crate) mod format;
 pub(crate) mod members;
 pub(crate) mod pictures;
 pub(crate) mod point;
 pub(crate) mod refine;
+pub(crate) mod row;
 pub mod spec;
 pub(crate) mod store;
 pub(crate) mod transition;
@@ -54,13 +50,15 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::bifurcation::{codim2, continuation, cycles};
 use crate::error::Error;
 use crate::scenario::LABELS;
 
+use crate::cells::csv_text;
 use crate::observe::progress::Counter;
 use crate::output::{write_atomic, write_json_atomic};
-use format::csv_text;
-use point::{run_point, Outcome};
+use point::run_point;
+use row::Outcome;
 use spec::Plan;
 use store::{Manifest, ProgressWriter, MANIFEST};
 
@@ -306,7 +304,7 @@ pub fn sweep_with_env(
     }
     // Every input, continuation included, is checked before the first point.
     if let Some(c) = &plan.continuation {
-        continuation::check(&plan, c)?;
+        continuation::check(&plan.base_scenario(), c)?;
     }
     // The two-parameter curves come first: a continuation that cannot start says so before
     // the grid's long work.
@@ -762,16 +760,17 @@ fn continue_branches(plan: &Plan, progress: bool) -> Result<Option<Continued>, E
     let Some(c) = &plan.continuation else {
         return Ok(None);
     };
-    let branches = continuation::run(plan, c, progress)?;
+    let base = plan.base_scenario();
+    let branches = continuation::run(&base, c, progress)?;
     if !c.cycles {
         return Ok(Some(Continued {
             branches,
             cycles: None,
         }));
     }
-    let fam = continuation::Family::new(plan, &c.key);
-    let input = continuation::section_error(plan, "continuation.cycles");
-    let predicted = cycles::predicted_orbits(plan, &fam, c).map_err(input)?;
+    let fam = continuation::Family::new(&base, &c.key);
+    let input = continuation::section_error(&base, "continuation.cycles");
+    let predicted = cycles::predicted_orbits(&base, &fam, c).map_err(input)?;
     if !cycles::has_start(&branches.branches, &predicted) {
         return Err(Error::Input(format!(
             "{}: continuation.cycles: no Hopf point on the fixed-point branches of {} in [{}, {}] and no periodic orbit of predict at the base value: no periodic orbit to start from",
@@ -849,8 +848,9 @@ fn codim2_before_grid(
     let Some(c) = plan.codim2.as_ref().filter(|_| !shard) else {
         return Ok(None);
     };
-    codim2::check(plan, c)?;
-    let report = codim2::run(plan, c, progress)?;
+    let base = plan.base_scenario();
+    codim2::check(&base, c)?;
+    let report = codim2::run(&base, c, progress)?;
     if let Some(m) = report.summary["message"].as_str() {
         eprintln!("warning: {}: codim2: {m}", plan.file.display());
     }

@@ -14,11 +14,11 @@ use std::path::Path;
 
 use num_complex::Complex64;
 
-use super::codim2::{self, Curve, CurveKind, CurvePoint};
-use super::continuation::BranchPoint;
-use super::cycles::CycleBranch;
-use super::point::Outcome;
+use super::row::Outcome;
 use super::spec::Plan;
+use crate::bifurcation::codim2::{self, Curve, CurveKind, CurvePoint};
+use crate::bifurcation::continuation::BranchPoint;
+use crate::bifurcation::cycles::CycleBranch;
 use crate::classify::Label;
 use crate::error::Error;
 use crate::plot;

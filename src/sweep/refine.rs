@@ -20,9 +20,9 @@ use rayon::prelude::*;
 
 use crate::error::Error;
 
-use super::format::fmt_f64;
-use super::point::Outcome;
+use super::row::Outcome;
 use super::spec::Plan;
+use crate::cells::fmt_f64;
 
 /// Most bisection steps of one segment (a guard; 2^-64 of any range is below round-off).
 const MAX_DEPTH: usize = 64;
@@ -255,7 +255,7 @@ pub fn row(plan: &Plan, b: &Boundary) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::point::RESULT_COLUMNS;
+    use crate::sweep::row::RESULT_COLUMNS;
     use crate::sweep::spec;
 
     const BASE: &str = r#"

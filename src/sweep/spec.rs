@@ -40,7 +40,9 @@ use crate::scenario::{
 use crate::simulation;
 use crate::simulation::check_memory;
 
-use super::format::fmt_f64;
+use crate::bifurcation::base::BaseScenario;
+pub use crate::bifurcation::spec::{Codim2Spec, ContinuationSpec, CurveType};
+use crate::cells::fmt_f64;
 
 /// The most grid points a sweep may have.
 pub const MAX_POINTS: usize = 100_000_000;
@@ -157,55 +159,6 @@ pub struct RefineSpec {
     pub tolerance: Vec<Option<f64>>,
 }
 
-/// `[continuation]`: pseudo-arclength continuation of OA fixed points.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ContinuationSpec {
-    /// The parameter as written.
-    pub parameter: String,
-    /// Its dotted scenario key.
-    pub key: String,
-    /// First value.
-    pub from: f64,
-    /// Last value.
-    pub to: f64,
-    /// Arclength step.
-    pub step: f64,
-    /// Most points per branch.
-    pub max_points: usize,
-    /// `cycles = true`: continue the periodic orbits born at the Hopf points (`cycles.csv`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub cycles: bool,
-}
-
-/// A curve type of `[codim2]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CurveType {
-    /// Folds of fixed points: F = 0, det J = 0.
-    Fold,
-    /// Hopf points (and neutral saddles): F = 0, tr J = 0.
-    Hopf,
-}
-
-/// `[codim2]`: fold and Hopf curves in two parameters.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Codim2Spec {
-    /// The two parameters as written.
-    pub parameters: [String; 2],
-    /// Their dotted scenario keys.
-    pub keys: [String; 2],
-    /// The box's lower corner (as written: `from`).
-    pub from: [f64; 2],
-    /// The box's other corner.
-    pub to: [f64; 2],
-    /// Largest arclength step.
-    pub step: f64,
-    /// The curve types to trace.
-    pub curves: Vec<CurveType>,
-    /// Most points per curve and direction.
-    pub max_points: usize,
-}
-
 /// A checked sweep file, ready to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -245,20 +198,19 @@ pub struct Plan {
 impl Plan {
     /// The base scenario's value of a dotted key, when it is a number.
     pub fn base_number(&self, key: &str) -> Option<f64> {
-        let mut parts = key.split('.').peekable();
-        let mut table = &self.template;
-        while let Some(part) = parts.next() {
-            let value = table.get(part)?;
-            if parts.peek().is_none() {
-                return match value {
-                    toml::Value::Float(x) => Some(*x),
-                    toml::Value::Integer(i) => Some(*i as f64),
-                    _ => None,
-                };
-            }
-            table = value.as_table()?;
+        crate::bifurcation::base::number_at(&self.template, key)
+    }
+
+    /// The base scenario as the bifurcation analysis sees it (`[continuation]`, `[codim2]`).
+    pub fn base_scenario(&self) -> BaseScenario {
+        BaseScenario {
+            file: self.file.clone(),
+            name: self.name.clone(),
+            scenario_file: self.scenario_file.clone(),
+            scenario_dir: self.scenario_dir.clone(),
+            template: self.template.clone(),
+            base: self.base.clone(),
         }
-        None
     }
 
     /// Number of grid points.
@@ -268,8 +220,8 @@ impl Plan {
 
     /// The cells its rows have beyond the result columns: `label_share` for an ensemble, the
     /// run statistics (progress and shard files) for a sweep over the temperature.
-    pub fn layout(&self) -> super::point::Layout {
-        super::point::Layout {
+    pub fn layout(&self) -> super::row::Layout {
+        super::row::Layout {
             share: self.base.ensemble.is_some(),
             stats: self.axes.iter().any(|a| a.key == TEMPERATURE_KEY),
         }
@@ -607,7 +559,7 @@ pub fn from_table_with_sets(
         template,
         base,
     };
-    super::members::check_back(&plan)?;
+    check_back(&plan)?;
     check_corners(&plan)?;
     Ok(plan)
 }
@@ -1244,6 +1196,51 @@ fn check_memory_parallel(
                 available as f64 / (1u64 << 30) as f64
             ));
         }
+    }
+    Ok(())
+}
+
+/// Checks a sweep with an axis that goes back: one axis of a real key with at least two
+/// steps, the full model, no refinement, continuation or curves, simulated labels.
+fn check_back(plan: &Plan) -> Result<(), Error> {
+    let Some(axis) = plan.axes.iter().find(|a| a.back) else {
+        return Ok(());
+    };
+    let key = format!("axes.{}.back", axis.name);
+    let refuse = |why: String| -> Result<(), Error> {
+        Err(Error::Scenario(ScenarioError::at(&plan.file, &key, why)))
+    };
+    if plan.axes.len() != 1 {
+        return refuse(format!(
+            "a sweep that goes back is one chain of points: it must have one axis, found {}",
+            plan.axes.len()
+        ));
+    }
+    if axis.integer || axis.steps < 2 {
+        return refuse(format!(
+            "goes back along a real key with steps >= 2; {} has {}{}",
+            axis.key,
+            if axis.integer { "integer values, " } else { "" },
+            format_args!("steps = {}", axis.steps)
+        ));
+    }
+    if plan.model != ModelKind::Full {
+        return refuse(format!(
+            "each point starts from the previous point's tokens, which needs model = \"full\", found \"{}\"",
+            plan.model
+        ));
+    }
+    let extra = [
+        ("[refine]", plan.refine.is_some()),
+        ("[continuation]", plan.continuation.is_some()),
+        ("[codim2]", plan.codim2.is_some()),
+        (
+            "label = \"predict\"",
+            plan.label_source != LabelSource::Simulation,
+        ),
+    ];
+    if let Some((what, _)) = extra.iter().find(|(_, on)| *on) {
+        return refuse(format!("a sweep that goes back cannot have {what}"));
     }
     Ok(())
 }

@@ -30,9 +30,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::output::{lock_path, parent_of, remove_stale_staging, OutputLock};
 
-use super::format::{csv_line, fmt_opt, parse_records};
-use super::point::{Layout, Outcome};
+use super::row::{Layout, Outcome};
 use super::spec::Plan;
+use crate::cells::{csv_line, fmt_opt, parse_records};
 use crate::observe::cluster_series::Plateau;
 
 /// The manifest's file name.
@@ -528,7 +528,7 @@ impl ProgressWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::point::RESULT_COLUMNS;
+    use crate::sweep::row::RESULT_COLUMNS;
 
     fn outcome(label: &str) -> Outcome {
         let mut cells = vec![
@@ -637,7 +637,7 @@ mod tests {
         };
         let mut o = outcome("interior-point");
         o.label_share = Some(0.6);
-        o.stats = Some(super::super::point::PointStats {
+        o.stats = Some(super::super::row::PointStats {
             r1_mean: Some(0.25),
             r1_sd: None,
             nematic_mean: 0.125,

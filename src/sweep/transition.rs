@@ -16,9 +16,9 @@
 
 use std::path::Path;
 
-use super::format::{csv_text, fmt_opt};
-use super::point::Outcome;
+use super::row::Outcome;
 use super::spec::{Plan, TEMPERATURE_KEY};
+use crate::cells::{csv_text, fmt_opt};
 use crate::ensemble::mean_field::MeanField;
 use crate::error::Error;
 use crate::output::write_atomic;
@@ -141,7 +141,7 @@ fn view(
             "{}: {} kernel, beta = {}, n = {}, d = {}, {runs} run{} a point",
             plan.name,
             b.model.kernel,
-            crate::plot::short_number(b.model.beta),
+            crate::cells::short_number(b.model.beta),
             b.tokens.n,
             b.model.d,
             if runs == 1 { "" } else { "s" }

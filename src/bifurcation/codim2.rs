@@ -44,10 +44,11 @@ use crate::reduced::SecondHarmonic;
 use crate::scenario::{set_value, ModelKind, Scenario};
 use crate::simulation;
 
+use super::base::BaseScenario;
 use super::coefficient_model::QuadraticModel;
 use super::continuation::{self, BranchPoint};
-use super::format::{csv_text, fmt_f64};
-use super::spec::{Codim2Spec, ContinuationSpec, CurveType, Plan};
+use super::spec::{Codim2Spec, ContinuationSpec, CurveType};
+use crate::cells::{csv_text, fmt_f64};
 
 /// Newton iterations of the corrector.
 const NEWTON_MAX: usize = 12;
@@ -64,7 +65,7 @@ const MAX_CURVES: usize = 64;
 
 /// The OA field as a function of (x, p1, p2).
 pub struct Family2<'a> {
-    plan: &'a Plan,
+    plan: &'a BaseScenario,
     keys: [&'a str; 2],
     /// The coefficients as an exact quadratic in p, when they are one.
     model: Option<QuadraticModel>,
@@ -72,7 +73,7 @@ pub struct Family2<'a> {
 
 impl<'a> Family2<'a> {
     /// The family of `plan`'s base scenario in the two dotted keys.
-    pub fn new(plan: &'a Plan, keys: [&'a str; 2]) -> Self {
+    pub fn new(plan: &'a BaseScenario, keys: [&'a str; 2]) -> Self {
         Family2 {
             plan,
             keys,
@@ -577,7 +578,7 @@ fn line_values(spec: &Codim2Spec, k: usize, base: Option<f64>) -> Vec<f64> {
 
 /// The LP and H points of one-parameter continuations on the search lines.
 fn search(
-    plan: &Plan,
+    plan: &BaseScenario,
     fam: &Family2<'_>,
     spec: &Codim2Spec,
     progress: Option<&RefCell<Progress>>,
@@ -683,7 +684,7 @@ fn on_curve(curves: &[Curve], curve: CurveType, y: &Vector4<f64>, tol: f64) -> b
 }
 
 /// Checks, before the sweep's first point, that the family is valid at the box's corners.
-pub fn check(plan: &Plan, spec: &Codim2Spec) -> Result<(), Error> {
+pub fn check(plan: &BaseScenario, spec: &Codim2Spec) -> Result<(), Error> {
     let fam = Family2::new(plan, [&spec.keys[0], &spec.keys[1]]);
     for p1 in [spec.from[0], spec.to[0]] {
         for p2 in [spec.from[1], spec.to[1]] {
@@ -715,7 +716,7 @@ pub fn check(plan: &Plan, spec: &Codim2Spec) -> Result<(), Error> {
 }
 
 /// Traces the fold and Hopf curves of `spec` (progress on stderr when `progress`).
-pub fn run(plan: &Plan, spec: &Codim2Spec, progress: bool) -> Result<Report, Error> {
+pub fn run(plan: &BaseScenario, spec: &Codim2Spec, progress: bool) -> Result<Report, Error> {
     let progress = progress.then(|| {
         RefCell::new(Progress {
             reporter: Reporter::new(&format!("{} codim2", plan.name)),

@@ -44,9 +44,10 @@ use crate::reduced::SecondHarmonic;
 
 use crate::predict::CycleKind;
 
+use super::base::BaseScenario;
 use super::continuation::{BranchPoint, Family};
-use super::format::{csv_text, fmt_f64};
-use super::spec::{ContinuationSpec, Plan};
+use super::spec::ContinuationSpec;
+use crate::cells::{csv_text, fmt_f64};
 
 /// Shooting segments per cycle.
 const SEGMENTS: usize = 8;
@@ -244,7 +245,7 @@ impl Tracer<'_> {
                 t.branches,
                 t.points,
                 t.parameter,
-                crate::plot::short_number(p)
+                crate::cells::short_number(p)
             );
             let fraction = t.branch as f64 / t.branches.max(1) as f64;
             t.reporter.show(fraction, &what);
@@ -1041,7 +1042,7 @@ pub struct Predicted {
 /// The isolated periodic orbits (not a centre's family) `tokdyn predict` finds for the base
 /// scenario, when the base value of the parameter lies in the interval.
 pub fn predicted_orbits(
-    plan: &Plan,
+    plan: &BaseScenario,
     fam: &Family<'_>,
     spec: &ContinuationSpec,
 ) -> Result<Vec<Predicted>, String> {

@@ -48,8 +48,9 @@ use crate::reduced::SecondHarmonic;
 use crate::scenario::{set_value, ModelKind, Scenario};
 use crate::simulation;
 
-use super::format::{csv_text, fmt_f64};
-use super::spec::{ContinuationSpec, Plan};
+use super::base::BaseScenario;
+use super::spec::ContinuationSpec;
+use crate::cells::{csv_text, fmt_f64};
 
 /// Seeds inside the interval, besides its ends.
 const INNER_SEEDS: usize = 7;
@@ -64,8 +65,8 @@ pub(super) const INTERRUPTED: &str = "interrupted during the continuation";
 
 /// The error of a continuation's message `m` in the section `section` of the sweep file: an
 /// interruption, or bad input at that section.
-pub(super) fn section_error<'a>(
-    plan: &'a Plan,
+pub(crate) fn section_error<'a>(
+    plan: &'a BaseScenario,
     section: &'static str,
 ) -> impl Fn(String) -> Error + Copy + 'a {
     move |m: String| {
@@ -116,7 +117,7 @@ type Linearised = (Vector2<f64>, Matrix2<f64>, Vector2<f64>);
 
 /// The OA field as a function of (x, p).
 pub struct Family<'a> {
-    plan: &'a Plan,
+    plan: &'a BaseScenario,
     key: &'a str,
     /// The coefficients as a function of p, when known without building the scenario.
     fast: Option<&'a Coefficients<'a>>,
@@ -141,7 +142,7 @@ impl Ticker {
             self.seeds,
             self.points,
             self.parameter,
-            crate::plot::short_number(p)
+            crate::cells::short_number(p)
         );
         let fraction = self.seed as f64 / self.seeds as f64;
         self.reporter.show(fraction, &what);
@@ -153,7 +154,7 @@ pub type Coefficients<'a> = dyn Fn(f64) -> SecondHarmonic + 'a;
 
 impl<'a> Family<'a> {
     /// The family of `plan`'s base scenario along the dotted key `key`.
-    pub fn new(plan: &'a Plan, key: &'a str) -> Self {
+    pub fn new(plan: &'a BaseScenario, key: &'a str) -> Self {
         Family {
             plan,
             key,
@@ -459,7 +460,7 @@ fn seeds(spec: &ContinuationSpec) -> Vec<f64> {
 
 /// Checks, before the sweep's first point, that the scenario is valid at every seed of the
 /// continuation and that its Ott-Antonsen coefficients are finite there (exit 2 otherwise).
-pub fn check(plan: &Plan, spec: &ContinuationSpec) -> Result<(), Error> {
+pub fn check(plan: &BaseScenario, spec: &ContinuationSpec) -> Result<(), Error> {
     let fail = |m: String| {
         Error::Input(format!(
             "{}: continuation: {}",
@@ -492,14 +493,14 @@ pub fn check(plan: &Plan, spec: &ContinuationSpec) -> Result<(), Error> {
 
 /// Continues the OA fixed points of the base scenario along `spec.parameter`; with
 /// `progress`, reports the seeds done on stderr like the other long stages.
-pub fn run(plan: &Plan, spec: &ContinuationSpec, progress: bool) -> Result<Report, Error> {
+pub fn run(plan: &BaseScenario, spec: &ContinuationSpec, progress: bool) -> Result<Report, Error> {
     run_with(plan, spec, progress, None)
 }
 
 /// [`run`] with the coefficients given as a function of the parameter (`fast`), when the
 /// caller has them without building the scenario.
 pub fn run_with(
-    plan: &Plan,
+    plan: &BaseScenario,
     spec: &ContinuationSpec,
     progress: bool,
     fast: Option<&Coefficients<'_>>,

@@ -1,4 +1,5 @@
-//! CSV cells for sweeps (files are written with [`crate::output::write_atomic`]).
+//! Numbers as text: CSV cells for sweeps and bifurcation files (written with
+//! `output::write_atomic`), and short numbers for titles and legends.
 //!
 //! Every cell of a sweep file is a string formatted once, the same way the `csv` crate formats
 //! numbers (`ryu`, the shortest decimal that reads back to the same f64), so rows computed now,
@@ -41,6 +42,27 @@ pub fn csv_text<S: AsRef<[u8]>>(
         text.push_str(&csv_line(&row));
     }
     text
+}
+
+/// A short number for titles, labels and legends: 3 significant digits, no trailing zeros.
+pub fn short_number(v: f64) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    let a = v.abs();
+    if !(1e-3..1e5).contains(&a) {
+        return format!("{v:.2e}");
+    }
+    let digits = (2 - a.log10().floor() as i32).max(0) as usize;
+    let s = format!("{v:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
 }
 
 /// Parses the records of CSV text (no header handling); records of any length.

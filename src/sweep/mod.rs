@@ -323,7 +323,7 @@ pub fn sweep_with_env(
     let _locks = store::FolderLocks::acquire(&dir, shard.map(|s| (s.k, s.n)))?;
     members::check_disk(&plan, &dir)?;
     crate::output::check_replaceable(&dir, crate::output::ResultKind::Sweep)?;
-    let (manifest, fingerprint) = claim_folder(&plan, &dir, shard, options.resume)?;
+    let (manifest, fingerprint) = claim_folder(&plan, &dir, shard, options)?;
 
     let progress_path = match shard {
         Some(s) => dir.join(format!("shard-{}-of-{}.progress", s.k, s.n)),
@@ -438,10 +438,11 @@ fn claim_folder(
     plan: &Plan,
     dir: &Path,
     shard: Option<Shard>,
-    resume: bool,
+    options: &SweepOptions,
 ) -> Result<(Manifest, String), Error> {
+    let resume = options.resume;
     let manifest_lock = crate::output::OutputLock::wait(&dir.join(".manifest.lock"))?;
-    let manifest = Manifest::new(plan);
+    let manifest = Manifest::new(plan, options.progress);
     let text = manifest.text();
     let fingerprint = Manifest::fingerprint(&text);
     let manifest_path = dir.join(MANIFEST);

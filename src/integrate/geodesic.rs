@@ -74,16 +74,25 @@ impl Turn {
 /// one radian in one step).
 const TAYLOR_ANGLE: f64 = 1.0;
 
-/// (sin r, cos r) for r >= 0 with r2 = r^2: Horner's rule on the Taylor polynomials to degree
-/// 17 and 18 when r <= [`TAYLOR_ANGLE`] (the step's turns; one pass instead of two libm calls),
+/// (sin r, cos r) for r >= 0 with r2 = r^2: Horner's rule on the Taylor polynomials (to degree
+/// 17 and 18 at most) when r <= [`TAYLOR_ANGLE`] (the step's turns; one pass instead of two libm calls),
 /// libm otherwise.
-fn sin_cos(r: f64, r2: f64) -> (f64, f64) {
+pub fn sin_cos(r: f64, r2: f64) -> (f64, f64) {
     if r > TAYLOR_ANGLE {
         return r.sin_cos();
     }
     // sin r = r (1 - r^2/(2 3) (1 - r^2/(4 5) (1 - ...))), cos r = 1 - r^2/(1 2) (1 - r^2/(3 4) (...)).
+    // Terms: the first left out is below 1e-19 (r <= 1/8, 5 terms), 1e-18 (r <= 1/2, 7 terms)
+    // or 1e-17 (9 terms); the usual noise step turns by a few hundredths.
+    let terms = if r <= 0.125 {
+        5
+    } else if r <= 0.5 {
+        7
+    } else {
+        9
+    };
     let (mut s, mut c) = (1.0, 1.0);
-    for k in (0..9).rev() {
+    for k in (0..terms).rev() {
         s = 1.0 - r2 * SIN_FACTORS[k] * s;
         c = 1.0 - r2 * COS_FACTORS[k] * c;
     }

@@ -24,7 +24,7 @@
 use rayon::prelude::*;
 
 use super::gaussian::TokenStream;
-use super::geodesic::Turn;
+use super::geodesic::{sin_cos, Turn};
 use super::{Counts, Dynamics, Status};
 use crate::parallel::TOKENS_PER_CHUNK;
 use crate::simd::dot;
@@ -85,15 +85,82 @@ fn heun_step_from_field(
     let (x, f0) = (&*y, &s.f0);
     pair_chunks(xi, &mut s.predictor, d, |first, xi, out| {
         let range = first * d..first * d + out.len();
-        predictor(d, h, &x[range.clone()], &f0[range], xi, out);
+        match d {
+            2 => circle_predictor(h, &x[range.clone()], &f0[range], xi, out),
+            _ => predictor(d, h, &x[range.clone()], &f0[range], xi, out),
+        }
         0.0
     });
     dynamics.rhs(&s.predictor, &mut s.f1);
-    let (f0, f1, xi) = (&s.f0, &mut s.f1, &*xi);
+    let (f0, f1, xi, y1) = (&s.f0, &mut s.f1, &*xi, &s.predictor);
     pair_chunks(y, f1, d, |first, rows, f1| {
         let range = first * d..first * d + rows.len();
-        corrector(d, h, rows, (&f0[range.clone()], f1), &xi[range])
+        match d {
+            2 => circle_corrector(
+                h,
+                rows,
+                (&f0[range.clone()], f1),
+                &xi[range.clone()],
+                &y1[range],
+            ),
+            _ => corrector(d, h, rows, (&f0[range.clone()], f1), &xi[range]),
+        }
     })
+}
+
+/// [`predictor`] on the circle (d = 2), by the angle: with x^perp = (-x_2, x_1) and
+/// s = <h F_k + eta_k, x^perp>, Y_k = cos s x + sin s x^perp (the exponential map turns the
+/// angle by s; one sine and cosine a token, no square root).
+fn circle_predictor(h: f64, x: &[f64], f0: &[f64], xi: &mut [f64], out: &mut [f64]) {
+    for (((x, f), e), o) in x
+        .chunks_exact(2)
+        .zip(f0.chunks_exact(2))
+        .zip(xi.chunks_exact_mut(2))
+        .zip(out.chunks_exact_mut(2))
+    {
+        let along = x[0] * e[0] + x[1] * e[1];
+        e[0] -= along * x[0];
+        e[1] -= along * x[1];
+        let s = -(h * f[0] + e[0]) * x[1] + (h * f[1] + e[1]) * x[0];
+        let (sin, cos) = sin_cos(s.abs(), s * s);
+        let sin = if s < 0.0 { -sin } else { sin };
+        o[0] = cos * x[0] - sin * x[1];
+        o[1] = cos * x[1] + sin * x[0];
+    }
+}
+
+/// [`corrector`] on the circle: the transport back along the circle keeps angular velocities,
+/// so the corrector turns x by s = h/2 (<F_k(X), x^perp> + <F_k(Y), y^perp>) + <eta_k, x^perp>,
+/// then normalises; returns the largest | |X_k| - 1 | before the normalisation.
+fn circle_corrector(
+    h: f64,
+    x: &mut [f64],
+    (f0, f1): (&[f64], &[f64]),
+    eta: &[f64],
+    y: &[f64],
+) -> f64 {
+    let mut drift: f64 = 0.0;
+    for ((((x, a), b), e), y) in x
+        .chunks_exact_mut(2)
+        .zip(f0.chunks_exact(2))
+        .zip(f1.chunks_exact(2))
+        .zip(eta.chunks_exact(2))
+        .zip(y.chunks_exact(2))
+    {
+        let at_x = -a[0] * x[1] + a[1] * x[0];
+        let at_y = -b[0] * y[1] + b[1] * y[0];
+        let noise = -e[0] * x[1] + e[1] * x[0];
+        let s = 0.5 * h * (at_x + at_y) + noise;
+        let (sin, cos) = sin_cos(s.abs(), s * s);
+        let sin = if s < 0.0 { -sin } else { sin };
+        let n0 = cos * x[0] - sin * x[1];
+        let n1 = cos * x[1] + sin * x[0];
+        let r = (n0 * n0 + n1 * n1).sqrt();
+        drift = drift.max((r - 1.0).abs());
+        x[0] = n0 / r;
+        x[1] = n1 / r;
+    }
+    drift
 }
 
 /// For the rows of one chunk: eta_k = P_{X_k} xi_k (in place) and

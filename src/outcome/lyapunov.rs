@@ -72,6 +72,17 @@ pub fn run_spectrum(scenario: &Scenario, spec: LyapunovSpec) -> Result<Spectrum,
     })
 }
 
+/// The most numbers (n d) of a `group` or `clusters` run for which the automatic exponent is
+/// computed: it takes the full model's tangent flow, which those models exist to avoid (a group
+/// run of 10^5 tokens spent 51 s of its 51 s there, one of 10^7 ran out of memory).
+const AUTO_REDUCED_NUMBERS: usize = 20_000;
+
+/// Whether the automatic exponent is computed for a run of `model` on `numbers` = n d numbers:
+/// always for the full model (about twice its own run), up to [`AUTO_REDUCED_NUMBERS`] else.
+fn affordable(model: ModelKind, numbers: usize) -> bool {
+    model == ModelKind::Full || numbers <= AUTO_REDUCED_NUMBERS
+}
+
 /// The exponents a run reports and its label read with them: computed when `[lyapunov]` asks
 /// (then returned), or with the defaults when the tail of `c` swings without a period (then
 /// returned only when they make the run `chaotic`). Noisy runs and the `oa` model keep `c`.
@@ -84,11 +95,21 @@ pub fn label_with_exponents(
     let aperiodic = scenario.noise.is_none()
         && model != ModelKind::Oa
         && chaos::tail_without_period(&c, series);
+    let numbers = scenario.tokens.n.saturating_mul(scenario.model.d);
+    if aperiodic && scenario.lyapunov.is_none() && !affordable(model, numbers) {
+        let mut c = c;
+        c.reason.push_str(&format!(
+            "; lambda_1 not computed: it needs the full model's tangent flow on n d = {numbers} numbers, which the {model} model avoids (ask for it with [lyapunov])"
+        ));
+        return Ok((c, None));
+    }
     let spec = match scenario.lyapunov {
         Some(spec) => spec,
         None if aperiodic => LyapunovSpec::default_for(scenario.time.t_end),
         None => return Ok((c, None)),
     };
+    // The tangent flow runs the full model whatever model the run used.
+    simulation::check_memory(scenario, ModelKind::Full)?;
     let s = run_spectrum(scenario, spec)?;
     let refined = if aperiodic {
         chaos::refine(c, s.exponents[0], s.spread[0])

@@ -86,7 +86,10 @@ pub fn label_with_exponents(
         && chaos::tail_without_period(&c, series);
     let spec = match scenario.lyapunov {
         Some(spec) => spec,
-        None if aperiodic => LyapunovSpec::default_for(scenario.time.t_end),
+        // Without the field's derivative (positions, peri-LN, nGPT) the label stays as it is.
+        None if aperiodic && scenario.model.has_tangent_flow() => {
+            LyapunovSpec::default_for(scenario.time.t_end)
+        }
         None => return Ok((c, None)),
     };
     let s = run_spectrum(scenario, spec)?;

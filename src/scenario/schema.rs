@@ -58,6 +58,8 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
             "kernel_method",
             "mask",
             "normalization",
+            "ngpt_alpha",
+            "position",
         ]),
         "tokens" => Some(&[
             "n", "init", "seed", "r0", "phi0", "eps", "path", "ids", "center",
@@ -152,6 +154,10 @@ pub struct RawModel {
     pub mask: Option<MaskKind>,
     #[serde(default)]
     pub normalization: NormalizationKind,
+    /// nGPT's update rate (default 1).
+    pub ngpt_alpha: Option<f64>,
+    /// `"none"`, `{ rope = { base } }` or `{ alibi = { ... } }`.
+    pub position: Option<Value>,
 }
 
 /// One layer of a stack: its own A and V or heads, and how long it acts.

@@ -44,11 +44,11 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         (&tokens, &time, &run),
         checked.model.d,
     )?;
-    if noise.is_some() && checked.model.normalization == super::NormalizationKind::Pre {
+    if noise.is_some() && !checked.model.normalization.on_sphere() {
         return Err(ScenarioError::at(
             file,
             "noise.temperature",
-            "the noise moves tokens on the sphere (post-LN); model.normalization = \"pre\" keeps an unnormalised stream (remove [noise] or use normalization = \"post\")",
+            format!("the noise moves tokens on the sphere (post-LN, nGPT); model.normalization = \"{}\" keeps an unnormalised stream (remove [noise] or use normalization = \"post\")", checked.model.normalization),
         ));
     }
     let ensemble = stochastic::ensemble_spec(raw.ensemble.as_ref(), file, &tokens, noise.as_ref())?;
@@ -239,6 +239,14 @@ fn model_spec(
         "normalization".into(),
         Value::String(m.normalization.to_string()),
     );
+    let position = super::position::position(m.position.as_ref(), None, file)?;
+    if let Some(table) = position.to_toml() {
+        resolved.insert("position".into(), table);
+    }
+    let ngpt_alpha = super::position::ngpt_alpha(m.ngpt_alpha, file)?;
+    if m.normalization == super::NormalizationKind::Ngpt {
+        resolved.insert("ngpt_alpha".into(), Value::Float(ngpt_alpha));
+    }
     let model = ModelSpec {
         kernel: m.kernel,
         beta,
@@ -250,7 +258,10 @@ fn model_spec(
         factored,
         mask,
         normalization: m.normalization,
+        ngpt_alpha,
+        position,
     };
+    super::position::check_heads(&model, file)?;
     Ok(CheckedModel {
         model,
         resolved,

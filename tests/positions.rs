@@ -361,3 +361,181 @@ fn positioned_fields_ignore_the_thread_count() {
         assert_eq!(eval_with(1), eval_with(2));
     }
 }
+
+// ---------------------------------------------------------------- scenarios and bad input
+
+use std::path::Path;
+use tokdyn::scenario::Scenario;
+use tokdyn::simulation;
+
+fn error_of(text: &str) -> String {
+    match Scenario::from_toml_str(text, Path::new("t.toml"), Path::new("."), &[]) {
+        Ok(s) => match simulation::build(&s, s.run.model) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
+    }
+}
+
+fn text(kernel: &str, d: usize, model_extra: &str, rest: &str) -> String {
+    format!(
+        "name = \"e\"\n[model]\nkernel = \"{kernel}\"\nbeta = 1.0\nd = {d}\nA = \"identity\"\nV = \"identity\"\n{model_extra}\n[tokens]\nn = 8\n[time]\nt_end = 1.0\nsamples = 3\n{rest}"
+    )
+}
+
+#[test]
+fn bad_positions_and_normalisations_name_the_key() {
+    let rope = "position = { rope = { base = 10000.0 } }";
+    let alibi = "position = { alibi = { slopes = \"standard\" } }";
+    let cases: Vec<(String, &str)> = vec![
+        (text("sa", 3, rope, ""), "model.position.rope"),
+        (
+            text(
+                "sa",
+                4,
+                "position = { alibi = { slopes = [0.5, 0.25] } }",
+                "",
+            ),
+            "model.position.alibi.slopes",
+        ),
+        (
+            text("sa", 4, "position = { alibi = { slopes = [-0.5] } }", ""),
+            "model.position.alibi.slopes",
+        ),
+        (
+            text("sa", 4, "position = { rope = { base = 0.5 } }", ""),
+            "model.position.rope.base",
+        ),
+        (
+            text("sa", 4, "position = { sinusoid = {} }", ""),
+            "model.position",
+        ),
+        (
+            text("sa", 4, "normalization = \"ngpt\"\nngpt_alpha = 0.0", ""),
+            "model.ngpt_alpha",
+        ),
+        (
+            text("sa", 4, "normalization = \"ngpt\"\nngpt_alpha = -2", ""),
+            "model.ngpt_alpha",
+        ),
+        (
+            text("sa", 4, "normalization = \"middle\"", ""),
+            "model.normalization",
+        ),
+        (
+            text(
+                "usa",
+                2,
+                &format!("{alibi}\nkernel_method = \"spectral\""),
+                "",
+            ),
+            "model.kernel_method",
+        ),
+        (
+            text(
+                "usa",
+                2,
+                "normalization = \"peri\"\nkernel_method = \"spectral\"",
+                "",
+            ),
+            "model.kernel_method",
+        ),
+        (
+            text(
+                "sa",
+                3,
+                &format!("{alibi}\nkernel_method = \"harmonics\""),
+                "",
+            ),
+            "model.kernel_method",
+        ),
+        (
+            text("lsa", 4, rope, "[run]\nmodel = \"group\""),
+            "run.model",
+        ),
+        (
+            text("sa", 4, alibi, "[run]\nmodel = \"clusters\""),
+            "run.model",
+        ),
+        (
+            text(
+                "lsa",
+                4,
+                "normalization = \"ngpt\"",
+                "[run]\nmodel = \"group\"",
+            ),
+            "run.model",
+        ),
+        (text("sa", 4, rope, "[lyapunov]\nexponents = 1"), "lyapunov"),
+        (
+            text(
+                "sa",
+                4,
+                "normalization = \"peri\"",
+                "[lyapunov]\nexponents = 1",
+            ),
+            "lyapunov",
+        ),
+        (
+            text(
+                "sa",
+                4,
+                "normalization = \"peri\"",
+                "[noise]\ntemperature = 0.1",
+            ),
+            "noise.temperature",
+        ),
+    ];
+    for (text, key) in cases {
+        let e = error_of(&text);
+        assert!(e.contains(&format!("{key}:")), "{key}: {e}");
+    }
+}
+
+#[test]
+fn auto_takes_the_direct_kernel_with_positions() {
+    // usa in d = 2 with n large enough that auto would take the spectral kernel without them.
+    let plain = text("usa", 2, "", "").replace("n = 8", "n = 4000");
+    let s = Scenario::from_toml_str(&plain, Path::new("t.toml"), Path::new("."), &[]).unwrap();
+    let choice = simulation::kernel_choice(&s, s.run.model).unwrap();
+    assert_eq!(choice.as_str(), "spectral");
+    let positioned = text("usa", 2, "position = { alibi = { slope_per_n = 2.0 } }", "")
+        .replace("n = 8", "n = 4000");
+    let s = Scenario::from_toml_str(&positioned, Path::new("t.toml"), Path::new("."), &[]).unwrap();
+    assert_eq!(
+        simulation::kernel_choice(&s, s.run.model).unwrap().as_str(),
+        "direct"
+    );
+}
+
+#[test]
+fn the_cli_refuses_bad_positions_with_one_error_line_and_no_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(
+        &file,
+        text(
+            "sa",
+            4,
+            "position = { alibi = { slopes = [0.5, 0.25] } }",
+            "",
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let assert = assert_cmd::Command::cargo_bin("tokdyn")
+        .unwrap()
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error:") && stderr.contains("model.position.alibi.slopes"));
+    assert!(!out.exists());
+}

@@ -135,6 +135,7 @@ pub fn mask_line(format: Format) -> &'static str {
     match format {
         Format::Gpt2 => "mask: causal by default (a decoder: token k attends to j <= k; set model.mask = \"none\" to lift it)",
         Format::Bert => "mask: none by default (an encoder: every token attends to every token)",
+        Format::Llama => "mask: causal by default, pre-LN, RoPE from config.json (per-head spectra of llama checkpoints are not computed by inspect yet)",
     }
 }
 

@@ -87,7 +87,7 @@ fn finite_number(value: f64, key: &str, file: &Path) -> Result<f64, ScenarioErro
 /// `model.mask` as written, else causal for a gpt2 checkpoint (a decoder) and none otherwise.
 pub fn mask(m: &RawModel, checkpoint: Option<&OpenCheckpoint>) -> MaskKind {
     m.mask.unwrap_or(match checkpoint.map(|c| c.format) {
-        Some(Format::Gpt2) => MaskKind::Causal,
+        Some(Format::Gpt2 | Format::Llama) => MaskKind::Causal,
         _ => MaskKind::None,
     })
 }

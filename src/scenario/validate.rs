@@ -235,16 +235,23 @@ fn model_spec(
     );
     let mask = super::real::mask(m, checkpoint.as_ref());
     resolved.insert("mask".into(), Value::String(mask.to_string()));
+    // A llama checkpoint is pre-LN with RoPE by default.
+    let llama = checkpoint.as_ref().and_then(|c| c.llama.as_ref());
+    let normalization = m.normalization.unwrap_or(match llama {
+        Some(_) => super::NormalizationKind::Pre,
+        None => super::NormalizationKind::Post,
+    });
     resolved.insert(
         "normalization".into(),
-        Value::String(m.normalization.to_string()),
+        Value::String(normalization.to_string()),
     );
-    let position = super::position::position(m.position.as_ref(), None, file)?;
+    let position =
+        super::position::position(m.position.as_ref(), llama.map(|c| c.rope_theta), file)?;
     if let Some(table) = position.to_toml() {
         resolved.insert("position".into(), table);
     }
     let ngpt_alpha = super::position::ngpt_alpha(m.ngpt_alpha, file)?;
-    if m.normalization == super::NormalizationKind::Ngpt {
+    if normalization == super::NormalizationKind::Ngpt {
         resolved.insert("ngpt_alpha".into(), Value::Float(ngpt_alpha));
     }
     let model = ModelSpec {
@@ -257,7 +264,7 @@ fn model_spec(
         kernel_method: m.kernel_method,
         factored,
         mask,
-        normalization: m.normalization,
+        normalization,
         ngpt_alpha,
         position,
     };

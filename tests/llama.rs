@@ -316,3 +316,116 @@ fn bad_llama_checkpoints_name_the_key() {
         assert!(e.contains(&format!("{key}:")), "{key}: {e}");
     }
 }
+
+// ---------------------------------------------------------------- gpt2 position embeddings
+
+fn write_f32(path: &Path, tensors: &[Tensor]) {
+    let data: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .iter()
+        .map(|Tensor(n, s, v)| {
+            let bytes = v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect();
+            (n.clone(), s.clone(), bytes)
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = data
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
+            )
+        })
+        .collect();
+    std::fs::write(path, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+#[test]
+fn gpt2_embedding_starts_add_the_position_embeddings() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let f32s = |v: Vec<f64>| {
+        v.into_iter()
+            .map(|x| f64::from(x as f32))
+            .collect::<Vec<_>>()
+    };
+    let wte = f32s(random(&mut rng, VOCAB * D, 1.0, 0.0));
+    let wpe = f32s(random(&mut rng, 10 * D, 0.5, 0.0));
+    let qkv = f32s(random(&mut rng, D * 3 * D, 0.3, 0.0));
+    let proj = f32s(random(&mut rng, D * D, 0.3, 0.0));
+    write_f32(
+        &dir.path().join("g.safetensors"),
+        &[
+            Tensor("wte.weight".into(), vec![VOCAB, D], wte.clone()),
+            Tensor("wpe.weight".into(), vec![10, D], wpe.clone()),
+            Tensor("h.0.attn.c_attn.weight".into(), vec![D, 3 * D], qkv),
+            Tensor("h.0.attn.c_proj.weight".into(), vec![D, D], proj),
+        ],
+    );
+    let ids = [4usize, 4, 9, 0, 13];
+    let text = |extra: &str| {
+        format!(
+            "name = \"g\"\n[model]\nkernel = \"sa\"\nbeta = 1.0\n[model.checkpoint]\npath = \"g.safetensors\"\nformat = \"gpt2\"\nlayers = [0]\nheads = 2\n[tokens]\ninit = \"embedding\"\nids = {ids:?}\n{extra}\n[time]\nt_end = 1.0\nsamples = 3\n"
+        )
+    };
+    let start = |extra: &str| -> Result<Vec<f64>, String> {
+        let s = Scenario::from_toml_str(&text(extra), &dir.path().join("s.toml"), dir.path(), &[])
+            .map_err(|e| e.to_string())?;
+        Ok(simulation::build(&s, s.run.model)
+            .map_err(|e| e.to_string())?
+            .initial_state)
+    };
+    let expected = |with_positions: bool| -> Vec<f64> {
+        ids.iter()
+            .enumerate()
+            .flat_map(|(k, &id)| {
+                let row: Vec<f64> = (0..D)
+                    .map(|c| wte[id * D + c] + if with_positions { wpe[k * D + c] } else { 0.0 })
+                    .collect();
+                let norm = row.iter().map(|v| v * v).sum::<f64>().sqrt();
+                row.into_iter().map(move |v| v / norm)
+            })
+            .collect()
+    };
+    let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-14);
+    let default = start("").unwrap();
+    assert!(close(&default, &expected(true)));
+    // Tokens 1 and 2 share an id: only their positions tell them apart.
+    assert!((0..D).any(|c| (default[c] - default[D + c]).abs() > 1e-3));
+    assert!(close(
+        &start("positions = false").unwrap(),
+        &expected(false)
+    ));
+    // More tokens than positions, and positions asked of a file without them.
+    let long = text("").replace(&format!("{ids:?}"), &format!("{:?}", [1usize; 11]));
+    let e = Scenario::from_toml_str(&long, &dir.path().join("s.toml"), dir.path(), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tokens.positions:") && e.contains("11 tokens"),
+        "{e}"
+    );
+}
+
+#[test]
+fn inspect_reads_a_llama_checkpoint_and_says_which_heads_share_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    write_checkpoint(dir.path(), &weights(6), Some(&config(H, KV, D)));
+    let out = dir.path().join("inspect");
+    let ckpt = dir.path().join("model.safetensors");
+    let report =
+        tokdyn::command::inspect::inspect(&ckpt, Some(H), None, Some(out.clone())).unwrap();
+    assert_eq!(report.format.to_string(), "llama");
+    let kv: Vec<usize> = report.heads.iter().map(|r| r.kv).collect();
+    assert_eq!(kv, vec![0, 0, 1, 1]);
+    // Heads of width E = 4: at most 4 positive directions of sym(A_h).
+    assert!(report.heads.iter().all(|r| r.a_sym_positive <= E));
+    let csv = std::fs::read_to_string(out.join("heads.csv")).unwrap();
+    assert!(csv.starts_with("layer,head,kv,"), "{csv}");
+    // Wrong head count, and no config.json.
+    assert!(tokdyn::command::inspect::inspect(&ckpt, Some(2), None, None).is_err());
+    std::fs::remove_file(dir.path().join("config.json")).unwrap();
+    let e = tokdyn::command::inspect::inspect(&ckpt, Some(H), None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("config.json"), "{e}");
+}

@@ -345,6 +345,42 @@ impl Checkpoint {
         self.find(&candidates).unwrap_or(&candidates[0]).to_string()
     }
 
+    /// The position-embedding tensor's name when the file has one (gpt2 `wpe`, bert
+    /// `position_embeddings`; llama has none: RoPE acts in the scores).
+    pub fn position_embedding_name(&self, format: Format) -> Option<String> {
+        let candidates: Vec<String> = match format {
+            Format::Gpt2 => vec!["wpe.weight".into(), "transformer.wpe.weight".into()],
+            Format::Bert => vec![
+                "embeddings.position_embeddings.weight".into(),
+                "bert.embeddings.position_embeddings.weight".into(),
+            ],
+            Format::Llama => Vec::new(),
+        };
+        self.find(&candidates).map(str::to_string)
+    }
+
+    /// Rows 0..count of a 2-D tensor of `cols` columns (the first `count` positions).
+    pub fn leading_rows(
+        &self,
+        name: &str,
+        count: usize,
+        cols: usize,
+    ) -> Result<Vec<f64>, CheckpointError> {
+        let (rows, width) = self.shape2(name)?;
+        if width != cols {
+            return fail(format!(
+                "tensor `{name}`: expected {cols} columns (d), found {width}"
+            ));
+        }
+        if count > rows {
+            return fail(format!(
+                "tensor `{name}`: {count} tokens but only {rows} positions"
+            ));
+        }
+        let (_, data) = self.tensor(name)?;
+        Ok(data[..count * cols].to_vec())
+    }
+
     /// The heads of layer `layer`: A_h and V_h for h = 0..heads, d x d each.
     pub fn layer_heads(
         &self,

@@ -633,6 +633,15 @@ pub fn embedding_rows(
                 ),
             ));
         }
+        if t.positions.is_some() {
+            return Err(err(
+                "tokens.positions",
+                format!(
+                    "positions are only used with init = \"embedding\" (init is \"{}\")",
+                    t.init
+                ),
+            ));
+        }
         if t.center.is_some() {
             return Err(err(
                 "tokens.center",
@@ -677,6 +686,26 @@ pub fn embedding_rows(
             for (v, m) in row.iter_mut().zip(&mean) {
                 *v -= m;
             }
+        }
+    }
+    // Token k (from 0) gets position embedding row k: the model's input wte[id_k] + wpe[k].
+    let position_name = open.checkpoint.position_embedding_name(open.format);
+    match (t.positions, position_name) {
+        (Some(false), _) | (None, None) => {}
+        (Some(true), None) => {
+            return Err(err(
+                "tokens.positions",
+                format!(
+                    "`{shown}` has no position embeddings (gpt2 wpe.weight, bert position_embeddings; llama has none, RoPE acts in the scores)"
+                ),
+            ))
+        }
+        (_, Some(name)) => {
+            let table = open
+                .checkpoint
+                .leading_rows(&name, indices.len(), d)
+                .map_err(|e| err("tokens.positions", format!("`{shown}`: {e}")))?;
+            rows.iter_mut().zip(&table).for_each(|(v, p)| *v += p);
         }
     }
     Ok(Some(rows))

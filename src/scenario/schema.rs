@@ -62,7 +62,16 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
             "position",
         ]),
         "tokens" => Some(&[
-            "n", "init", "seed", "r0", "phi0", "eps", "path", "ids", "center",
+            "n",
+            "init",
+            "seed",
+            "r0",
+            "phi0",
+            "eps",
+            "path",
+            "ids",
+            "center",
+            "positions",
         ]),
         "time" => Some(&["t_end", "samples", "t_max"]),
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
@@ -222,6 +231,8 @@ pub struct RawTokens {
     pub path: Option<String>,
     pub ids: Option<Vec<i64>>,
     pub center: Option<bool>,
+    /// Embedding starts: add the position embeddings (default: where the checkpoint has them).
+    pub positions: Option<bool>,
 }
 
 fn default_init() -> InitKind {

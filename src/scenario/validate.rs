@@ -611,6 +611,9 @@ impl Resolved<'_> {
             let ids = ids.iter().map(|&i| Value::Integer(i)).collect();
             table.insert("ids".into(), Value::Array(ids));
             table.insert("center".into(), Value::Boolean(t.center.unwrap_or(false)));
+            if let Some(p) = t.positions {
+                table.insert("positions".into(), Value::Boolean(p));
+            }
         }
         table
     }

@@ -1,8 +1,8 @@
 //! The llama layout (Llama, Mistral, Qwen: safetensors + config.json; docs/MATH.md §16).
 //!
-//! PyTorch's [out, in] order: `model.layers.{l}.self_attn.q_proj.weight` is [H d_h, d], `k_proj`
-//! and `v_proj` [H_kv d_h, d], `o_proj` [d, H d_h], `input_layernorm.weight` the RMSNorm gain g
-//! [d]; the word embeddings `model.embed_tokens.weight` [vocabulary, d]. In the row-vector
+//! PyTorch's `[out, in]` order: `model.layers.{l}.self_attn.q_proj.weight` is `[H d_h, d]`,
+//! `k_proj` and `v_proj` `[H_kv d_h, d]`, `o_proj` `[d, H d_h]`, `input_layernorm.weight` the
+//! RMSNorm gain g `[d]`; the word embeddings `model.embed_tokens.weight` `[vocabulary, d]`. In the row-vector
 //! convention W_Q = q_proj^T (d x H d_h), and head h uses the key/value head h / (H / H_kv)
 //! (grouped-query attention):
 //!

@@ -3,7 +3,9 @@
 //! (Q, K, V, O) and with the same heads formed as d x d matrices (A, V); then a 12-layer
 //! causal stack at n = 1024 integrated to the end (time and peak memory).
 //!
-//! Run: `cargo bench --bench transformer` (`-- eval` or `-- stack` for one part). Prints the
+//! A llama-shaped layer with and without RoPE (`-- rope`).
+//!
+//! Run: `cargo bench --bench transformer` (`-- eval`, `-- stack` or `-- rope` for one part). Prints the
 //! time per evaluation, the speed-up, the factored products' flop rate, and whether the bytes
 //! are the same at 1 and 2 threads. Figures in benches/README.md.
 
@@ -188,5 +190,62 @@ fn main() {
     }
     if only.is_none_or(|a| a == "stack") {
         stack();
+    }
+    if only.is_none_or(|a| a == "rope") {
+        rope();
+    }
+}
+
+/// A llama-shaped layer (d = 2048, 32 heads of d_h = 64 sharing 8 key/value heads), causal sa
+/// at n = 512: one field evaluation with RoPE (base 10000) against the same layer without.
+fn rope() {
+    let (d, heads, kv, dh, n) = (2048, 32, 8, 64, 512);
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let shared: Vec<(DMatrix<f64>, DMatrix<f64>)> = (0..kv)
+        .map(|_| {
+            (
+                gaussian(d, dh, 0.03, &mut rng),
+                gaussian(d, dh, 0.03, &mut rng),
+            )
+        })
+        .collect();
+    let factors: Vec<FactoredHead> = (0..heads)
+        .map(|h| {
+            let (k, v) = &shared[h / (heads / kv)];
+            FactoredHead {
+                q: gaussian(d, dh, 0.03, &mut rng),
+                k: k.clone(),
+                v: v.clone(),
+                o: gaussian(dh, d, 0.03, &mut rng),
+            }
+        })
+        .collect();
+    let plain = Attention::new(Kernel::Sa, 1.0, Vec::new())
+        .with_factored(factors)
+        .with_mask(Mask::Causal);
+    let rotary = plain
+        .clone()
+        .with_position(tokdyn::model::Position::Rope { base: 10000.0 });
+    let x = tokens(n, d);
+    println!(
+        "llama shape: d = {d}, {heads} heads / {kv} kv heads (d_h = {dh}), n = {n}, causal sa"
+    );
+    let flops = heads as f64 * (8.0 * (n * d * dh) as f64 + 2.0 * (n * (n + 1) * dh) as f64);
+    for threads in [1, 2] {
+        let (t_plain, _) = in_pool(threads, || {
+            time_eval(&SphereField::new(plain.clone(), n), &x, 5)
+        });
+        let (t_rope, _) = in_pool(threads, || {
+            time_eval(&SphereField::new(rotary.clone(), n), &x, 5)
+        });
+        let peak = 49.5 * threads as f64;
+        println!(
+            "{threads} thread(s): no RoPE {:.1} ms, RoPE {:.1} ms, ratio {:.3}; RoPE {:.1} GFlop/s = {:.0}% of peak {peak} GFlop/s",
+            t_plain * 1e3,
+            t_rope * 1e3,
+            t_rope / t_plain,
+            flops / t_rope / 1e9,
+            100.0 * flops / t_rope / 1e9 / peak
+        );
     }
 }

@@ -14,12 +14,14 @@ use crate::integrate::{Dynamics, Method, NoiseSettings, Piecewise, Problem};
 use crate::model::harmonics::HarmonicsField;
 use crate::model::kernel_method::{self, KernelChoice, KernelMethod};
 use crate::model::spectral::SpectralField;
-use crate::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
+use crate::model::{
+    Attention, FactoredHead, Head, Kernel, Mask, Normalization, Position, SphereField,
+};
 use crate::observe::order_parameter_r2;
 use crate::reduced::{GroupFlow, OttAntonsen, PhaseModel, SecondHarmonic, WatanabeStrogatz};
 use crate::scenario::{
     InitKind, KernelKind, KernelMethodKind, MaskKind, MethodKind, ModelKind, NormalizationKind,
-    Scenario, ScenarioError,
+    PositionSpec, Scenario, ScenarioError,
 };
 
 /// A scenario made ready to solve with one model.
@@ -80,10 +82,7 @@ impl Simulation {
 /// One layer on the sphere (post-LN), unmasked and without noise: where the flow is the
 /// gradient flow of the energy (V = A symmetric) and the cluster model holds (docs/MATH.md §11).
 pub fn one_free_sphere_layer(scenario: &Scenario) -> bool {
-    scenario.model.layers.is_empty()
-        && scenario.model.mask == crate::scenario::MaskKind::None
-        && scenario.model.normalization == crate::scenario::NormalizationKind::Post
-        && scenario.noise.is_none()
+    scenario.model.layers.is_empty() && scenario.model.is_plain() && scenario.noise.is_none()
 }
 
 /// The layer whose clusters refine the label: one free layer on the sphere; elsewhere the
@@ -186,11 +185,24 @@ fn attention_of(
     let normalization = match scenario.model.normalization {
         NormalizationKind::Post => Normalization::Post,
         NormalizationKind::Pre => Normalization::Pre,
+        NormalizationKind::Peri => Normalization::Peri,
+        NormalizationKind::Ngpt => Normalization::Ngpt,
     };
-    Attention::new(kernel, scenario.model.beta, heads)
+    let layer = Attention::new(kernel, scenario.model.beta, heads)
         .with_factored(factored)
         .with_mask(mask)
         .with_normalization(normalization)
+        .with_ngpt_alpha(scenario.model.ngpt_alpha);
+    let position = match &scenario.model.position {
+        PositionSpec::None => Position::None,
+        PositionSpec::Rope { base } => Position::Rope { base: *base },
+        alibi => Position::Alibi {
+            slopes: alibi
+                .slopes(layer.head_count(), scenario.tokens.n)
+                .unwrap_or_default(),
+        },
+    };
+    layer.with_position(position)
 }
 
 /// `model.kernel_method` of a scenario.
@@ -502,7 +514,7 @@ pub struct NormRange {
 
 /// The norms' range of the full model's final stream under pre-LN; `None` otherwise.
 pub fn stream_norms(scenario: &Scenario, model: ModelKind, state: &[f64]) -> Option<NormRange> {
-    let pre = scenario.model.normalization == NormalizationKind::Pre;
+    let pre = !scenario.model.normalization.on_sphere();
     if !pre || model != ModelKind::Full || state.is_empty() {
         return None;
     }

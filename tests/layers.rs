@@ -831,9 +831,15 @@ fn bad_checkpoints_are_input_errors_naming_the_tensor() {
     // Format, model.d mismatch, and the two spellings of the stack at once.
     let e = run_fails(
         dir.path(),
-        &text("good.safetensors").replace("format = \"gpt2\"", "format = \"llama\""),
+        &text("good.safetensors").replace("format = \"gpt2\"", "format = \"t5\""),
     );
     assert!(e.contains("model.checkpoint.format"), "{e}");
+    // A gpt2 file read as llama: its llama tensors are missing.
+    let e = run_fails(
+        dir.path(),
+        &text("good.safetensors").replace("format = \"gpt2\"", "format = \"llama\""),
+    );
+    assert!(e.contains("model.checkpoint"), "{e}");
     let e = run_fails(
         dir.path(),
         &text("good.safetensors").replace("beta = 1.0", "beta = 1.0\nd = 4"),

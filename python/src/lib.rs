@@ -29,7 +29,9 @@ use pyo3::types::{PyComplex, PyDict};
 
 use nalgebra::DMatrix;
 use tokdyn::error::Error;
-use tokdyn::model::{Attention, FactoredHead, Head, Kernel, Mask, Normalization, SphereField};
+use tokdyn::model::{
+    Attention, FactoredHead, Head, Kernel, Mask, Normalization, Position, SphereField,
+};
 use tokdyn::output::RunOptions;
 use tokdyn::scenario::{apply_set, Scenario, ScenarioError};
 
@@ -311,9 +313,11 @@ fn tokens_of(
 }
 
 /// `field`: x' at the tokens X for the heads (A[h], V[h]) and the factored heads
-/// (Q, K, V, O), under `mask` ("none" | "causal") and `normalization` ("post" | "pre").
+/// (Q, K, V, O), under `mask` ("none" | "causal") and `normalization` ("post" | "pre" |
+/// "peri" | "ngpt", with `ngpt_alpha`), with RoPE (`rope_base`) or ALiBi (`alibi_slopes`, one
+/// per head: the heads given by A first) positions.
 #[pyfunction]
-#[pyo3(signature = (x, a, v, factors, kernel="lsa", beta=1.0, mask="none", normalization="post"))]
+#[pyo3(signature = (x, a, v, factors, kernel="lsa", beta=1.0, mask="none", normalization="post", ngpt_alpha=1.0, rope_base=None, alibi_slopes=None))]
 #[allow(clippy::too_many_arguments)]
 fn field<'py>(
     py: Python<'py>,
@@ -325,6 +329,9 @@ fn field<'py>(
     beta: f64,
     mask: &str,
     normalization: &str,
+    ngpt_alpha: f64,
+    rope_base: Option<f64>,
+    alibi_slopes: Option<Vec<f64>>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let (tokens, n, d) = tokens_of(&x, "X")?;
     let kernel = match kernel {
@@ -361,9 +368,11 @@ fn field<'py>(
     let normalization = match normalization {
         "post" => Normalization::Post,
         "pre" => Normalization::Pre,
+        "peri" => Normalization::Peri,
+        "ngpt" => Normalization::Ngpt,
         other => {
             return Err(PyValueError::new_err(format!(
-                "normalization: `{}` is not one of post, pre",
+                "normalization: `{}` is not one of post, pre, peri, ngpt",
                 other.escape_debug()
             )))
         }
@@ -380,17 +389,75 @@ fn field<'py>(
             v: matrix_rows(&v.as_array(), d, &format!("V[{h}]"))?,
         });
     }
+    if !(ngpt_alpha.is_finite() && ngpt_alpha > 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "ngpt_alpha: must be a finite number > 0, got {ngpt_alpha}"
+        )));
+    }
+    let position = position_of(rope_base, alibi_slopes, &heads, &factored, d)?;
     let dx = py.detach(move || {
         let attention = Attention::new(kernel, beta, heads)
             .with_factored(factored)
             .with_mask(mask)
-            .with_normalization(normalization);
+            .with_normalization(normalization)
+            .with_ngpt_alpha(ngpt_alpha)
+            .with_position(position);
         let field = SphereField::new(attention, n);
         let mut dx = vec![0.0; n * d];
         field.eval(&tokens, &mut dx);
         dx
     });
     PyArray1::from_vec(py, dx).reshape([n, d])
+}
+
+/// RoPE (`rope_base` > 1, every head's d_h even; a head given by A has d_h = d) or ALiBi (one
+/// finite slope >= 0 per head), or none.
+fn position_of(
+    rope_base: Option<f64>,
+    alibi_slopes: Option<Vec<f64>>,
+    heads: &[Head],
+    factored: &[FactoredHead],
+    d: usize,
+) -> PyResult<Position> {
+    let widths: Vec<usize> = heads
+        .iter()
+        .map(|_| d)
+        .chain(factored.iter().map(FactoredHead::d_h))
+        .collect();
+    match (rope_base, alibi_slopes) {
+        (Some(_), Some(_)) => Err(PyValueError::new_err(
+            "position: give either rope or alibi, not both",
+        )),
+        (None, None) => Ok(Position::None),
+        (Some(base), None) => {
+            if !(base.is_finite() && base > 1.0) {
+                return Err(PyValueError::new_err(format!(
+                    "position.rope.base: must be a finite number > 1, got {base}"
+                )));
+            }
+            if let Some(odd) = widths.iter().find(|w| *w % 2 == 1) {
+                return Err(PyValueError::new_err(format!(
+                    "position.rope: RoPE needs an even head width d_h, a head has d_h = {odd}"
+                )));
+            }
+            Ok(Position::Rope { base })
+        }
+        (None, Some(slopes)) => {
+            if slopes.len() != widths.len() {
+                return Err(PyValueError::new_err(format!(
+                    "position.alibi.slopes: {} slopes for {} heads (one per head)",
+                    slopes.len(),
+                    widths.len()
+                )));
+            }
+            if slopes.iter().any(|m| !(m.is_finite() && *m >= 0.0)) {
+                return Err(PyValueError::new_err(
+                    "position.alibi.slopes: each slope must be a finite number >= 0",
+                ));
+            }
+            Ok(Position::Alibi { slopes })
+        }
+    }
 }
 
 /// One factored head from [Q, K, V, O]: Q, K, V d x d_h and O d_h x d, d_h dividing d.

@@ -416,7 +416,18 @@ def _directions(X, name="X"):
     return _np.ldexp(a, -_np.frexp(size)[1][:, None])
 
 
-def field(X, A, V=None, *, kernel="lsa", beta=1.0, mask="none", normalization="post"):
+def field(
+    X,
+    A,
+    V=None,
+    *,
+    kernel="lsa",
+    beta=1.0,
+    mask="none",
+    normalization="post",
+    ngpt_alpha=1.0,
+    position=None,
+):
     """One evaluation of the sphere field at the tokens X (n x d).
 
     ``A`` and ``V`` are d x d matrices (one head) or equal-length lists of them (heads whose
@@ -429,7 +440,12 @@ def field(X, A, V=None, *, kernel="lsa", beta=1.0, mask="none", normalization="p
     unit length first (the field is that of the points x_k / |x_k| on the sphere); the head
     matrices are used as given. Complex arrays, non-finite entries, zero rows of X and a field
     that overflows (e.g. ``usa`` with a large beta) raise ValueError naming the argument.
+    ``normalization="peri"`` returns the normalised update a_k / |a_k| (unprojected),
+    ``"ngpt"`` ``ngpt_alpha`` P_k a_k / |a_k|. ``position`` is None, ``{"rope": {"base": b}}``
+    (token k at position k; a head given by A is rotated as Q = A, K = I) or
+    ``{"alibi": {"slopes": [m, ...]}}`` (one slope per head, heads given by A first).
     """
+    rope_base, alibi_slopes = _position(position)
     heads_a, heads_v, factors = [], [], []
     if V is None:
         heads = [A] if isinstance(A, dict) else list(A)
@@ -459,6 +475,9 @@ def field(X, A, V=None, *, kernel="lsa", beta=1.0, mask="none", normalization="p
         float(beta),
         str(mask),
         str(normalization),
+        float(ngpt_alpha),
+        rope_base,
+        alibi_slopes,
     )
     if not _np.all(_np.isfinite(result)):
         raise ValueError(
@@ -466,6 +485,21 @@ def field(X, A, V=None, *, kernel="lsa", beta=1.0, mask="none", normalization="p
             "is beyond the largest float); lower beta or the scale of A and V"
         )
     return result
+
+
+def _position(position):
+    """(rope_base, alibi_slopes) of ``field``'s ``position`` argument."""
+    if position is None:
+        return None, None
+    if isinstance(position, dict) and len(position) == 1:
+        ((kind, inner),) = position.items()
+        if kind == "rope" and isinstance(inner, dict) and set(inner) <= {"base"}:
+            return float(inner.get("base", 10000.0)), None
+        if kind == "alibi" and isinstance(inner, dict) and set(inner) == {"slopes"}:
+            return None, [float(m) for m in inner["slopes"]]
+    raise ValueError(
+        'position: expected None, {"rope": {"base": b}} or {"alibi": {"slopes": [...]}}'
+    )
 
 
 def order_parameters(X):

@@ -20,6 +20,7 @@
 
 pub mod bert;
 pub mod gpt2;
+pub mod llama;
 pub mod spectra;
 pub mod validate;
 
@@ -54,17 +55,20 @@ pub enum Format {
     Gpt2,
     /// BERT: separate query, key, value and output dense layers.
     Bert,
+    /// Llama: q/k/v/o projections in PyTorch order, grouped-query heads, config.json.
+    Llama,
 }
 
 impl Format {
     /// The file words, in order.
-    pub const WORDS: [&'static str; 2] = ["gpt2", "bert"];
+    pub const WORDS: [&'static str; 3] = ["gpt2", "bert", "llama"];
 
     /// The word used in scenario files.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Gpt2 => "gpt2",
             Format::Bert => "bert",
+            Format::Llama => "llama",
         }
     }
 
@@ -73,6 +77,7 @@ impl Format {
         match word {
             "gpt2" => Some(Format::Gpt2),
             "bert" => Some(Format::Bert),
+            "llama" => Some(Format::Llama),
             _ => None,
         }
     }
@@ -289,6 +294,8 @@ impl Checkpoint {
             Some(Format::Gpt2)
         } else if bert::names(0).find(|c| self.find(c).is_some()).is_some() {
             Some(Format::Bert)
+        } else if llama::names(0).find(|c| self.find(c).is_some()).is_some() {
+            Some(Format::Llama)
         } else {
             None
         }
@@ -301,6 +308,7 @@ impl Checkpoint {
             if let Some(l) = match format {
                 Format::Gpt2 => gpt2::layer_of(name),
                 Format::Bert => bert::layer_of(name),
+                Format::Llama => llama::layer_of(name),
             } {
                 found.insert(l);
             }
@@ -318,6 +326,11 @@ impl Checkpoint {
         let name = match format {
             Format::Gpt2 => gpt2::attention_names(self, first).0,
             Format::Bert => bert::attention_names(self, first).0,
+            // q_proj is [H d_h, d]: d is its second axis.
+            Format::Llama => {
+                let q = llama::tensor_name(self, first, "self_attn.q_proj.weight");
+                return Ok(self.shape2(&q)?.1);
+            }
         };
         Ok(self.shape2(&name)?.0)
     }
@@ -327,8 +340,45 @@ impl Checkpoint {
         let candidates = match format {
             Format::Gpt2 => gpt2::embedding_names(),
             Format::Bert => bert::embedding_names(),
+            Format::Llama => llama::embedding_names(),
         };
         self.find(&candidates).unwrap_or(&candidates[0]).to_string()
+    }
+
+    /// The position-embedding tensor's name when the file has one (gpt2 `wpe`, bert
+    /// `position_embeddings`; llama has none: RoPE acts in the scores).
+    pub fn position_embedding_name(&self, format: Format) -> Option<String> {
+        let candidates: Vec<String> = match format {
+            Format::Gpt2 => vec!["wpe.weight".into(), "transformer.wpe.weight".into()],
+            Format::Bert => vec![
+                "embeddings.position_embeddings.weight".into(),
+                "bert.embeddings.position_embeddings.weight".into(),
+            ],
+            Format::Llama => Vec::new(),
+        };
+        self.find(&candidates).map(str::to_string)
+    }
+
+    /// Rows 0..count of a 2-D tensor of `cols` columns (the first `count` positions).
+    pub fn leading_rows(
+        &self,
+        name: &str,
+        count: usize,
+        cols: usize,
+    ) -> Result<Vec<f64>, CheckpointError> {
+        let (rows, width) = self.shape2(name)?;
+        if width != cols {
+            return fail(format!(
+                "tensor `{name}`: expected {cols} columns (d), found {width}"
+            ));
+        }
+        if count > rows {
+            return fail(format!(
+                "tensor `{name}`: {count} tokens but only {rows} positions"
+            ));
+        }
+        let (_, data) = self.tensor(name)?;
+        Ok(data[..count * cols].to_vec())
     }
 
     /// The heads of layer `layer`: A_h and V_h for h = 0..heads, d x d each.
@@ -348,6 +398,7 @@ impl Checkpoint {
         let maps = match format {
             Format::Gpt2 => gpt2::maps(self, layer, d)?,
             Format::Bert => bert::maps(self, layer, d)?,
+            Format::Llama => return fail(LLAMA_NEEDS_CONFIG),
         };
         let formed = split_heads(&maps, heads);
         let (a_names, v_names) = self.head_tensor_names(format, layer);
@@ -365,6 +416,13 @@ impl Checkpoint {
             Format::Bert => {
                 let (q, k, v, o) = bert::attention_names(self, layer);
                 (vec![q, k], vec![v, o])
+            }
+            Format::Llama => {
+                let name = |t: &str| llama::tensor_name(self, layer, &format!("self_attn.{t}"));
+                (
+                    vec![name("q_proj.weight"), name("k_proj.weight")],
+                    vec![name("v_proj.weight"), name("o_proj.weight")],
+                )
             }
         }
     }
@@ -384,6 +442,7 @@ impl Checkpoint {
         let maps = match format {
             Format::Gpt2 => gpt2::maps(self, layer, d)?,
             Format::Bert => bert::maps(self, layer, d)?,
+            Format::Llama => return fail(LLAMA_NEEDS_CONFIG),
         };
         // The heads are checked as formed in f64 (A_h, V_h), as `layer_heads` does, then kept
         // factored.
@@ -392,6 +451,10 @@ impl Checkpoint {
         Ok(split_factors(&maps, heads))
     }
 }
+
+/// The llama layout's heads come from [`llama::layer_factors`] with its config.json.
+const LLAMA_NEEDS_CONFIG: &str =
+    "the llama layout is read with its config.json (llama::layer_factors), not by head count";
 
 /// W_Q^h, W_K^h, W_V^h (columns h d_h .. (h+1) d_h) and W_O^h (those rows) for every head.
 pub fn split_factors(maps: &LayerMaps, heads: usize) -> Vec<HeadFactors> {

@@ -27,6 +27,8 @@ pub struct HeadRow {
     pub layer: usize,
     /// Head within the layer.
     pub head: usize,
+    /// The key/value head it reads (grouped-query attention, llama); the head itself otherwise.
+    pub kv: usize,
     /// Smallest eigenvalue of the symmetric part of A_h.
     pub a_sym_min: f64,
     /// Largest eigenvalue of the symmetric part of A_h.
@@ -79,6 +81,7 @@ pub fn head_row(layer: usize, head: usize, w: &HeadWeights, spectra: &HeadSpectr
     HeadRow {
         layer,
         head,
+        kv: head,
         a_sym_min: min(&mut a_sym.iter().copied()),
         a_sym_max: max(&mut a_sym.iter().copied()),
         a_sym_positive: positive_beyond_rounding(a_sym),

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::checkpoint::llama::{self, LlamaConfig};
 use crate::checkpoint::spectra::{head_row, spectra, HeadRow, HeadSpectra};
 use crate::checkpoint::{Checkpoint, Format, HeadWeights};
 use crate::error::Error;
@@ -60,12 +61,12 @@ pub fn inspect_with(
             ))
         })?,
         None => checkpoint.detect_format().ok_or_else(|| {
-            input("no gpt2 or bert attention tensors found (see --format)".to_string())
+            input("no gpt2, bert or llama attention tensors found (see --format)".to_string())
         })?,
     };
     let d = checkpoint.width(format).map_err(|e| input(e.to_string()))?;
     let layers = checkpoint.layer_indices(format);
-    let mut table = describe(&checkpoint, format, d, &layers);
+    let table = describe(&checkpoint, format, d, &layers);
     let Some(h) = heads else {
         return Ok(InspectReport {
             table,
@@ -78,6 +79,10 @@ pub fn inspect_with(
     };
     if h == 0 {
         return Err(input("--heads: must be at least 1, found 0".to_string()));
+    }
+    if format == Format::Llama {
+        let rows = llama_rows(&checkpoint, path, h, &layers, visit).map_err(input)?;
+        return finish(table, rows, out, (format, d, layers));
     }
     if !d.is_multiple_of(h) {
         return Err(input(format!(
@@ -95,6 +100,16 @@ pub fn inspect_with(
             visit(l, i, w, &spectra);
         }
     }
+    finish(table, rows, out, (format, d, layers))
+}
+
+/// The table with the head rows, `heads.csv` written into `out` when given.
+fn finish(
+    mut table: String,
+    rows: Vec<HeadRow>,
+    out: Option<PathBuf>,
+    (format, d, layers): (Format, usize, Vec<usize>),
+) -> Result<InspectReport, Error> {
     table.push_str(&head_table(&rows));
     let dir = match out {
         Some(target) => Some(write_heads(&target, &rows)?),
@@ -108,6 +123,48 @@ pub fn inspect_with(
         d,
         layers,
     })
+}
+
+/// The heads of a llama checkpoint (config.json beside it; `heads` must be its
+/// num_attention_heads), norm folded as a run reads them, with the key/value head of each.
+fn llama_rows(
+    checkpoint: &Checkpoint,
+    path: &Path,
+    heads: usize,
+    layers: &[usize],
+    visit: &mut dyn FnMut(usize, usize, &HeadWeights, &HeadSpectra),
+) -> Result<Vec<HeadRow>, String> {
+    let config_path = path.parent().unwrap_or(Path::new(".")).join("config.json");
+    if !config_path.is_file() {
+        return Err(format!(
+            "no config.json beside the checkpoint (`{}`): the llama layout needs it",
+            config_path.display()
+        ));
+    }
+    let config = LlamaConfig::read(&config_path).map_err(|e| e.to_string())?;
+    if heads != config.heads {
+        return Err(format!(
+            "--heads: heads = {heads} disagrees with config.json's num_attention_heads = {}",
+            config.heads
+        ));
+    }
+    let mut rows = Vec::new();
+    for &l in layers {
+        let factors = llama::layer_factors(checkpoint, &config, l, true)
+            .map_err(|e| format!("layer {l}: {e}"))?;
+        for (i, f) in factors.iter().enumerate() {
+            let w = HeadWeights {
+                a: (&f.q * f.k.transpose()) / (f.q.ncols() as f64).sqrt(),
+                v: (&f.v * &f.o).transpose(),
+            };
+            let spectra = spectra(&w);
+            let mut row = head_row(l, i, &w, &spectra);
+            row.kv = config.kv_head(i);
+            rows.push(row);
+            visit(l, i, &w, &spectra);
+        }
+    }
+    Ok(rows)
 }
 
 /// The tensor list, format, d and layers as text.
@@ -135,6 +192,7 @@ pub fn mask_line(format: Format) -> &'static str {
     match format {
         Format::Gpt2 => "mask: causal by default (a decoder: token k attends to j <= k; set model.mask = \"none\" to lift it)",
         Format::Bert => "mask: none by default (an encoder: every token attends to every token)",
+        Format::Llama => "mask: causal by default, pre-LN, RoPE from config.json (per-head spectra of llama checkpoints are not computed by inspect yet)",
     }
 }
 
@@ -142,9 +200,10 @@ fn head_table(rows: &[HeadRow]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>5} {:>4} {:>11} {:>11} {:>6} {:>11} {:>11} {:>10} {:>10} {:>10} {:>8}",
+        "{:>5} {:>4} {:>3} {:>11} {:>11} {:>6} {:>11} {:>11} {:>10} {:>10} {:>10} {:>8}",
         "layer",
         "head",
+        "kv",
         "symA min",
         "symA max",
         "#>0",
@@ -158,9 +217,10 @@ fn head_table(rows: &[HeadRow]) -> String {
     for r in rows {
         let _ = writeln!(
             s,
-            "{:>5} {:>4} {:>11.4e} {:>11.4e} {:>6} {:>11.4e} {:>11.4e} {:>10.3e} {:>10.3e} {:>10.3e} {:>8}",
+            "{:>5} {:>4} {:>3} {:>11.4e} {:>11.4e} {:>6} {:>11.4e} {:>11.4e} {:>10.3e} {:>10.3e} {:>10.3e} {:>8}",
             r.layer,
             r.head,
+            r.kv,
             r.a_sym_min,
             r.a_sym_max,
             r.a_sym_positive,

@@ -9,10 +9,12 @@
 //! ```
 //!
 //! Several heads add their fields. The causal mask lets token k attend to the tokens j <= k
-//! only; pre-LN integrates the unnormalised stream instead of the tokens on the sphere.
+//! only; pre-LN integrates the unnormalised stream instead of the tokens on the sphere; peri-LN
+//! and nGPT normalise the update (docs/MATH.md §16); positions (RoPE, ALiBi) enter the scores.
 
 use nalgebra::DMatrix;
 
+use super::position::Position;
 use super::Kernel;
 
 /// One attention head: the query-key matrix A = Q^T K and the value matrix V.
@@ -52,6 +54,18 @@ impl FactoredHead {
             && self.o.shape() == (dh, d)
     }
 
+    /// A formed head as factors with the same scores and values: Q = sqrt(d) A, K = I, V = I,
+    /// O = V^T (so Q K^T / sqrt(d) = A and (V O)^T = V).
+    pub fn from_formed(head: &Head) -> Self {
+        let d = head.a.nrows();
+        FactoredHead {
+            q: &head.a * (d as f64).sqrt(),
+            k: DMatrix::identity(d, d),
+            v: DMatrix::identity(d, d),
+            o: head.v.transpose(),
+        }
+    }
+
     /// The same head formed as d x d matrices: A = Q K^T / sqrt(d_h), V = (V O)^T.
     pub fn formed(&self) -> Head {
         let scale = 1.0 / (self.d_h() as f64).sqrt();
@@ -80,6 +94,18 @@ pub enum Normalization {
     Post,
     /// Pre-LN: the stream x moves by the attention of the directions x / |x|, unprojected.
     Pre,
+    /// Peri-LN: the stream moves by the attention output normalised, a_k / |a_k|.
+    Peri,
+    /// nGPT: the tokens on the sphere move by alpha P_k a_k / |a_k|.
+    Ngpt,
+}
+
+impl Normalization {
+    /// Whether the tokens stay on the unit sphere (post-LN and nGPT); pre- and peri-LN move an
+    /// unnormalised stream.
+    pub fn on_sphere(self) -> bool {
+        matches!(self, Normalization::Post | Normalization::Ngpt)
+    }
 }
 
 /// The self-attention layer that drives the tokens: kernel, beta and heads, all of dimension d.
@@ -105,6 +131,10 @@ pub struct Attention {
     pub mask: Mask,
     /// The normalisation.
     pub normalization: Normalization,
+    /// nGPT's update rate alpha (> 0; used by [`Normalization::Ngpt`] only).
+    pub ngpt_alpha: f64,
+    /// The tokens' positions in the scores.
+    pub position: Position,
 }
 
 impl Attention {
@@ -122,7 +152,40 @@ impl Attention {
             factored: Vec::new(),
             mask: Mask::None,
             normalization: Normalization::Post,
+            ngpt_alpha: 1.0,
+            position: Position::None,
         }
+    }
+
+    /// The same layer with positions.
+    pub fn with_position(mut self, position: Position) -> Self {
+        self.position = position;
+        self
+    }
+
+    /// The same layer with nGPT's update rate alpha.
+    pub fn with_ngpt_alpha(mut self, alpha: f64) -> Self {
+        self.ngpt_alpha = alpha;
+        self
+    }
+
+    /// Number of heads (formed and factored).
+    pub fn head_count(&self) -> usize {
+        self.heads.len() + self.factored.len()
+    }
+
+    /// Every head as factors (formed heads by [`FactoredHead::from_formed`], first): the
+    /// positioned field rotates or biases the d_h-dimensional queries and keys.
+    pub fn all_factored(&self) -> Attention {
+        let mut out = self.clone();
+        out.factored = self
+            .heads
+            .iter()
+            .map(FactoredHead::from_formed)
+            .chain(self.factored.iter().cloned())
+            .collect();
+        out.heads.clear();
+        out
     }
 
     /// The same layer with factored heads added (each of the layer's d).
@@ -163,9 +226,11 @@ impl Attention {
         formed
     }
 
-    /// Whether the plain model holds: no mask, post-LN (the reductions, the group model and
-    /// the spectral kernel need it).
+    /// Whether the plain model holds: no mask, post-LN, no positions (the reductions, the group
+    /// model and the spectral kernel need it).
     pub fn is_plain(&self) -> bool {
-        self.mask == Mask::None && self.normalization == Normalization::Post
+        self.mask == Mask::None
+            && self.normalization == Normalization::Post
+            && self.position.is_none()
     }
 }

@@ -15,6 +15,9 @@
 //! evaluation: 3 n d d_h for the projections, n^2 d_h (twice) for the pairs, n d d_h for O.
 //! The projections run in fixed blocks of tokens and the pairs in the tiled kernel's fixed
 //! groups (`tiles`), so the bytes do not depend on the threads.
+//!
+//! Positions (docs/MATH.md §16, `position`): RoPE rotates q_k and kappa_k by R(p_k omega) after
+//! the projections; ALiBi sums the biased scores token by token instead of the tiles.
 
 use std::sync::Mutex;
 
@@ -23,6 +26,7 @@ use rayon::prelude::*;
 
 use super::gemm::{pack_panels, panel_product, panels_len, MatMut, MatRef, Panels, MICRO_COLUMNS};
 use super::linear_sums::linear_sums;
+use super::position::{alibi_sums, BiasedPairs, Position, RopeTable};
 use super::tiles::{general_scratch_len_of, general_tiles_masked, Pairs, TILES};
 use super::{FactoredHead, Kernel};
 
@@ -55,6 +59,10 @@ pub struct FactoredField {
     n: usize,
     d: usize,
     heads: Vec<PackedHead>,
+    /// RoPE's rotations, one table per head width (empty without RoPE).
+    rope: Vec<RopeTable>,
+    /// ALiBi's slope of each head (`None` without ALiBi).
+    slopes: Option<Vec<f64>>,
     scratch: Mutex<Scratch>,
 }
 
@@ -72,8 +80,15 @@ fn transposed(m: &DMatrix<f64>) -> MatRef<'_> {
 }
 
 impl FactoredField {
-    /// Packs the heads' maps for `n` tokens (all scratch allocated once).
-    pub fn new(kernel: Kernel, beta: f64, causal: bool, heads: &[FactoredHead], n: usize) -> Self {
+    /// Packs the heads' maps for `n` tokens (all scratch allocated once). RoPE needs every
+    /// head's d_h even and ALiBi one slope per head (checked by the scenario loader).
+    pub fn new(
+        kernel: Kernel,
+        (beta, causal): (f64, bool),
+        heads: &[FactoredHead],
+        position: &Position,
+        n: usize,
+    ) -> Self {
         let d = heads.first().map_or(0, |h| h.q.nrows());
         let heads: Vec<PackedHead> = heads
             .iter()
@@ -92,6 +107,21 @@ impl FactoredField {
             })
             .collect();
         let widest = heads.iter().map(|h| h.d_h).max().unwrap_or(0);
+        let mut rope: Vec<RopeTable> = Vec::new();
+        if let Position::Rope { base } = position {
+            for h in &heads {
+                if rope.iter().all(|t| t.d_h() != h.d_h) {
+                    rope.push(RopeTable::new(n, h.d_h, *base));
+                }
+            }
+        }
+        let slopes = match position {
+            Position::Alibi { slopes } => {
+                debug_assert_eq!(slopes.len(), heads.len());
+                Some(slopes.clone())
+            }
+            _ => None,
+        };
         let weights = match kernel {
             Kernel::Lsa => widest * widest,
             _ => general_scratch_len_of(n, widest, widest, TILES),
@@ -109,6 +139,8 @@ impl FactoredField {
             n,
             d,
             heads,
+            rope,
+            slopes,
             scratch: Mutex::new(scratch),
         }
     }
@@ -127,9 +159,17 @@ impl FactoredField {
     pub fn add_field(&self, unit: &[f64], f: &mut [f64]) {
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut *guard;
-        for head in &self.heads {
+        for (h, head) in self.heads.iter().enumerate() {
             self.project(head, unit, s);
-            self.head_sums(head, s);
+            if let Some(table) = self.rope.iter().find(|t| t.d_h() == head.d_h) {
+                let len = self.n * head.d_h;
+                table.rotate(&mut s.query[..len]);
+                table.rotate(&mut s.keys[..len]);
+            }
+            match &self.slopes {
+                Some(slopes) => self.biased_sums(head, slopes[h], s),
+                None => self.head_sums(head, s),
+            }
             self.add_output(head, s, f);
         }
     }
@@ -181,6 +221,20 @@ impl FactoredField {
                 general_tiles_masked(pairs, sums, softmax, self.causal, TILES, &mut s.weights);
             }
         }
+    }
+
+    /// F_k of one head under ALiBi with slope `slope` into `s.sums`.
+    fn biased_sums(&self, head: &PackedHead, slope: f64, s: &mut Scratch) {
+        let e = head.d_h;
+        let len = self.n * e;
+        let pairs = BiasedPairs {
+            query: &s.query[..len],
+            keys: &s.keys[..len],
+            values: &s.values[..len],
+            key_d: e,
+            value_d: e,
+        };
+        alibi_sums(pairs, self.kernel, self.causal, slope, &mut s.sums[..len]);
     }
 
     /// f_k += O^T F_k, block by block.

@@ -27,6 +27,12 @@
 //! `lsa` keeps a running sum, see `linear_sums`); factored heads add their field through
 //! `factored`; pre-LN (`Normalization::Pre`) evaluates at the directions z_k = x_k / |x_k| and
 //! returns x_k' = f_k unprojected, so the stream's norms move and the state is never projected.
+//!
+//! Positions and normalisations (docs/MATH.md §16): with RoPE or ALiBi every head runs as a
+//! factored head (a formed head as Q = sqrt(d) A, K = I, see `FactoredHead::from_formed`), whose
+//! queries and keys `position` rotates or whose scores it biases. Peri-LN returns
+//! x_k' = f_k / |f_k| (unprojected), nGPT z_k' = alpha P_k f_k / |f_k| (on the sphere); a zero
+//! f_k gives a zero velocity.
 
 use std::borrow::Cow;
 use std::sync::{Mutex, OnceLock};
@@ -201,6 +207,12 @@ impl SphereField {
 
     /// The direct (pairwise or moment-matrix) field.
     fn direct(attention: Attention, n: usize) -> Self {
+        // Positions act on the d_h-dimensional queries and keys: every head factored.
+        let attention = if attention.position.is_none() {
+            attention
+        } else {
+            attention.all_factored()
+        };
         let d = attention.d();
         let causal = attention.mask == Mask::Causal;
         let lsa = attention.kernel == Kernel::Lsa;
@@ -223,9 +235,9 @@ impl SphereField {
         let factored = (!attention.factored.is_empty()).then(|| {
             FactoredField::new(
                 attention.kernel,
-                attention.beta,
-                causal,
+                (attention.beta, causal),
                 &attention.factored,
+                &attention.position,
                 n,
             )
         });
@@ -383,8 +395,14 @@ impl SphereField {
         if let Some(factored) = &self.factored {
             factored.add_field(&scratch.unit, dx);
         }
-        if self.attention.normalization == Normalization::Post {
-            project_rows(&scratch.unit, dx, d);
+        match self.attention.normalization {
+            Normalization::Post => project_rows(&scratch.unit, dx, d),
+            Normalization::Pre => {}
+            Normalization::Peri => normalise_updates(dx, d, 1.0),
+            Normalization::Ngpt => {
+                normalise_updates(dx, d, self.attention.ngpt_alpha);
+                project_rows(&scratch.unit, dx, d);
+            }
         }
     }
 
@@ -668,10 +686,10 @@ impl Dynamics for SphereField {
         self.eval(y, dy);
     }
 
-    /// x_k <- x_k / |x_k|; returns max_k | |x_k| - 1 | before. Pre-LN: the stream is the
-    /// state (its norms are data), nothing is projected.
+    /// x_k <- x_k / |x_k|; returns max_k | |x_k| - 1 | before. Pre- and peri-LN: the stream
+    /// is the state (its norms are data), nothing is projected.
     fn project(&self, y: &mut [f64]) -> f64 {
-        if self.attention.normalization == Normalization::Pre {
+        if !self.attention.normalization.on_sphere() {
             return 0.0;
         }
         let d = self.d;
@@ -694,7 +712,7 @@ impl Dynamics for SphereField {
     }
 
     fn order_parameters(&self, y: &[f64]) -> OrderParameters {
-        if self.attention.normalization == Normalization::Pre {
+        if !self.attention.normalization.on_sphere() {
             return directions_order_parameters(y, self.d);
         }
         order_parameters(y, self.d)
@@ -704,7 +722,16 @@ impl Dynamics for SphereField {
         Some(Cow::Borrowed(y))
     }
 
+    /// The derivative of the plain, masked and pre-LN fields; none with positions, peri-LN or
+    /// nGPT (the tangent field does not have their terms).
     fn linearization(&self) -> Option<&dyn Linearization> {
+        let covered = matches!(
+            self.attention.normalization,
+            Normalization::Post | Normalization::Pre
+        );
+        if !covered || !self.attention.position.is_none() {
+            return None;
+        }
         Some(
             self.tangent
                 .get_or_init(|| TangentField::new(&self.attention, self.n)),
@@ -815,6 +842,19 @@ fn normalise_rows(x: &[f64], unit: &mut [f64], d: usize) {
         for (u, x) in u.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
             let inv = 1.0 / dot(x, x).sqrt();
             u.iter_mut().zip(x).for_each(|(ua, xa)| *ua = xa * inv);
+        }
+    });
+}
+
+/// f_k <- scale f_k / |f_k| (a zero f_k stays zero): peri-LN (scale 1) and nGPT (alpha).
+fn normalise_updates(f: &mut [f64], d: usize, scale: f64) {
+    f.par_chunks_mut(TOKENS_PER_CHUNK * d).for_each(|chunk| {
+        for f in chunk.chunks_exact_mut(d) {
+            let norm = dot(f, f).sqrt();
+            if norm > 0.0 {
+                let c = scale / norm;
+                f.iter_mut().for_each(|v| *v *= c);
+            }
         }
     });
 }

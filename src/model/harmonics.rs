@@ -153,7 +153,10 @@ pub fn why_not(attention: &Attention) -> Option<String> {
         return Some("\"harmonics\" does not hold under a causal mask (its moments average over every token); use \"auto\" or \"direct\"".into());
     }
     if attention.normalization != Normalization::Post {
-        return Some("\"harmonics\" does not hold for pre-LN; use \"auto\" or \"direct\"".into());
+        return Some("\"harmonics\" does not hold for a normalisation other than post-LN; use \"auto\" or \"direct\"".into());
+    }
+    if !attention.position.is_none() {
+        return Some("\"harmonics\" does not hold with positions (model.position: the tokens are not exchangeable); use \"auto\" or \"direct\"".into());
     }
     let formed = attention.formed();
     for (h, head) in formed.heads.iter().enumerate() {

@@ -27,6 +27,7 @@ pub mod harmonics;
 pub mod kernel_method;
 pub(crate) mod linear_sums;
 pub(crate) mod pairwise;
+pub mod position;
 pub mod spectral;
 pub(crate) mod symmetric;
 pub mod tangent;
@@ -40,6 +41,7 @@ pub(crate) mod tiles;
 pub use attention::{Attention, FactoredHead, Head, Mask, Normalization};
 pub use field::SphereField;
 pub use kernel_method::{KernelChoice, KernelMethod};
+pub use position::Position;
 
 /// The attention kernel h.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

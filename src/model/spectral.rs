@@ -199,13 +199,15 @@ pub fn choose(attention: &Attention, n: usize, asked: bool) -> Result<Option<usi
     }
 }
 
-/// Why the spectral kernel does not apply to a masked, pre-LN or factored layer (its moments
+/// Why the spectral kernel does not apply to a masked, pre-LN, positioned or factored layer (its moments
 /// average over every token on the circle), or `None`.
 fn unplain(attention: &Attention) -> Option<&'static str> {
     if attention.mask != super::Mask::None {
         Some("under a causal mask (use \"auto\" or \"direct\")")
     } else if attention.normalization != super::Normalization::Post {
-        Some("for pre-LN (use \"auto\" or \"direct\")")
+        Some("for a normalisation other than post-LN (use \"auto\" or \"direct\")")
+    } else if !attention.position.is_none() {
+        Some("with positions (model.position; use \"auto\" or \"direct\")")
     } else if !attention.factored.is_empty() {
         Some("for factored heads (use \"auto\" or \"direct\")")
     } else {

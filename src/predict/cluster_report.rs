@@ -55,13 +55,15 @@ fn one_free_layer(scenario: &Scenario) -> Result<(), Error> {
         "model.mask"
     } else if scenario.model.normalization != NormalizationKind::Post {
         "model.normalization"
+    } else if scenario.model.position != crate::scenario::PositionSpec::None {
+        "model.position"
     } else {
         return Ok(());
     };
     Err(ScenarioError::at(
         &scenario.file,
         key,
-        "`predict` for usa / sa needs an unmasked post-LN layer (the cluster model and the uniform state's modes hold only there); use `tokdyn run`",
+        "`predict` for usa / sa needs an unmasked post-LN layer without positions (the cluster model and the uniform state's modes hold only there); use `tokdyn run`",
     )
     .into())
 }

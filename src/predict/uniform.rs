@@ -20,7 +20,7 @@
 
 use serde::Serialize;
 
-use crate::model::{Attention, Kernel, Mask, Normalization};
+use crate::model::{Attention, Kernel};
 
 /// The largest low moment (module docs) of a start that counts as near uniform.
 pub const NEAR_UNIFORM: f64 = 0.1;
@@ -57,9 +57,9 @@ pub fn scalar_heads(attention: &Attention) -> Result<Vec<(f64, f64)>, String> {
     if !attention.factored.is_empty() {
         return Err("a head is given by its factors, not A = a I and V = v I".into());
     }
-    if attention.mask != Mask::None || attention.normalization != Normalization::Post {
+    if !attention.is_plain() {
         return Err(
-            "the layer is masked or pre-LN (the uniform state's modes need neither)".into(),
+            "the layer is masked, not post-LN or has positions (the uniform state's modes need none of these)".into(),
         );
     }
     if attention.kernel == Kernel::Lsa {

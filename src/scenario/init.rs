@@ -11,8 +11,9 @@
 //! - `uniform`: for each token in order, d `StandardNormal` draws from
 //!   `ChaCha8Rng::seed_from_u64(seed)`, normalised (a zero draw is redrawn);
 //! - `file`: an n x d `.npy` (float64 or float32) or `.csv`, rows normalised;
-//! - `embedding`: rows `tokens.ids` of a checkpoint's embedding matrix (centred when asked),
-//!   normalised.
+//! - `embedding`: rows `tokens.ids` of a checkpoint's embedding matrix (centred when asked, plus
+//!   the position embeddings where the checkpoint has them; kept unnormalised for pre- and
+//!   peri-LN, whose stream starts at the rows), else normalised.
 //!
 //! The result is n x d row-major: token k is `[k*d .. (k+1)*d]`.
 
@@ -55,6 +56,7 @@ pub fn initial_tokens(s: &Scenario) -> Result<Vec<f64>, ScenarioError> {
                     "missing: init = \"embedding\" needs ids",
                 ));
             };
+            let start = x.len();
             normalised_rows(&mut x, rows, d, |k| {
                 ScenarioError::at(
                     &s.file,
@@ -62,6 +64,10 @@ pub fn initial_tokens(s: &Scenario) -> Result<Vec<f64>, ScenarioError> {
                     format!("token {k} has a zero embedding row (after centring)"),
                 )
             })?;
+            // Pre- and peri-LN move the stream: it starts where the model's does, at the rows.
+            if !s.model.normalization.on_sphere() {
+                x[start..].copy_from_slice(rows);
+            }
         }
         InitKind::File => {
             let Some(path) = &tok.path else {

@@ -258,5 +258,16 @@ word_enum!(
         Post = "post",
         /// Pre-LN: the unnormalised stream, moved by the attention of its directions.
         Pre = "pre",
+        /// Peri-LN: the stream moved by the normalised attention output.
+        Peri = "peri",
+        /// nGPT: the tokens on the sphere, moved at rate alpha along the normalised output.
+        Ngpt = "ngpt",
     ]
 );
+
+impl NormalizationKind {
+    /// Whether the tokens stay on the unit sphere (post-LN and nGPT).
+    pub fn on_sphere(self) -> bool {
+        matches!(self, NormalizationKind::Post | NormalizationKind::Ngpt)
+    }
+}

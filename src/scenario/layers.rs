@@ -19,6 +19,7 @@ use super::heads::{build_heads, LayerHeads};
 use super::matrix::{build_matrix, matrix_to_toml, MatrixContext};
 use super::schema::{RawCheckpoint, RawLayer, RawModel, RawScenario, RawTokens};
 use super::{FactorSpec, HeadSpec, LayerSpec};
+use crate::checkpoint::llama::LlamaConfig;
 use crate::checkpoint::{Checkpoint, Format};
 use crate::memory;
 
@@ -28,6 +29,10 @@ pub struct OpenCheckpoint {
     pub format: Format,
     /// The checkpoint's d.
     pub d: usize,
+    /// config.json of a llama checkpoint.
+    pub llama: Option<LlamaConfig>,
+    /// Whether the pre-attention norm is folded into the heads (llama).
+    pub fold_norm: bool,
 }
 
 /// The layer tables of a scenario and the key they were written under, if any; both
@@ -79,11 +84,64 @@ pub fn open_checkpoint(
     let d = checkpoint
         .width(format)
         .map_err(|e| err("model.checkpoint", format!("`{}`: {e}", path.display())))?;
+    let llama = match format {
+        Format::Llama => Some(llama_config(c, &path, base_dir, d, file)?),
+        _ if c.config.is_some() => {
+            return Err(err(
+                "model.checkpoint.config",
+                format!("only the llama layout reads a config.json (this is {format})"),
+            ))
+        }
+        _ => None,
+    };
+    let fold_norm = c.fold_norm.unwrap_or(format == Format::Llama);
+    if fold_norm && format != Format::Llama {
+        return Err(err(
+            "model.checkpoint.fold_norm",
+            format!("folding the norm into the heads is implemented for llama checkpoints only (this is {format}); remove it or set false"),
+        ));
+    }
     Ok(Some(OpenCheckpoint {
         checkpoint,
         format,
         d,
+        llama,
+        fold_norm,
     }))
+}
+
+/// config.json of a llama checkpoint (`config`, else beside the weights), its hidden size
+/// checked against the tensors' d.
+fn llama_config(
+    c: &RawCheckpoint,
+    weights: &Path,
+    base_dir: &Path,
+    d: usize,
+    file: &Path,
+) -> Result<LlamaConfig, ScenarioError> {
+    let err = |message: String| ScenarioError::at(file, "model.checkpoint.config", message);
+    let path = match &c.config {
+        Some(p) => base_dir.join(p),
+        None => weights
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("config.json"),
+    };
+    if !path.is_file() {
+        return Err(err(format!(
+            "`{}`: no such file (a llama checkpoint needs its config.json beside the weights, or model.checkpoint.config = path)",
+            path.display()
+        )));
+    }
+    let config = LlamaConfig::read(&path).map_err(|e| err(e.to_string()))?;
+    if config.hidden_size != d {
+        return Err(err(format!(
+            "`{}`: hidden_size = {} disagrees with the tensors' d = {d}",
+            path.display(),
+            config.hidden_size
+        )));
+    }
+    Ok(config)
 }
 
 /// `model.d`: as written, or the checkpoint's (given both, they must agree).
@@ -399,16 +457,8 @@ fn checkpoint_layers(
 ) -> Result<Vec<LayerSpec>, ScenarioError> {
     let file = ctx.file;
     let err = |key: &str, message: String| ScenarioError::at(file, key, message);
-    let heads = usize::try_from(raw.heads)
-        .ok()
-        .filter(|&h| h >= 1)
-        .ok_or_else(|| {
-            err(
-                "model.checkpoint.heads",
-                format!("must be an integer >= 1, found {}", raw.heads),
-            )
-        })?;
-    if !open.d.is_multiple_of(heads) {
+    let heads = checkpoint_heads(raw, open, file)?;
+    if open.llama.is_none() && !open.d.is_multiple_of(heads) {
         return Err(err(
             "model.checkpoint.heads",
             format!("heads = {heads} does not divide d = {}", open.d),
@@ -449,12 +499,18 @@ fn checkpoint_layers(
         let factored = match read.get(&index) {
             Some(f) => f.clone(),
             None => {
-                let factors = open
-                    .checkpoint
-                    .layer_factors(open.format, index, open.d, heads)
-                    .map_err(|e| {
-                        err("model.checkpoint", format!("`{shown}`: layer {index}: {e}"))
-                    })?;
+                let factors = match &open.llama {
+                    Some(config) => crate::checkpoint::llama::layer_factors(
+                        &open.checkpoint,
+                        config,
+                        index,
+                        open.fold_norm,
+                    ),
+                    None => open
+                        .checkpoint
+                        .layer_factors(open.format, index, open.d, heads),
+                }
+                .map_err(|e| err("model.checkpoint", format!("`{shown}`: layer {index}: {e}")))?;
                 let specs: Vec<FactorSpec> = factors
                     .into_iter()
                     .map(|f| FactorSpec {
@@ -485,10 +541,45 @@ fn checkpoint_layers(
         "layers".into(),
         Value::Array(raw.layers.iter().map(|&l| Value::Integer(l)).collect()),
     );
-    table.insert("heads".into(), Value::Integer(raw.heads));
+    table.insert("heads".into(), Value::Integer(heads as i64));
+    if let Some(config) = &open.llama {
+        table.insert("kv_heads".into(), Value::Integer(config.kv_heads as i64));
+        table.insert("head_dim".into(), Value::Integer(config.head_dim as i64));
+        table.insert("fold_norm".into(), Value::Boolean(open.fold_norm));
+    }
     table.insert("layer_time".into(), Value::Float(tau));
     resolved_model.insert("checkpoint".into(), Value::Table(table));
     Ok(layers)
+}
+
+/// `model.checkpoint.heads`: >= 1; llama: config.json's, which a written value must equal.
+fn checkpoint_heads(
+    raw: &RawCheckpoint,
+    open: &OpenCheckpoint,
+    file: &Path,
+) -> Result<usize, ScenarioError> {
+    let err = |message: String| ScenarioError::at(file, "model.checkpoint.heads", message);
+    let written = match raw.heads {
+        None => None,
+        Some(h) => Some(
+            usize::try_from(h)
+                .ok()
+                .filter(|&h| h >= 1)
+                .ok_or_else(|| err(format!("must be an integer >= 1, found {h}")))?,
+        ),
+    };
+    match (&open.llama, written) {
+        (Some(c), Some(h)) if h != c.heads => Err(err(format!(
+            "heads = {h} disagrees with config.json's num_attention_heads = {}",
+            c.heads
+        ))),
+        (Some(c), _) => Ok(c.heads),
+        (None, Some(h)) => Ok(h),
+        (None, None) => Err(err(format!(
+            "missing (required for the {} layout)",
+            open.format
+        ))),
+    }
 }
 
 /// The checkpoint layer indices as written, each >= 0.
@@ -542,6 +633,15 @@ pub fn embedding_rows(
                 ),
             ));
         }
+        if t.positions.is_some() {
+            return Err(err(
+                "tokens.positions",
+                format!(
+                    "positions are only used with init = \"embedding\" (init is \"{}\")",
+                    t.init
+                ),
+            ));
+        }
         if t.center.is_some() {
             return Err(err(
                 "tokens.center",
@@ -586,6 +686,26 @@ pub fn embedding_rows(
             for (v, m) in row.iter_mut().zip(&mean) {
                 *v -= m;
             }
+        }
+    }
+    // Token k (from 0) gets position embedding row k: the model's input wte[id_k] + wpe[k].
+    let position_name = open.checkpoint.position_embedding_name(open.format);
+    match (t.positions, position_name) {
+        (Some(false), _) | (None, None) => {}
+        (Some(true), None) => {
+            return Err(err(
+                "tokens.positions",
+                format!(
+                    "`{shown}` has no position embeddings (gpt2 wpe.weight, bert position_embeddings; llama has none, RoPE acts in the scores)"
+                ),
+            ))
+        }
+        (_, Some(name)) => {
+            let table = open
+                .checkpoint
+                .leading_rows(&name, indices.len(), d)
+                .map_err(|e| err("tokens.positions", format!("`{shown}`: {e}")))?;
+            rows.iter_mut().zip(&table).for_each(|(v, p)| *v += p);
         }
     }
     Ok(Some(rows))

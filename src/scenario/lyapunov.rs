@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Value;
 
 use super::error::ScenarioError;
-use super::kinds::{ModelKind, NormalizationKind};
+use super::kinds::ModelKind;
 use super::{ModelSpec, RunSpec, TimeSpec, TokenSpec};
 
 /// Most re-orthonormalisation intervals in a run (each leaves a row of `lyapunov.csv`).
@@ -53,7 +53,7 @@ impl LyapunovSpec {
 
 /// The dimension of the tangent spaces: n (d - 1) on the spheres, n d for a pre-LN stream.
 pub fn tangent_dimension(model: &ModelSpec, tokens: &TokenSpec) -> usize {
-    if model.normalization == NormalizationKind::Pre {
+    if !model.normalization.on_sphere() {
         tokens.n.saturating_mul(model.d)
     } else {
         tokens.n.saturating_mul(model.d.saturating_sub(1))
@@ -72,6 +72,12 @@ pub fn lyapunov_spec(
         return Ok(None);
     };
     let err = |key: &str, message: String| Err(ScenarioError::at(file, key, message));
+    if !model.has_tangent_flow() {
+        return err(
+            "lyapunov",
+            format!("the tangent flow has no derivative of the positions' or of the {} normalisation's terms (use model.normalization = \"post\" or \"pre\" without model.position)", model.normalization),
+        );
+    }
     if run.model == ModelKind::Oa {
         return err(
             "lyapunov",

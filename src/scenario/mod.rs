@@ -21,6 +21,7 @@ mod lyapunov;
 mod matrix;
 mod numfile;
 mod overrides;
+mod position;
 mod real;
 mod schema;
 mod stochastic;
@@ -42,6 +43,7 @@ pub use kinds::{
 };
 pub use lyapunov::{tangent_dimension, LyapunovSpec};
 pub use overrides::{apply_set, parse_set_value, set_value};
+pub use position::{AlibiSlopes, PositionSpec};
 pub use real::check_run_model;
 pub(crate) use schema::deserialize_at;
 pub use stochastic::{
@@ -114,6 +116,29 @@ pub struct ModelSpec {
     pub mask: MaskKind,
     /// `model.normalization` (default post).
     pub normalization: NormalizationKind,
+    /// `model.ngpt_alpha` (default 1; nGPT only).
+    pub ngpt_alpha: f64,
+    /// `model.position` (default none).
+    pub position: PositionSpec,
+}
+
+impl ModelSpec {
+    /// Whether the plain sphere flow holds: no mask, post-LN, no positions (the reductions,
+    /// the group and cluster models, the energy).
+    pub fn is_plain(&self) -> bool {
+        self.mask == MaskKind::None
+            && self.normalization == NormalizationKind::Post
+            && self.position == PositionSpec::None
+    }
+
+    /// Whether the field has its derivative (Lyapunov exponents): no positions, post- or pre-LN.
+    pub fn has_tangent_flow(&self) -> bool {
+        self.position == PositionSpec::None
+            && matches!(
+                self.normalization,
+                NormalizationKind::Post | NormalizationKind::Pre
+            )
+    }
 }
 
 /// One layer of a stack: its heads, acting for `duration` (> 0).

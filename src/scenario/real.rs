@@ -87,7 +87,7 @@ fn finite_number(value: f64, key: &str, file: &Path) -> Result<f64, ScenarioErro
 /// `model.mask` as written, else causal for a gpt2 checkpoint (a decoder) and none otherwise.
 pub fn mask(m: &RawModel, checkpoint: Option<&OpenCheckpoint>) -> MaskKind {
     m.mask.unwrap_or(match checkpoint.map(|c| c.format) {
-        Some(Format::Gpt2) => MaskKind::Causal,
+        Some(Format::Gpt2 | Format::Llama) => MaskKind::Causal,
         _ => MaskKind::None,
     })
 }
@@ -106,6 +106,12 @@ pub fn check_run_model(
         "under a causal mask (model.mask = \"causal\") token k feels only the tokens before it"
     } else if model.normalization == NormalizationKind::Pre {
         "with pre-LN (model.normalization = \"pre\") the tokens leave the sphere"
+    } else if model.normalization == NormalizationKind::Peri {
+        "with peri-LN (model.normalization = \"peri\") the tokens leave the sphere"
+    } else if model.normalization == NormalizationKind::Ngpt {
+        "with nGPT (model.normalization = \"ngpt\") each token moves at its own speed alpha / |a_k|"
+    } else if model.position != super::PositionSpec::None {
+        "with positions (model.position) the tokens are not exchangeable"
     } else {
         return Ok(());
     };

@@ -58,9 +58,20 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
             "kernel_method",
             "mask",
             "normalization",
+            "ngpt_alpha",
+            "position",
         ]),
         "tokens" => Some(&[
-            "n", "init", "seed", "r0", "phi0", "eps", "path", "ids", "center",
+            "n",
+            "init",
+            "seed",
+            "r0",
+            "phi0",
+            "eps",
+            "path",
+            "ids",
+            "center",
+            "positions",
         ]),
         "time" => Some(&["t_end", "samples", "t_max"]),
         "solver" => Some(&["method", "rtol", "atol", "dt"]),
@@ -150,8 +161,12 @@ pub struct RawModel {
     pub kernel_method: KernelMethodKind,
     /// Default: causal for a gpt2 checkpoint, else none.
     pub mask: Option<MaskKind>,
-    #[serde(default)]
-    pub normalization: NormalizationKind,
+    /// Default: pre for a llama checkpoint, else post.
+    pub normalization: Option<NormalizationKind>,
+    /// nGPT's update rate (default 1).
+    pub ngpt_alpha: Option<f64>,
+    /// `"none"`, `{ rope = { base } }` or `{ alibi = { ... } }`.
+    pub position: Option<Value>,
 }
 
 /// One layer of a stack: its own A and V or heads, and how long it acts.
@@ -173,8 +188,13 @@ pub struct RawCheckpoint {
     pub path: String,
     pub format: String,
     pub layers: Vec<i64>,
-    pub heads: i64,
+    /// Required for gpt2 and bert; llama reads it from config.json.
+    pub heads: Option<i64>,
     pub layer_time: Option<f64>,
+    /// llama: config.json's path (default: config.json beside the weights).
+    pub config: Option<String>,
+    /// Fold the pre-attention norm's gain and sqrt(d) into the heads (llama; default true).
+    pub fold_norm: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -211,6 +231,8 @@ pub struct RawTokens {
     pub path: Option<String>,
     pub ids: Option<Vec<i64>>,
     pub center: Option<bool>,
+    /// Embedding starts: add the position embeddings (default: where the checkpoint has them).
+    pub positions: Option<bool>,
 }
 
 fn default_init() -> InitKind {
@@ -390,7 +412,7 @@ mod tests {
         assert!(!r.output.trajectory && !r.output.animation);
         assert_eq!(r.model.beta.as_integer(), Some(1));
         assert_eq!(r.model.mask, None);
-        assert_eq!(r.model.normalization, NormalizationKind::Post);
+        assert_eq!(r.model.normalization, None);
         assert!(r.model.layers.is_none() && r.layers.is_none() && r.model.checkpoint.is_none());
     }
 

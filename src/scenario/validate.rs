@@ -44,11 +44,11 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         (&tokens, &time, &run),
         checked.model.d,
     )?;
-    if noise.is_some() && checked.model.normalization == super::NormalizationKind::Pre {
+    if noise.is_some() && !checked.model.normalization.on_sphere() {
         return Err(ScenarioError::at(
             file,
             "noise.temperature",
-            "the noise moves tokens on the sphere (post-LN); model.normalization = \"pre\" keeps an unnormalised stream (remove [noise] or use normalization = \"post\")",
+            format!("the noise moves tokens on the sphere (post-LN, nGPT); model.normalization = \"{}\" keeps an unnormalised stream (remove [noise] or use normalization = \"post\")", checked.model.normalization),
         ));
     }
     let ensemble = stochastic::ensemble_spec(raw.ensemble.as_ref(), file, &tokens, noise.as_ref())?;
@@ -235,10 +235,25 @@ fn model_spec(
     );
     let mask = super::real::mask(m, checkpoint.as_ref());
     resolved.insert("mask".into(), Value::String(mask.to_string()));
+    // A llama checkpoint is pre-LN with RoPE by default.
+    let llama = checkpoint.as_ref().and_then(|c| c.llama.as_ref());
+    let normalization = m.normalization.unwrap_or(match llama {
+        Some(_) => super::NormalizationKind::Pre,
+        None => super::NormalizationKind::Post,
+    });
     resolved.insert(
         "normalization".into(),
-        Value::String(m.normalization.to_string()),
+        Value::String(normalization.to_string()),
     );
+    let position =
+        super::position::position(m.position.as_ref(), llama.map(|c| c.rope_theta), file)?;
+    if let Some(table) = position.to_toml() {
+        resolved.insert("position".into(), table);
+    }
+    let ngpt_alpha = super::position::ngpt_alpha(m.ngpt_alpha, file)?;
+    if normalization == super::NormalizationKind::Ngpt {
+        resolved.insert("ngpt_alpha".into(), Value::Float(ngpt_alpha));
+    }
     let model = ModelSpec {
         kernel: m.kernel,
         beta,
@@ -249,8 +264,11 @@ fn model_spec(
         kernel_method: m.kernel_method,
         factored,
         mask,
-        normalization: m.normalization,
+        normalization,
+        ngpt_alpha,
+        position,
     };
+    super::position::check_heads(&model, file)?;
     Ok(CheckedModel {
         model,
         resolved,
@@ -593,6 +611,9 @@ impl Resolved<'_> {
             let ids = ids.iter().map(|&i| Value::Integer(i)).collect();
             table.insert("ids".into(), Value::Array(ids));
             table.insert("center".into(), Value::Boolean(t.center.unwrap_or(false)));
+            if let Some(p) = t.positions {
+                table.insert("positions".into(), Value::Boolean(p));
+            }
         }
         table
     }

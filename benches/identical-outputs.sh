@@ -176,7 +176,7 @@ masked() {
 import json, sys
 def mask(v):
     if isinstance(v, dict):
-        return {k: "<time>" if k in ("wall_seconds", "seconds", "threads", "timings") else mask(x) for k, x in v.items()}
+        return {k: "<time>" if k in ("wall_seconds", "seconds", "threads") else mask(x) for k, x in v.items() if k != "timings"}
     return [mask(x) for x in v] if isinstance(v, list) else v
 print(json.dumps(mask(json.load(open(sys.argv[1]))), indent=1))' "$1" ;;
         # The journal of finished points, in the order they finished (any order).

@@ -23,7 +23,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::clusters::{detect_clusters_from, ClusterRule, Clustering};
+use super::clusters::{detect_clusters, ClusterRule, Clustering};
 use super::{Observer, Sample};
 
 /// One row of `clusters.csv`.
@@ -131,8 +131,6 @@ pub struct ClusterSeries {
     /// That sample: its index, the tokens seen, and whether its first tokens already proved it
     /// not clustered (then the pieces are counted, not kept).
     pieces: Option<(usize, usize, bool)>,
-    /// d = 2: the order of the angles at the last full detection.
-    angle_order: Vec<usize>,
 }
 
 impl ClusterSeries {
@@ -150,7 +148,6 @@ impl ClusterSeries {
             event_merges: Vec::new(),
             gathered: Vec::new(),
             pieces: None,
-            angle_order: Vec::new(),
         }
     }
 
@@ -229,7 +226,7 @@ impl ClusterSeries {
             Clustering::not_clustered(n, self.rule.threshold)
         } else {
             let directions = super::clusters::directions(tokens, self.d);
-            detect_clusters_from(&directions, self.d, self.rule, &mut self.angle_order)
+            detect_clusters(&directions, self.d, self.rule)
         };
         self.record(t, c, Some(tokens))
     }

@@ -135,25 +135,12 @@ impl Clustering {
 /// assert!((c.diameter.unwrap() - 0.02).abs() < 1e-12);
 /// ```
 pub fn detect_clusters(tokens: &[f64], d: usize, rule: ClusterRule) -> Clustering {
-    detect_clusters_from(tokens, d, rule, &mut Vec::new())
-}
-
-/// [`detect_clusters`] with the order of the tokens' angles at the previous sample (d = 2; a
-/// permutation of 0..n, else ignored), updated to this sample's: the flow moves the angles
-/// without reordering them much, so sorting from the previous order is O(n) (the same order
-/// as a fresh sort: ties are broken by the index).
-pub fn detect_clusters_from(
-    tokens: &[f64],
-    d: usize,
-    rule: ClusterRule,
-    previous_order: &mut Vec<usize>,
-) -> Clustering {
     let n = tokens.len() / d.max(1);
     if n == 0 || d < 2 {
         return Clustering::not_clustered(n, rule.threshold);
     }
     let groups = if d == 2 {
-        circle_groups(tokens, rule.threshold, previous_order)
+        circle_groups(tokens, rule.threshold)
     } else {
         leader_groups(tokens, d, rule.threshold)
     };
@@ -261,25 +248,15 @@ pub fn angle_between(x: &[f64], y: &[f64]) -> f64 {
     2.0 * (chord2.sqrt() / 2.0).min(1.0).asin()
 }
 
-/// d = 2: the arcs between gaps wider than theta, when each arc is at most theta long; the
-/// angles sorted from `previous_order` (see [`detect_clusters_from`]), which is updated.
-fn circle_groups(
-    tokens: &[f64],
-    theta: f64,
-    previous_order: &mut Vec<usize>,
-) -> Option<Vec<Group>> {
+/// d = 2: the arcs between gaps wider than theta, when each arc is at most theta long.
+fn circle_groups(tokens: &[f64], theta: f64) -> Option<Vec<Group>> {
     let n = tokens.len() / 2;
-    let angle = |k: usize| tokens[2 * k + 1].atan2(tokens[2 * k]);
-    let mut order: Vec<(f64, usize)> = if previous_order.len() == n {
-        previous_order.iter().map(|&k| (angle(k), k)).collect()
-    } else {
-        (0..n).map(|k| (angle(k), k)).collect()
-    };
-    // A stable merge sort finds the runs left by the previous order (a total order: the
-    // result is the one of any sort).
-    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    previous_order.clear();
-    previous_order.extend(order.iter().map(|p| p.1));
+    let mut order: Vec<(f64, usize)> = tokens
+        .chunks_exact(2)
+        .enumerate()
+        .map(|(k, x)| (x[1].atan2(x[0]), k))
+        .collect();
+    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let gap = |i: usize| -> f64 {
         // The gap after sorted position i (the last one wraps around).
         let next = if i + 1 == n {
@@ -295,7 +272,12 @@ fn circle_groups(
     let mut members = Vec::new();
     let mut span = 0.0;
     for step in 0..n {
-        let i = (start + step) % n;
+        // (start + step) mod n, without a division per token.
+        let i = if start + step >= n {
+            start + step - n
+        } else {
+            start + step
+        };
         members.push(order[i].1);
         if gap(i) > theta {
             if span > theta {
@@ -460,23 +442,23 @@ fn apart(tokens: &[f64], d: usize, a: (&Group, &Cap), b: (&Group, &Cap), theta: 
 /// hold every token once (O(n)), else by sorting.
 fn sort_members(groups: &mut [Group], n: usize) {
     let total: usize = groups.iter().map(|g| g.members.len()).sum();
-    if total != n {
+    if total != n || groups.len() >= u32::MAX as usize {
         groups.iter_mut().for_each(|g| g.members.sort_unstable());
         return;
     }
-    let mut label = vec![usize::MAX; n];
+    let mut label = vec![u32::MAX; n];
     for (a, g) in groups.iter().enumerate() {
         for &k in &g.members {
-            label[k] = a;
+            label[k] = a as u32;
         }
     }
-    if label.contains(&usize::MAX) {
+    if label.contains(&u32::MAX) {
         groups.iter_mut().for_each(|g| g.members.sort_unstable());
         return;
     }
     groups.iter_mut().for_each(|g| g.members.clear());
     for (k, &a) in label.iter().enumerate() {
-        groups[a].members.push(k);
+        groups[a as usize].members.push(k);
     }
 }
 
@@ -619,7 +601,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         for trial in 0..200 {
             let tokens = cloud(&mut rng, 50, 2, 1 + trial % 6, [0.0, 0.01, 0.04][trial % 3]);
-            let sorted = circle_groups(&tokens, 0.1, &mut Vec::new()).map(|g| g.len());
+            let sorted = circle_groups(&tokens, 0.1).map(|g| g.len());
             let leaders = leader_groups(&tokens, 2, 0.1).map(|g| g.len());
             assert_eq!(sorted.filter(|&k| k <= 8), leaders.filter(|&k| k <= 8));
         }

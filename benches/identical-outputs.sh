@@ -4,7 +4,7 @@
 #   bash benches/identical-outputs.sh REF_BIN NEW_BIN [SCRATCH_DIR]
 #
 # Every case runs with both binaries, with RAYON_NUM_THREADS = 1 and 2, into separate folders.
-# Every non-picture file must be byte-identical, except the wall-time fields (`wall_seconds`,
+# Every non-picture file must be byte-identical, except the wall-time fields (`wall_seconds`, `timings`,
 # the `seconds` of compare) and a sweep summary's `threads`, which are masked before comparing
 # (the report counts them), and a sweep's `sweep.progress`, a journal in completion order,
 # compared sorted. Pictures
@@ -176,7 +176,7 @@ masked() {
 import json, sys
 def mask(v):
     if isinstance(v, dict):
-        return {k: "<time>" if k in ("wall_seconds", "seconds", "threads") else mask(x) for k, x in v.items()}
+        return {k: "<time>" if k in ("wall_seconds", "seconds", "threads") else mask(x) for k, x in v.items() if k != "timings"}
     return [mask(x) for x in v] if isinstance(v, list) else v
 print(json.dumps(mask(json.load(open(sys.argv[1]))), indent=1))' "$1" ;;
         # The journal of finished points, in the order they finished (any order).

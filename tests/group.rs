@@ -365,3 +365,51 @@ fn token_pieces_are_the_tokens_and_feed_the_snapshots_alike() {
         );
     }
 }
+
+#[test]
+fn a_group_run_reports_where_its_time_went() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    let text = lsa(
+        2,
+        "A = \"identity\"\nV = [[1.0, 0.3], [-0.3, 0.5]]",
+        400,
+        5.0,
+        1e-9,
+        1e-11,
+    ) + "[run]\nmodel = \"group\"\n";
+    fs::write(&file, text).unwrap();
+    let out = dir.path().join("out");
+    Command::cargo_bin("tokdyn")
+        .unwrap()
+        .arg("run")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let summary: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let timings = summary["timings"].as_object().expect("timings");
+    let keys: Vec<&str> = timings.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["flow", "observers", "pictures", "writing"]);
+    for (key, v) in timings {
+        let v = v.as_f64().unwrap_or(f64::NAN);
+        assert!(v.is_finite() && v >= 0.0, "{key}: {v}");
+    }
+    // The integration's wall time is the flow's and the observers' (and a run whose label
+    // needs an exponent adds its tangent flow to the flow).
+    let wall = summary["wall_seconds"].as_f64().unwrap();
+    let flow = timings["flow"].as_f64().unwrap();
+    let observers = timings["observers"].as_f64().unwrap();
+    assert!(flow > 0.0, "the flow of a group run takes time");
+    assert!(
+        observers > 0.0 && observers <= wall,
+        "{observers} of {wall}"
+    );
+    assert!(
+        flow + observers >= wall * 0.999,
+        "{flow} + {observers} < {wall}"
+    );
+    assert!(timings["pictures"].as_f64().unwrap() > 0.0);
+}

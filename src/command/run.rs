@@ -6,6 +6,7 @@
 //! `tokens.gif` with `[output] animation = true`) and, for d = 2 LSA, `portrait.png`.
 
 use std::path::Path;
+use std::time::Instant;
 
 use crate::classify::{CertaintyWatch, Classification};
 use crate::error::Error;
@@ -13,7 +14,7 @@ use crate::integrate::Solution;
 use crate::observe::cluster_series::ClusterSeries;
 use crate::observe::{Observer, OrderSeries, Progress};
 use crate::outcome::lyapunov::{label_with_exponents, LyapunovSummary};
-use crate::outcome::{cluster_series, label_clusters, label_run, RunReport, Summary};
+use crate::outcome::{cluster_series, label_clusters, label_run, RunReport, Summary, Timings};
 use crate::output::write_lyapunov_csv;
 use crate::output::{
     write_json, write_tokens_csv, OrderCsv, ResultKind, RunOptions, StagedDir, TrajectoryNpy,
@@ -255,43 +256,59 @@ pub fn run_observed(
         }
         solve_into_observed(scenario, &sim, staged.path(), options, &mut observers)?
     };
+    let mut timings = Timings::of(&solution);
+    let labelled = Instant::now();
     let (classification, stack) = classify_run(scenario, &series, &solution, staged.path())?;
     let (classification, cluster_summary) =
         label_clusters(scenario, model, classification, &clusters);
+    timings.observers += labelled.elapsed().as_secs_f64();
+    let exponents = Instant::now();
     let (classification, spectrum) =
         label_with_exponents(scenario, model, classification, &series)?;
+    timings.flow += exponents.elapsed().as_secs_f64();
+    let written = Instant::now();
     if let (Some(s), Some(spec)) = (&spectrum, &scenario.lyapunov) {
         let path = staged.path().join("lyapunov.csv");
         write_lyapunov_csv(&path, &s.times, &s.estimates, spec.exponents)
             .map_err(Error::io(&path))?;
     }
+    timings.writing += written.elapsed().as_secs_f64();
     // The pictures and tokens_final.csv are independent: written concurrently, a picture's
-    // error reported first.
+    // error reported first; each side counts its own wall time.
     let path = staged.path().join("tokens_final.csv");
-    let (pictures, tokens) = rayon::join(
+    let ((pictures, drawing), (tokens, writing)) = rayon::join(
         || {
-            draw_run_pictures(
-                scenario,
-                model,
-                &series,
-                &snapshots,
-                &classification,
-                staged.path(),
-            )
+            timed(|| {
+                draw_run_pictures(
+                    scenario,
+                    model,
+                    &series,
+                    &snapshots,
+                    &classification,
+                    staged.path(),
+                )
+            })
         },
         || {
-            write_final_tokens(
-                &path,
-                &*sim.dynamics,
-                &solution.final_state,
-                scenario.model.d,
-            )
+            timed(|| {
+                write_final_tokens(
+                    &path,
+                    &*sim.dynamics,
+                    &solution.final_state,
+                    scenario.model.d,
+                )
+            })
         },
     );
     pictures?;
     tokens.map_err(Error::io(&path))?;
-    draw_clusters(scenario, model, &clusters, &classification, staged.path())?;
+    let (clusters_drawn, clusters_drawing) =
+        timed(|| draw_clusters(scenario, model, &clusters, &classification, staged.path()));
+    clusters_drawn?;
+    timings.pictures += drawing + clusters_drawing;
+    timings.writing += writing;
     let mut summary = Summary::new(scenario, model, &solution, &classification, options);
+    summary.timings = timings;
     summary.stack = stack;
     summary.clusters = cluster_summary;
     summary.lyapunov = spectrum.as_ref().map(LyapunovSummary::of);
@@ -300,6 +317,13 @@ pub fn run_observed(
     write_json(&path, &summary).map_err(Error::io(&path))?;
     let dir = staged.commit()?;
     Ok(RunReport { dir, summary })
+}
+
+/// The value of `f` and the wall seconds it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let started = Instant::now();
+    let value = f();
+    (value, started.elapsed().as_secs_f64())
 }
 
 /// `clusters.*` of a run whose tokens were in tight clusters at some sample.

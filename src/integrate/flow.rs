@@ -24,6 +24,8 @@ pub struct Flow<'a> {
     y: Vec<f64>,
     t: f64,
     drift_max: f64,
+    /// Time spent on order parameters and observers (see [`Solution::observing`]).
+    observing: std::cell::Cell<std::time::Duration>,
 }
 
 impl<'a> Flow<'a> {
@@ -37,6 +39,7 @@ impl<'a> Flow<'a> {
             y,
             t: 0.0,
             drift_max: 0.0,
+            observing: Default::default(),
         }
     }
 
@@ -69,7 +72,10 @@ impl<'a> Flow<'a> {
 
     /// The order parameters of the state reached, or the failure when they are not finite.
     pub fn order(&self) -> Result<OrderParameters, Status> {
+        let observed = std::time::Instant::now();
         let order = self.dynamics.order_parameters(&self.y);
+        self.observing
+            .set(self.observing.get() + observed.elapsed());
         let finite =
             order.r2.re.is_finite() && order.r2.im.is_finite() && order.nematic.is_finite();
         if finite {
@@ -88,7 +94,11 @@ impl<'a> Flow<'a> {
         t: f64,
         order: &OrderParameters,
     ) -> io::Result<()> {
-        hand_out_sample(self.dynamics, observers, index, t, &self.y, order)
+        let observed = std::time::Instant::now();
+        let handed = hand_out_sample(self.dynamics, observers, index, t, &self.y, order);
+        self.observing
+            .set(self.observing.get() + observed.elapsed());
+        handed
     }
 
     /// The solution of this flow: `status`, `samples` handed out, the last at `t_last`.
@@ -106,6 +116,7 @@ impl<'a> Flow<'a> {
             final_state: self.y,
             boundaries: Vec::new(),
             wall: std::time::Duration::ZERO,
+            observing: self.observing.get(),
         }
     }
 }

@@ -229,6 +229,9 @@ pub struct Solution {
     pub boundaries: Vec<Boundary>,
     /// Wall time of the integration, observers included.
     pub wall: Duration,
+    /// The part of `wall` spent observing: the order parameters at the samples, the tokens
+    /// made for the observers and the observers themselves.
+    pub observing: Duration,
 }
 
 /// Integrates `problem` with `method`, calling the observers at every output sample.
@@ -298,6 +301,7 @@ pub fn solve_until(
         samples: 0,
         t_last: 0.0,
         drift_max: 0.0,
+        observing: Duration::ZERO,
     };
     let mut next_check = problem.t_end;
     for i in 0..grid.total {
@@ -306,13 +310,7 @@ pub fn solve_until(
             progress.status = Status::Interrupted { t: progress.t_last };
             break;
         }
-        let sampled = advance_to_sample(
-            dynamics,
-            &mut stepper,
-            (i, t),
-            &mut y,
-            &mut progress.drift_max,
-        );
+        let sampled = advance_to_sample(dynamics, &mut stepper, (i, t), &mut y, &mut progress);
         let order = match sampled {
             Ok(order) => order,
             Err(failure) => {
@@ -320,7 +318,9 @@ pub fn solve_until(
                 break;
             }
         };
+        let observed = Instant::now();
         hand_out_sample(dynamics, observers, i, t, &y, &order)?;
+        progress.observing += observed.elapsed();
         progress.samples += 1;
         progress.t_last = t;
         if grid.extended && i + 1 >= problem.samples && t >= next_check {
@@ -386,6 +386,7 @@ struct RunProgress {
     samples: usize,
     t_last: f64,
     drift_max: f64,
+    observing: Duration,
 }
 
 impl RunProgress {
@@ -409,19 +410,20 @@ impl RunProgress {
             final_state,
             boundaries: std::mem::take(&mut stepper.boundaries),
             wall: started.elapsed(),
+            observing: self.observing,
         }
     }
 }
 
 /// Advances `y` to sample `i` at time `t` (sample 0 is the initial state), projects it onto
-/// the manifold (raising `drift_max` to its distance from it as observed) and reads its order
-/// parameters; returns them, or the failure.
+/// the manifold (raising the progress's `drift_max` to its distance from it as observed) and
+/// reads its order parameters (timed as observing); returns them, or the failure.
 fn advance_to_sample(
     dynamics: &dyn Dynamics,
     stepper: &mut piecewise::SegmentedStepper<'_>,
     (i, t): (usize, f64),
     y: &mut [f64],
-    drift_max: &mut f64,
+    progress: &mut RunProgress,
 ) -> Result<OrderParameters, Status> {
     if i > 0 {
         stepper.advance_to(t, y)?;
@@ -433,8 +435,10 @@ fn advance_to_sample(
     // interpolation error).
     dynamics.project(y);
     // Distance from the manifold of the state as observed (after projection).
-    *drift_max = drift_max.max(dynamics.project(y));
+    progress.drift_max = progress.drift_max.max(dynamics.project(y));
+    let observed = Instant::now();
     let order = dynamics.order_parameters(y);
+    progress.observing += observed.elapsed();
     if !(order.r2.re.is_finite() && order.r2.im.is_finite() && order.nematic.is_finite()) {
         return Err(Status::NonFinite { t });
     }

@@ -126,6 +126,11 @@ pub struct ClusterSeries {
     /// The hand-over (time, count) and the merges after it, when the run reported them.
     handover: Option<(f64, usize)>,
     event_merges: Vec<Merge>,
+    /// The tokens of the sample being handed over in pieces (kept between samples).
+    gathered: Vec<f64>,
+    /// That sample: its index, the tokens seen, and whether its first tokens already proved it
+    /// not clustered (then the pieces are counted, not kept).
+    pieces: Option<(usize, usize, bool)>,
 }
 
 impl ClusterSeries {
@@ -141,6 +146,8 @@ impl ClusterSeries {
             csv: None,
             handover: None,
             event_merges: Vec::new(),
+            gathered: Vec::new(),
+            pieces: None,
         }
     }
 
@@ -211,17 +218,40 @@ impl ClusterSeries {
         out
     }
 
-    /// Records the clusters of `tokens` at time t.
+    /// Records the clusters of `tokens` at time t: not clustered when its first tokens prove
+    /// it ([`super::unclustered`]), else by the full detection.
     pub fn push(&mut self, t: f64, tokens: &[f64]) -> io::Result<()> {
-        let directions = super::clusters::directions(tokens, self.d);
-        let c = detect_clusters(&directions, self.d, self.rule);
+        let n = tokens.len() / self.d.max(1);
+        let c = if self.first_tokens_prove_unclustered(tokens, n) {
+            Clustering::not_clustered(n, self.rule.threshold)
+        } else {
+            let directions = super::clusters::directions(tokens, self.d);
+            detect_clusters(&directions, self.d, self.rule)
+        };
+        self.record(t, c, Some(tokens))
+    }
+
+    /// Whether the leading tokens of `tokens` (n in all) prove them not clustered.
+    fn first_tokens_prove_unclustered(&self, tokens: &[f64], n: usize) -> bool {
+        let d = self.d.max(1);
+        let m = super::unclustered::subset_size(d).min(tokens.len() / d);
+        let subset = super::clusters::directions(&tokens[..m * d], d);
+        super::unclustered::surely_not_clustered(&subset, d, n, self.rule.threshold)
+    }
+
+    /// Records the clustering `c` at time t, with the energy of `tokens` when given.
+    fn record(&mut self, t: f64, c: Clustering, tokens: Option<&[f64]>) -> io::Result<()> {
+        let energy = match tokens {
+            Some(tokens) => self.energy_at(t, tokens),
+            None => None,
+        };
         let row = ClusterRow {
             t,
             count: c.count,
             largest: c.largest_fraction(),
             diameter: c.diameter,
             separation: c.separation,
-            energy: self.energy_at(t, tokens),
+            energy,
         };
         if let Some(w) = self.csv.as_mut() {
             w.serialize(row).map_err(io::Error::other)?;
@@ -276,10 +306,46 @@ impl Observer for ClusterSeries {
         true
     }
 
+    /// Pieces are kept until the sample is complete, unless the first piece's leading tokens
+    /// prove the sample not clustered and no energy is wanted (then they are only counted).
+    fn takes_token_pieces(&self) -> bool {
+        true
+    }
+
+    fn sample_tokens(&mut self, index: usize, first: usize, rows: &[f64]) -> io::Result<()> {
+        let d = self.d.max(1);
+        if first == 0 {
+            self.gathered.clear();
+            // The number of tokens is not known yet: none of the group count (usize::MAX).
+            let proved =
+                self.energy.is_none() && self.first_tokens_prove_unclustered(rows, usize::MAX);
+            self.pieces = Some((index, 0, proved));
+        }
+        if let Some((_, seen, proved)) = self.pieces.as_mut() {
+            *seen += rows.len() / d;
+            if !*proved {
+                self.gathered.extend_from_slice(rows);
+            }
+        }
+        Ok(())
+    }
+
     fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()> {
-        match sample.tokens {
-            Some(tokens) => self.push(sample.t, tokens),
-            None => Ok(()),
+        if let Some(tokens) = sample.tokens {
+            return self.push(sample.t, tokens);
+        }
+        match self.pieces.take() {
+            Some((index, n, true)) if index == sample.index => {
+                let c = Clustering::not_clustered(n, self.rule.threshold);
+                self.record(sample.t, c, None)
+            }
+            Some((index, _, false)) if index == sample.index => {
+                let tokens = std::mem::take(&mut self.gathered);
+                let pushed = self.push(sample.t, &tokens);
+                self.gathered = tokens;
+                pushed
+            }
+            _ => Ok(()),
         }
     }
 
@@ -375,6 +441,51 @@ mod tests {
         assert_eq!(m, vec![(6.0, 3, 2), (8.0, 2, 1)]);
         // A split (count rising) is a plateau change but no merge.
         assert!(merges(&rows(&[2, 3, 3])).is_empty());
+    }
+
+    /// n tokens on the circle: `k` tight groups of width `width` (k = 0: evenly spread).
+    fn circle(n: usize, k: usize, width: f64) -> Vec<f64> {
+        (0..n)
+            .flat_map(|i| {
+                let t = if k == 0 {
+                    std::f64::consts::TAU * i as f64 / n as f64
+                } else {
+                    (i % k) as f64 * 1.3 + width * ((i * 7919) % 101) as f64 / 100.0
+                };
+                [t.cos(), t.sin()]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pieces_give_the_rows_of_whole_samples() {
+        let mut whole = ClusterSeries::new(ClusterRule::default(), 2, None);
+        let mut pieces = ClusterSeries::new(ClusterRule::default(), 2, None);
+        let samples = [
+            circle(9000, 0, 0.0),
+            circle(9000, 3, 0.02),
+            circle(9000, 4, 0.3),
+        ];
+        for (index, tokens) in samples.iter().enumerate() {
+            let order = crate::observe::order_parameters(tokens, 2);
+            let sample = |tokens| Sample {
+                index,
+                t: index as f64,
+                state: &[],
+                order: &order,
+                tokens,
+            };
+            whole.sample(&sample(Some(tokens))).unwrap();
+            for (p, rows) in tokens.chunks(2 * 4000).enumerate() {
+                pieces.sample_tokens(index, 4000 * p, rows).unwrap();
+            }
+            pieces.sample(&sample(None)).unwrap();
+        }
+        assert_eq!(whole.rows(), pieces.rows());
+        assert_eq!(whole.summary(), pieces.summary());
+        let counts: Vec<usize> = whole.rows().iter().map(|r| r.count).collect();
+        // Spread (proved from its first tokens), three tight groups, four too wide ones.
+        assert_eq!(counts, vec![0, 3, 0]);
     }
 
     #[test]

@@ -109,7 +109,8 @@ impl Clustering {
         self.sizes.iter().map(|&m| m as f64 / n).collect()
     }
 
-    fn not_clustered(n: usize, threshold: f64) -> Self {
+    /// The answer for n tokens that are not clustered.
+    pub fn not_clustered(n: usize, threshold: f64) -> Self {
         Clustering {
             count: 0,
             sizes: Vec::new(),
@@ -271,7 +272,12 @@ fn circle_groups(tokens: &[f64], theta: f64) -> Option<Vec<Group>> {
     let mut members = Vec::new();
     let mut span = 0.0;
     for step in 0..n {
-        let i = (start + step) % n;
+        // (start + step) mod n, without a division per token.
+        let i = if start + step >= n {
+            start + step - n
+        } else {
+            start + step
+        };
         members.push(order[i].1);
         if gap(i) > theta {
             if span > theta {
@@ -432,13 +438,35 @@ fn apart(tokens: &[f64], d: usize, a: (&Group, &Cap), b: (&Group, &Cap), theta: 
     })
 }
 
+/// Puts each group's members in increasing order: by one pass over the tokens when the groups
+/// hold every token once (O(n)), else by sorting.
+fn sort_members(groups: &mut [Group], n: usize) {
+    let total: usize = groups.iter().map(|g| g.members.len()).sum();
+    if total != n || groups.len() >= u32::MAX as usize {
+        groups.iter_mut().for_each(|g| g.members.sort_unstable());
+        return;
+    }
+    let mut label = vec![u32::MAX; n];
+    for (a, g) in groups.iter().enumerate() {
+        for &k in &g.members {
+            label[k] = a as u32;
+        }
+    }
+    if label.contains(&u32::MAX) {
+        groups.iter_mut().for_each(|g| g.members.sort_unstable());
+        return;
+    }
+    groups.iter_mut().for_each(|g| g.members.clear());
+    for (k, &a) in label.iter().enumerate() {
+        groups[a as usize].members.push(k);
+    }
+}
+
 /// Sizes, centres, diameter and separation of verified groups, largest first (ties: the group
 /// whose first token comes first).
 fn summarise(tokens: &[f64], d: usize, mut groups: Vec<Group>, threshold: f64) -> Clustering {
     let n = tokens.len() / d;
-    for g in groups.iter_mut() {
-        g.members.sort_unstable();
-    }
+    sort_members(&mut groups, n);
     groups.sort_by(|a, b| {
         b.members
             .len()

@@ -10,6 +10,7 @@ pub mod clusters;
 pub mod order;
 pub mod progress;
 pub mod series;
+pub mod unclustered;
 
 pub use order::{
     order_parameter_r2, order_parameters, order_parameters_from_sums, order_parameters_mapped,

@@ -18,7 +18,7 @@ pub use compare::{
     compare_summary, compared_models, run_compared, CompareMerges, CompareSummary, ModelRow,
     PerModel,
 };
-pub use summary::{RunReport, Summary};
+pub use summary::{RunReport, Summary, Timings};
 
 use std::path::Path;
 

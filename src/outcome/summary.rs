@@ -62,6 +62,8 @@ pub struct Summary {
     pub t_final: f64,
     /// Wall time of the integration, observers included.
     pub wall_seconds: f64,
+    /// Where the run's wall time went (not deterministic, like `wall_seconds`).
+    pub timings: Timings,
     /// The version of tokdyn that ran.
     pub version: String,
     /// The tokens' seed.
@@ -130,6 +132,7 @@ impl Summary {
             t_end: scenario.time.t_end,
             t_final: solution.t_last,
             wall_seconds: solution.wall.as_secs_f64(),
+            timings: Timings::of(solution),
             version: env!("CARGO_PKG_VERSION").to_string(),
             seed: scenario.tokens.seed,
             command_line: options.command_line.clone(),
@@ -141,6 +144,35 @@ impl Summary {
             clusters: None,
             lyapunov: None,
             cluster_rows: Vec::new(),
+        }
+    }
+}
+
+/// summary.json `timings`: seconds of a run's wall time spent in the flow (the field and the
+/// integrator), the observers (order parameters, clusters and the other observers, the
+/// classifier's look at the clusters), the pictures and the writing of files. Parts that run
+/// concurrently (the pictures beside `tokens_final.csv`) each count their own wall time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Timings {
+    /// The field and the integrator.
+    pub flow: f64,
+    /// Order parameters, clusters and other observers.
+    pub observers: f64,
+    /// Drawing the pictures.
+    pub pictures: f64,
+    /// Writing files other than the observers' streams and summary.json itself.
+    pub writing: f64,
+}
+
+impl Timings {
+    /// The flow and observer times of an integration (no pictures or files yet).
+    pub fn of(solution: &Solution) -> Self {
+        let observers = solution.observing.as_secs_f64();
+        Timings {
+            flow: (solution.wall.as_secs_f64() - observers).max(0.0),
+            observers,
+            pictures: 0.0,
+            writing: 0.0,
         }
     }
 }

@@ -430,5 +430,6 @@ fn join(mut a: Solution, second: Solution) -> Solution {
     a.norm_drift_max = a.norm_drift_max.max(second.norm_drift_max);
     a.step_drift_max = a.step_drift_max.max(second.step_drift_max);
     a.final_state = second.final_state;
+    a.observing += second.observing;
     a
 }

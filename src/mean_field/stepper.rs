@@ -1,61 +1,25 @@
-//! The integrating-factor Dormand–Prince 5(4) pair on spectral coefficients (docs/MATH.md §18):
+//! Exponential time differencing, fourth order (Cox–Matthews ETDRK4), with the error from step
+//! doubling (docs/MATH.md §18):
 //!
 //! ```text
-//! c' = L c + N(c),  L diagonal (the diffusion, -T k^2 or -T l (l + d - 2)), N the transport
-//! y_i     = e^{c_i h L} c_n + h sum_{j<i} a_ij e^{(c_i - c_j) h L} N(y_j)
-//! c_{n+1} = e^{h L} c_n + h sum_j b_j e^{(1 - c_j) h L} N(y_j)          (order 5, FSAL)
-//! error   = h sum_j (b_j - bhat_j) e^{(1 - c_j) h L} N(y_j)            (order 4 against 5)
+//! c' = L c + N(c),  L diagonal (the diffusion, -T k^2), N the transport
+//! a       = e^{hL/2} c + (h/2) phi1(hL/2) N(c)
+//! b       = e^{hL/2} c + (h/2) phi1(hL/2) N(a)
+//! e       = e^{hL/2} a + (h/2) phi1(hL/2) (2 N(b) - N(c))
+//! c(t+h)  = e^{hL} c + h [ f1 N(c) + 2 f2 (N(a) + N(b)) + f3 N(e) ]
+//! f1 = phi1 - 3 phi2 + 4 phi3,  f2 = phi2 - 2 phi3,  f3 = -phi2 + 4 phi3   (at hL)
+//! phi1(z) = (e^z - 1)/z,  phi2 = (e^z - 1 - z)/z^2,  phi3 = (e^z - 1 - z - z^2/2)/z^3
+//! error   = |two steps of h/2 - one step of h| / 15      (the two half steps are kept)
 //! ```
 //!
-//! The diffusion is solved exactly by the factors e^{s h L}, so the step follows the accuracy of
-//! the transport, not the stiffness k^2 T of the top modes. The error is measured as a bound
-//! of the density's sup norm: sum_k |error_k| against atol + rtol sum_k |c_k|.
+//! The diffusion is solved exactly, so the step follows the accuracy of the transport, not the
+//! stiffness T k^2 of the top modes; and since f1 + 4 f2 + f3 = phi1, a stationary density is a
+//! fixed point of the scheme for every h: at a steady state the error estimate vanishes and the
+//! steps grow (an integrating-factor Runge–Kutta pair does not have this property and keeps
+//! small steps forever). The error is measured as a bound of the density's sup norm:
+//! sum_k |error_k| against atol + rtol sum_k |c_k|.
 
 use num_complex::Complex64;
-
-/// Nodes of Dormand–Prince 5(4).
-const C: [f64; 7] = [0.0, 0.2, 0.3, 0.8, 8.0 / 9.0, 1.0, 1.0];
-/// Its Runge–Kutta matrix (rows 2..7; row 7 is b, first same as last).
-const A: [[f64; 6]; 7] = [
-    [0.0; 6],
-    [0.2, 0.0, 0.0, 0.0, 0.0, 0.0],
-    [3.0 / 40.0, 9.0 / 40.0, 0.0, 0.0, 0.0, 0.0],
-    [44.0 / 45.0, -56.0 / 15.0, 32.0 / 9.0, 0.0, 0.0, 0.0],
-    [
-        19372.0 / 6561.0,
-        -25360.0 / 2187.0,
-        64448.0 / 6561.0,
-        -212.0 / 729.0,
-        0.0,
-        0.0,
-    ],
-    [
-        9017.0 / 3168.0,
-        -355.0 / 33.0,
-        46732.0 / 5247.0,
-        49.0 / 176.0,
-        -5103.0 / 18656.0,
-        0.0,
-    ],
-    [
-        35.0 / 384.0,
-        0.0,
-        500.0 / 1113.0,
-        125.0 / 192.0,
-        -2187.0 / 6784.0,
-        11.0 / 84.0,
-    ],
-];
-/// b - bhat (the error weights).
-const E: [f64; 7] = [
-    71.0 / 57600.0,
-    0.0,
-    -71.0 / 16695.0,
-    71.0 / 1920.0,
-    -17253.0 / 339200.0,
-    22.0 / 525.0,
-    -1.0 / 40.0,
-];
 
 /// A semilinear system on spectral coefficients: the diagonal linear part and the rest.
 pub trait SpectralSystem {
@@ -65,28 +29,102 @@ pub trait SpectralSystem {
     fn nonlinear(&mut self, c: &[Complex64], out: &mut [Complex64]);
 }
 
-/// The stepper's state between steps: the FSAL stage and the next step size.
+/// phi1, phi2, phi3 of a real z <= 0 (Taylor series near 0, where the formulas cancel).
+pub fn phi123(z: f64) -> (f64, f64, f64) {
+    if z.abs() < 0.2 {
+        // phi_k(z) = sum_m z^m / (m + k)!
+        let (mut p1, mut p2, mut p3) = (0.0, 0.0, 0.0);
+        let mut zm = 1.0;
+        let mut fact = 1.0; // m!
+        for m in 0..16 {
+            let mf = m as f64;
+            let f1 = fact * (mf + 1.0);
+            let f2 = f1 * (mf + 2.0);
+            let f3 = f2 * (mf + 3.0);
+            p1 += zm / f1;
+            p2 += zm / f2;
+            p3 += zm / f3;
+            zm *= z;
+            fact *= mf + 1.0;
+        }
+        return (p1, p2, p3);
+    }
+    let e = z.exp();
+    let p1 = (e - 1.0) / z;
+    let p2 = (e - 1.0 - z) / (z * z);
+    let p3 = (e - 1.0 - z - 0.5 * z * z) / (z * z * z);
+    (p1, p2, p3)
+}
+
+/// The factors of one step size, per coefficient.
+#[derive(Default)]
+struct Factors {
+    h: f64,
+    e_half: Vec<f64>,
+    phi_half: Vec<f64>,
+    e_full: Vec<f64>,
+    f1: Vec<f64>,
+    f2: Vec<f64>,
+    f3: Vec<f64>,
+}
+
+impl Factors {
+    fn make(&mut self, h: f64, l: &[f64]) {
+        if self.h == h && self.e_full.len() == l.len() {
+            return;
+        }
+        self.h = h;
+        let n = l.len();
+        for v in [
+            &mut self.e_half,
+            &mut self.phi_half,
+            &mut self.e_full,
+            &mut self.f1,
+            &mut self.f2,
+            &mut self.f3,
+        ] {
+            v.resize(n, 0.0);
+        }
+        for (k, &lk) in l.iter().enumerate() {
+            let z = h * lk;
+            self.e_half[k] = (0.5 * z).exp();
+            self.phi_half[k] = phi123(0.5 * z).0;
+            self.e_full[k] = z.exp();
+            let (p1, p2, p3) = phi123(z);
+            self.f1[k] = p1 - 3.0 * p2 + 4.0 * p3;
+            self.f2[k] = p2 - 2.0 * p3;
+            self.f3[k] = -p2 + 4.0 * p3;
+        }
+    }
+}
+
+/// The stepper's state between steps.
 pub struct Stepper {
-    /// The stages N(y_i), i = 1..7.
-    stages: Vec<Vec<Complex64>>,
-    /// A stage's argument and the error.
-    work: Vec<Complex64>,
-    err: Vec<Complex64>,
-    /// Whether `stages[0]` holds N(c) of the current state.
+    /// N at the current state, and N at the stages a, b, e.
+    n0: Vec<Complex64>,
+    na: Vec<Complex64>,
+    nb: Vec<Complex64>,
+    ne: Vec<Complex64>,
+    a: Vec<Complex64>,
+    /// One full step, the midpoint of the two half steps, and N there.
+    full: Vec<Complex64>,
+    mid: Vec<Complex64>,
+    nmid: Vec<Complex64>,
+    two: Vec<Complex64>,
+    /// Whether `n0` holds N of the current state.
     fresh: bool,
     /// The step the controller proposes next.
     pub h: f64,
-    /// Relative and absolute tolerances.
     rtol: f64,
     atol: f64,
-    /// Evaluations of N, accepted and rejected steps.
+    /// Evaluations of N.
     pub evals: u64,
-    /// Accepted steps.
+    /// Accepted steps (each made of two half steps).
     pub accepted: u64,
     /// Rejected steps.
     pub rejected: u64,
-    /// e^{s h L} for the distinct s of a step (key s, factors).
-    factors: Vec<(f64, Vec<f64>)>,
+    whole: Factors,
+    half: Factors,
 }
 
 /// What one attempt to advance gave.
@@ -100,13 +138,24 @@ pub enum StepResult {
     NonFinite,
 }
 
+fn finite(v: &[Complex64]) -> bool {
+    v.iter().all(|z| z.re.is_finite() && z.im.is_finite())
+}
+
 impl Stepper {
-    /// A stepper for `len` coefficients.
+    /// A stepper for `len` coefficients, first trying step `h`.
     pub fn new(len: usize, h: f64, rtol: f64, atol: f64) -> Self {
+        let z = vec![Complex64::new(0.0, 0.0); len];
         Stepper {
-            stages: vec![vec![Complex64::new(0.0, 0.0); len]; 7],
-            work: vec![Complex64::new(0.0, 0.0); len],
-            err: vec![Complex64::new(0.0, 0.0); len],
+            n0: z.clone(),
+            na: z.clone(),
+            nb: z.clone(),
+            ne: z.clone(),
+            a: z.clone(),
+            full: z.clone(),
+            mid: z.clone(),
+            nmid: z.clone(),
+            two: z,
             fresh: false,
             h,
             rtol,
@@ -114,33 +163,33 @@ impl Stepper {
             evals: 0,
             accepted: 0,
             rejected: 0,
-            factors: Vec::new(),
+            whole: Factors::default(),
+            half: Factors::default(),
         }
     }
 
-    /// Resizes for a new number of coefficients (after the grid grew); the next step starts
-    /// by evaluating N afresh.
+    /// Resizes for a new number of coefficients (after the grid grew).
     pub fn resize(&mut self, len: usize) {
-        for s in &mut self.stages {
-            s.resize(len, Complex64::new(0.0, 0.0));
+        let zero = Complex64::new(0.0, 0.0);
+        for v in [
+            &mut self.n0,
+            &mut self.na,
+            &mut self.nb,
+            &mut self.ne,
+            &mut self.a,
+            &mut self.full,
+            &mut self.mid,
+            &mut self.nmid,
+            &mut self.two,
+        ] {
+            v.resize(len, zero);
         }
-        self.work.resize(len, Complex64::new(0.0, 0.0));
-        self.err.resize(len, Complex64::new(0.0, 0.0));
         self.fresh = false;
+        self.whole.h = f64::NAN;
+        self.half.h = f64::NAN;
     }
 
-    /// e^{s h L} for the step size of this attempt (cached per attempt).
-    fn factor(&mut self, s: f64, h: f64, l: &[f64]) -> usize {
-        if let Some(i) = self.factors.iter().position(|(k, _)| *k == s) {
-            return i;
-        }
-        let f = l.iter().map(|&lk| (lk * s * h).exp()).collect();
-        self.factors.push((s, f));
-        self.factors.len() - 1
-    }
-
-    /// Advances `c` from `t` by at most `limit` with the error within the tolerances; retries
-    /// with smaller steps until it is.
+    /// Advances `c` from `t` by at most `limit` with the error within the tolerances.
     pub fn step(
         &mut self,
         system: &mut dyn SpectralSystem,
@@ -149,7 +198,7 @@ impl Stepper {
         limit: f64,
     ) -> StepResult {
         if !self.fresh {
-            system.nonlinear(c, &mut self.stages[0]);
+            system.nonlinear(c, &mut self.n0);
             self.evals += 1;
             self.fresh = true;
         }
@@ -158,9 +207,11 @@ impl Stepper {
             if h <= 4.0 * f64::EPSILON * t.abs().max(limit) {
                 return StepResult::Underflow;
             }
-            let (norm, finite) = self.attempt(system, c, h);
-            if !finite {
-                // A non-finite stage: shrink hard, give up once the step is round-off.
+            let l = system.linear().to_vec();
+            self.whole.make(h, &l);
+            self.half.make(0.5 * h, &l);
+            let norm = self.attempt(system, c);
+            if !norm.is_finite() {
                 self.rejected += 1;
                 self.h = h * 0.1;
                 if self.h <= 4.0 * f64::EPSILON * t.abs().max(1.0) {
@@ -170,9 +221,8 @@ impl Stepper {
             }
             let factor = (0.9 * norm.powf(-0.2)).clamp(0.2, 5.0);
             if norm <= 1.0 {
-                // c <- y_7 (kept in `work`), N(c) <- stage 7.
-                c.copy_from_slice(&self.work);
-                self.stages.swap(0, 6);
+                c.copy_from_slice(&self.two);
+                self.fresh = false;
                 self.accepted += 1;
                 if h == self.h || factor < 1.0 {
                     self.h = h * factor;
@@ -187,51 +237,82 @@ impl Stepper {
         }
     }
 
-    /// One attempt with step `h`: the new state in `work`, the stages, and the error norm.
-    fn attempt(&mut self, system: &mut dyn SpectralSystem, c: &[Complex64], h: f64) -> (f64, bool) {
-        let l = system.linear().to_vec();
-        self.factors.clear();
-        for i in 1..7 {
-            let fi = self.factor(C[i], h, &l);
-            let mut parts = Vec::with_capacity(i);
-            for (j, &cj) in C.iter().enumerate().take(i) {
-                if A[i][j] != 0.0 {
-                    parts.push((j, self.factor(C[i] - cj, h, &l)));
-                }
-            }
-            for k in 0..c.len() {
-                let mut y = c[k] * self.factors[fi].1[k];
-                for &(j, f) in &parts {
-                    y += self.stages[j][k] * (h * A[i][j] * self.factors[f].1[k]);
-                }
-                self.work[k] = y;
-            }
-            let (done, rest) = self.stages.split_at_mut(i);
-            let _ = done;
-            system.nonlinear(&self.work, &mut rest[0]);
-            self.evals += 1;
-            if !rest[0].iter().all(|z| z.re.is_finite() && z.im.is_finite()) {
-                return (f64::INFINITY, false);
-            }
+    /// One full step and two half steps from `c`; the error norm (infinite when not finite).
+    fn attempt(&mut self, system: &mut dyn SpectralSystem, c: &[Complex64]) -> f64 {
+        let n0 = std::mem::take(&mut self.n0);
+        let mut out = std::mem::take(&mut self.full);
+        let ok = self.etdrk4(system, c, &n0, true, &mut out);
+        self.full = out;
+        if !ok {
+            self.n0 = n0;
+            return f64::INFINITY;
         }
-        // work = y_7 = c_{n+1} (the last stage's argument); the error from the stages.
-        let mut parts = Vec::with_capacity(7);
-        for (j, &cj) in C.iter().enumerate() {
-            if E[j] != 0.0 {
-                parts.push((j, self.factor(1.0 - cj, h, &l)));
-            }
+        let mut mid = std::mem::take(&mut self.mid);
+        let ok = self.etdrk4(system, c, &n0, false, &mut mid);
+        self.n0 = n0;
+        if !ok {
+            self.mid = mid;
+            return f64::INFINITY;
         }
-        let (mut err_sum, mut size) = (0.0, 0.0);
+        let mut nmid = std::mem::take(&mut self.nmid);
+        system.nonlinear(&mid, &mut nmid);
+        self.evals += 1;
+        let mut two = std::mem::take(&mut self.two);
+        let ok = finite(&nmid) && self.etdrk4(system, &mid, &nmid, false, &mut two);
+        self.mid = mid;
+        self.nmid = nmid;
+        self.two = two;
+        if !ok {
+            return f64::INFINITY;
+        }
+        let (mut err, mut size) = (0.0, 0.0);
         for k in 0..c.len() {
-            let mut e = Complex64::new(0.0, 0.0);
-            for &(j, f) in &parts {
-                e += self.stages[j][k] * (h * E[j] * self.factors[f].1[k]);
-            }
-            self.err[k] = e;
-            err_sum += e.norm();
-            size += c[k].norm().max(self.work[k].norm());
+            err += (self.two[k] - self.full[k]).norm() / 15.0;
+            size += c[k].norm().max(self.two[k].norm());
         }
-        let norm = err_sum / (self.atol + self.rtol * size);
-        (norm, norm.is_finite())
+        err / (self.atol + self.rtol * size)
+    }
+
+    /// One ETDRK4 step (`whole`: of h, else of h/2) from `c` with N(c) = `n0`, into `out`;
+    /// false when a stage is not finite.
+    fn etdrk4(
+        &mut self,
+        system: &mut dyn SpectralSystem,
+        c: &[Complex64],
+        n0: &[Complex64],
+        whole: bool,
+        out: &mut [Complex64],
+    ) -> bool {
+        let f = if whole { &self.whole } else { &self.half };
+        let h = f.h;
+        let len = c.len();
+        for k in 0..len {
+            self.a[k] = c[k] * f.e_half[k] + n0[k] * (0.5 * h * f.phi_half[k]);
+        }
+        system.nonlinear(&self.a, &mut self.na);
+        let f = if whole { &self.whole } else { &self.half };
+        for k in 0..len {
+            out[k] = c[k] * f.e_half[k] + self.na[k] * (0.5 * h * f.phi_half[k]);
+        }
+        system.nonlinear(out, &mut self.nb);
+        let f = if whole { &self.whole } else { &self.half };
+        for k in 0..len {
+            out[k] =
+                self.a[k] * f.e_half[k] + (self.nb[k] * 2.0 - n0[k]) * (0.5 * h * f.phi_half[k]);
+        }
+        system.nonlinear(out, &mut self.ne);
+        self.evals += 3;
+        if !(finite(&self.na) && finite(&self.nb) && finite(&self.ne)) {
+            return false;
+        }
+        let f = if whole { &self.whole } else { &self.half };
+        for k in 0..len {
+            out[k] = c[k] * f.e_full[k]
+                + (n0[k] * f.f1[k]
+                    + (self.na[k] + self.nb[k]) * (2.0 * f.f2[k])
+                    + self.ne[k] * f.f3[k])
+                    * h;
+        }
+        true
     }
 }

@@ -5,6 +5,7 @@
 
 use std::f64::consts::PI;
 
+use num_complex::Complex64;
 use tokdyn::mean_field::start::Shape;
 use tokdyn::mean_field::{self, Kernel, MeanFieldHead, MeanFieldProblem, StartDensity};
 
@@ -104,4 +105,210 @@ fn small_modes_grow_at_the_dispersion_rate_on_the_circle() {
             assert!(rel < 1e-4, "{kernel:?} l = {l}: {measured} vs {lambda}");
         }
     }
+}
+
+/// m+ and m- of a 2 x 2 matrix: M x <-> m+ z + m- conj(z) (SPEC section 2).
+fn plus_minus(m: &[[f64; 2]; 2]) -> (Complex64, Complex64) {
+    (
+        Complex64::new(m[0][0] + m[1][1], m[1][0] - m[0][1]) * 0.5,
+        Complex64::new(m[0][0] - m[1][1], m[1][0] + m[0][1]) * 0.5,
+    )
+}
+
+/// The Ott–Antonsen field of lsa with one head, written out from section 2 of the SPEC.
+fn oa_field(r: Complex64, a: &[[f64; 2]; 2], v: &[[f64; 2]; 2], beta: f64) -> Complex64 {
+    let (ap, am) = plus_minus(a);
+    let (vp, vm) = plus_minus(v);
+    let g = ap * vp * r + ap * vm + am * vp + am * vm * r.conj();
+    let c = ap.conj() * vp + am.conj() * vm + ap.conj() * vm * r.conj() + am.conj() * vp * r;
+    let (omega, h) = (beta * c.im, g * beta);
+    Complex64::i() * omega * r + (h - h.conj() * r * r) * 0.5
+}
+
+#[test]
+fn lsa_from_a_poisson_density_follows_the_ott_antonsen_equation() {
+    // A general A (not a rotation: the quadrature path) and a rotation (the FFT path).
+    let v = [[0.3, 1.1], [-0.7, 0.2]];
+    for a in [[[0.4, 1.2], [-0.5, 0.9]], [[0.8, -0.6], [0.6, 0.8]]] {
+        let (r0, phi0, beta) = (0.4, 0.7, 1.3);
+        let mut p = problem(
+            Kernel::Lsa,
+            beta,
+            0.0,
+            StartDensity {
+                shape: Shape::Poisson { r0, phi0 },
+                modes: vec![],
+            },
+        );
+        p.heads = vec![MeanFieldHead { a, v }];
+        p.t_end = 3.0;
+        p.samples = 7;
+        p.rtol = 1e-13;
+        let r = run(&p);
+        // OA by RK4 with a small fixed step.
+        let mut z = Complex64::from_polar(r0, phi0);
+        let dt = 1e-4;
+        let f = |z: Complex64| oa_field(z, &a, &v, beta);
+        let mut worst = 0.0f64;
+        for (i, c) in r.history.iter().enumerate() {
+            let t = r.times[i];
+            let want_steps = (t / dt).round() as usize;
+            let done = ((r.times[i.saturating_sub(1)]) / dt).round() as usize;
+            if i > 0 {
+                for _ in done..want_steps {
+                    let k1 = f(z);
+                    let k2 = f(z + k1 * (dt / 2.0));
+                    let k3 = f(z + k2 * (dt / 2.0));
+                    let k4 = f(z + k3 * dt);
+                    z += (k1 + k2 * 2.0 + k3 * 2.0 + k4) * (dt / 6.0);
+                }
+            }
+            let r2 = mean_field::order_parameters(c).r2;
+            worst = worst.max((r2 - z).norm());
+        }
+        eprintln!(
+            "A = {a:?}: max |R2 - R_OA| = {worst:.2e}, grid {}, {}",
+            r.summary.grid, r.summary.kernel
+        );
+        assert!(worst < 1e-8, "A = {a:?}: {worst}");
+    }
+}
+
+#[test]
+fn mass_is_conserved_with_heads_noise_and_softmax() {
+    for kernel in [Kernel::Sa, Kernel::Usa, Kernel::Lsa] {
+        let mut p = problem(kernel, 2.0, 0.2, uniform_plus(2, 0.1));
+        p.heads = vec![
+            MeanFieldHead {
+                a: [[1.0, 0.5], [0.2, 0.8]],
+                v: [[1.0, 0.3], [-0.2, 0.9]],
+            },
+            MeanFieldHead {
+                a: [[0.6, -0.8], [0.8, 0.6]],
+                v: I2,
+            },
+        ];
+        p.rtol = 1e-9;
+        p.atol = 1e-12;
+        p.t_end = 5.0;
+        p.samples = 11;
+        let r = run(&p);
+        let n = r.summary.grid;
+        let rho = r.densities();
+        for (i, row) in rho.chunks(n).enumerate() {
+            let mass: f64 = row.iter().sum::<f64>() * 2.0 * PI / n as f64;
+            assert!(
+                (mass - 1.0).abs() < 1e-12,
+                "{kernel:?} sample {i}: mass {mass}"
+            );
+            assert!(row.iter().all(|x| x.is_finite()));
+        }
+    }
+}
+
+/// The stable bump of usa (A = V = I) at temperature T by its self-consistency
+/// rho = e^{Phi/T} / Z, Phi = (1/beta) K * rho, solved by Newton on the cosine moments
+/// r_m = <cos m theta> (even densities), with K * rho(theta) = I_0 + 2 sum I_m r_m cos m theta.
+fn self_consistent_bump(beta: f64, t: f64, guess_kappa: f64) -> f64 {
+    const M: usize = 48;
+    const Q: usize = 1024;
+    let bessel: Vec<f64> = (0..=M).map(|m| bessel_i(m as f64, beta)).collect();
+    let cosines: Vec<Vec<f64>> = (0..=M)
+        .map(|m| {
+            (0..Q)
+                .map(|j| (m as f64 * 2.0 * PI * j as f64 / Q as f64).cos())
+                .collect()
+        })
+        .collect();
+    let map = |r: &[f64]| -> Vec<f64> {
+        let w: Vec<f64> = (0..Q)
+            .map(|j| {
+                let mut phi = bessel[0];
+                for m in 1..=M {
+                    phi += 2.0 * bessel[m] * r[m - 1] * cosines[m][j];
+                }
+                (phi / beta / t).exp()
+            })
+            .collect();
+        let z: f64 = w.iter().sum();
+        (1..=M)
+            .map(|m| w.iter().zip(&cosines[m]).map(|(a, b)| a * b).sum::<f64>() / z)
+            .collect()
+    };
+    // Start from the von Mises moments I_m(kappa) / I_0(kappa).
+    let mut r: Vec<f64> = (1..=M)
+        .map(|m| bessel_i(m as f64, guess_kappa) / bessel_i(0.0, guess_kappa))
+        .collect();
+    for _ in 0..30 {
+        let g = map(&r);
+        let f: Vec<f64> = r.iter().zip(&g).map(|(a, b)| a - b).collect();
+        if f.iter().map(|x| x.abs()).fold(0.0, f64::max) < 1e-15 {
+            break;
+        }
+        // Jacobian of r - G(r) by differences, then Gaussian elimination.
+        let h = 1e-7;
+        let mut jac = vec![vec![0.0; M + 1]; M];
+        for k in 0..M {
+            let mut rk = r.clone();
+            rk[k] += h;
+            let gk = map(&rk);
+            for i in 0..M {
+                jac[i][k] = (if i == k { 1.0 } else { 0.0 }) - (gk[i] - g[i]) / h;
+            }
+        }
+        for i in 0..M {
+            jac[i][M] = -f[i];
+        }
+        for col in 0..M {
+            let piv = (col..M)
+                .max_by(|&a, &b| jac[a][col].abs().total_cmp(&jac[b][col].abs()))
+                .unwrap();
+            jac.swap(col, piv);
+            for row in 0..M {
+                if row != col {
+                    let factor = jac[row][col] / jac[col][col];
+                    for k in col..=M {
+                        jac[row][k] -= factor * jac[col][k];
+                    }
+                }
+            }
+        }
+        for i in 0..M {
+            r[i] += jac[i][M] / jac[i][i];
+        }
+    }
+    r[0]
+}
+
+#[test]
+fn the_noisy_bump_of_usa_is_the_self_consistent_state() {
+    let (beta, t) = (5.0, 5.2);
+    let want = self_consistent_bump(beta, t, 5.0);
+    // The value of SPEC 8a, found there by the same kind of computation.
+    assert!((want - 0.79900123).abs() < 5e-9, "{want}");
+    let mut p = problem(
+        Kernel::Usa,
+        beta,
+        t,
+        StartDensity {
+            shape: Shape::VonMises {
+                kappa: 5.0,
+                mean: 1.0,
+            },
+            modes: vec![],
+        },
+    );
+    p.rtol = 1e-10;
+    p.atol = 1e-13;
+    p.t_end = 100.0;
+    p.samples = 11;
+    let r = run(&p);
+    let got = mean_field::order_parameters(r.history.last().unwrap())
+        .r1
+        .unwrap();
+    eprintln!(
+        "bump: run {got}, self-consistency {want}, steps {}",
+        r.solution.accepted_steps
+    );
+    assert!((got - want).abs() < 1e-8, "{got} vs {want}");
 }

@@ -7,11 +7,13 @@
 //! Z_h        = (2 pi / N) sum_j e^{beta <x_theta, A x_j>} rho_j  (sa; 1 for lsa and usa)
 //! ```
 //!
-//! The sums over the grid are the trapezoid rule, exact for the trigonometric polynomials the
-//! grid resolves. When A = a R (a rotation times a number) the weight depends on theta - phi
-//! only and the sums are circular convolutions, done by FFT in O(N log N); otherwise the
-//! weights are a stored N x N matrix (quadrature, O(N^2)). Either way the same sums, so the
-//! results agree to round-off.
+//! When A = a R (a rotation times a number, a = |A| e^{i alpha}) the weight depends on
+//! psi = theta - phi only, K(psi) = h(beta a cos(psi - alpha)), with the exact Fourier
+//! coefficients K_m = I_m(beta a) e^{-i m alpha} (Jacobi–Anger; lsa: beta a / 2 at m = +-1), and
+//! F_k = 2 pi K_k g_k is a product of modes (FFT, O(N log N), no aliasing of the kernel).
+//! Otherwise the integrals are the trapezoid rule on a finer grid of M = N + 2 m_K points
+//! (m_K: the modes the kernel needs, I_m(beta |A|) < 1e-17 I_0 beyond), exact for the
+//! integrand's trigonometric polynomial: a stored N x M matrix of weights (quadrature).
 
 use std::f64::consts::PI;
 use std::sync::Arc;
@@ -24,10 +26,32 @@ use super::{Kernel, MeanFieldHead};
 
 /// How the attention sums of a head are evaluated.
 enum Weights {
-    /// The FFT of the weight h(beta <x_0, A x_{-j}>) (scaled for the convolution).
+    /// 2 pi K_k / N per FFT index (the kernel's exact modes, scaled for the convolution).
     Convolution(Vec<Complex64>),
-    /// The N x N weights (row i: theta_i), the trapezoid factor included.
+    /// The N x M weights (row i: theta_i, column j: the fine point 2 pi j / M), the trapezoid
+    /// factor included.
     Quadrature(Vec<f64>),
+}
+
+/// The fine grid of the quadrature heads: its size, FFT and angles.
+struct Fine {
+    m: usize,
+    inverse: Arc<dyn Fft<f64>>,
+    trig: Vec<(f64, f64)>,
+    rho: Vec<Complex64>,
+    g: Vec<Complex64>,
+}
+
+/// The modes the kernel h(beta <x, A y>) needs in y: I_m(beta |A|_F) below 1e-17 I_0 beyond
+/// (lsa: 1), at most 4096.
+pub fn kernel_modes(kernel: Kernel, beta: f64, a: &[[f64; 2]; 2]) -> usize {
+    if kernel == Kernel::Lsa {
+        return 1;
+    }
+    let x = beta.abs() * a.iter().flatten().map(|v| v * v).sum::<f64>().sqrt();
+    let mut s = vec![0.0; 4097];
+    crate::model::bessel::scaled_bessel_i(x, &mut s);
+    (1..s.len()).find(|&m| s[m] < 1e-17 * s[0]).unwrap_or(4096)
 }
 
 /// One head on a grid of N points.
@@ -53,6 +77,8 @@ pub struct Circle {
     flux: Vec<Complex64>,
     /// (cos, sin) of the grid angles.
     trig: Vec<(f64, f64)>,
+    /// The fine grid (quadrature heads only).
+    fine: Option<Fine>,
 }
 
 /// Whether A = a R (a rotation times a number): a11 = a22 and a12 = -a21.
@@ -106,7 +132,33 @@ impl Circle {
             buf: vec![zero; n],
             flux: vec![zero; n],
             trig,
+            fine: None,
         };
+        let modes = heads
+            .iter()
+            .filter(|h| !commutes_with_rotations(&h.a))
+            .map(|h| kernel_modes(kernel, beta, &h.a))
+            .max();
+        if let Some(mk) = modes {
+            let m = n + 2 * mk;
+            let inverse = planner.plan_fft_inverse(m);
+            let len = inverse.get_inplace_scratch_len();
+            if len > circle.scratch.len() {
+                circle.scratch.resize(len, zero);
+            }
+            circle.fine = Some(Fine {
+                m,
+                inverse,
+                trig: (0..m)
+                    .map(|j| {
+                        let th = 2.0 * PI * j as f64 / m as f64;
+                        (th.cos(), th.sin())
+                    })
+                    .collect(),
+                rho: vec![zero; m],
+                g: vec![zero; m],
+            });
+        }
         circle.heads = heads
             .iter()
             .map(|h| GridHead {
@@ -147,26 +199,19 @@ impl Circle {
         let n = self.n;
         let frob = a.iter().flatten().map(|x| x * x).sum::<f64>().sqrt();
         let shift = beta * frob;
-        let dq = 2.0 * PI / n as f64;
         if commutes_with_rotations(a) {
-            // K(psi) = h(beta (a11 cos psi + a21 sin psi)), psi = theta - phi.
-            let (p, q) = (a[0][0], a[1][0]);
-            let mut k: Vec<Complex64> = self
-                .trig
-                .iter()
-                .map(|&(c, s)| {
-                    Complex64::new(Self::weight(kernel, beta, p * c + q * s, shift), 0.0)
-                })
-                .collect();
-            self.forward.process_with_scratch(&mut k, &mut self.scratch);
-            let scale = dq / n as f64;
-            return Weights::Convolution(k.into_iter().map(|z| z * scale).collect());
+            return Weights::Convolution(convolution_modes(kernel, beta, a, n));
         }
-        let mut w = vec![0.0; n * n];
+        let fine = self
+            .fine
+            .as_ref()
+            .expect("a quadrature head has its fine grid");
+        let (m, dq) = (fine.m, 2.0 * PI / fine.m as f64);
+        let mut w = vec![0.0; n * m];
         for (i, &(ci, si)) in self.trig.iter().enumerate() {
-            for (j, &(cj, sj)) in self.trig.iter().enumerate() {
+            for (j, &(cj, sj)) in fine.trig.iter().enumerate() {
                 let ax = (a[0][0] * cj + a[0][1] * sj, a[1][0] * cj + a[1][1] * sj);
-                w[i * n + j] = Self::weight(kernel, beta, ci * ax.0 + si * ax.1, shift) * dq;
+                w[i * m + j] = Self::weight(kernel, beta, ci * ax.0 + si * ax.1, shift) * dq;
             }
         }
         Weights::Quadrature(w)
@@ -177,6 +222,11 @@ impl Circle {
         self.rho.copy_from_slice(c);
         self.inverse
             .process_with_scratch(&mut self.rho, &mut self.scratch);
+        if let Some(fine) = self.fine.as_mut() {
+            fine.rho = resample(c, fine.m);
+            fine.inverse
+                .process_with_scratch(&mut fine.rho, &mut self.scratch);
+        }
     }
 
     /// The velocity v(theta_j) of the density in `self.rho` (into `self.flux` as real parts).
@@ -221,13 +271,26 @@ impl Circle {
                     }
                 }
                 Weights::Quadrature(w) => {
+                    let fine = self
+                        .fine
+                        .as_mut()
+                        .expect("a quadrature head has its fine grid");
+                    let m = fine.m;
+                    for j in 0..m {
+                        let (c, s) = fine.trig[j];
+                        let r = fine.rho[j].re;
+                        fine.g[j] = Complex64::new(
+                            r * (v[0][0] * c + v[0][1] * s),
+                            r * (v[1][0] * c + v[1][1] * s),
+                        );
+                    }
                     for i in 0..n {
-                        let row = &w[i * n..(i + 1) * n];
+                        let row = &w[i * m..(i + 1) * m];
                         let (mut fx, mut fy, mut z) = (0.0, 0.0, 0.0);
-                        for j in 0..n {
-                            fx += row[j] * self.buf[j].re;
-                            fy += row[j] * self.buf[j].im;
-                            z += row[j] * self.rho[j].re;
+                        for j in 0..m {
+                            fx += row[j] * fine.g[j].re;
+                            fy += row[j] * fine.g[j].im;
+                            z += row[j] * fine.rho[j].re;
                         }
                         self.field[i] = Complex64::new(fx, fy);
                         self.norm[i] = Complex64::new(z, 0.0);
@@ -262,10 +325,51 @@ impl SpectralSystem for Circle {
             .process_with_scratch(&mut self.flux, &mut self.scratch);
         let scale = 1.0 / n as f64;
         for (i, o) in out.iter_mut().enumerate() {
-            let k = if 2 * i == n { 0.0 } else { wavenumber(i, n) };
+            let k = if kept(i, n) { wavenumber(i, n) } else { 0.0 };
             *o = Complex64::new(0.0, -k) * self.flux[i] * scale;
         }
     }
+}
+
+/// 2 pi K_k / N per FFT index for A = a R: K_m = I_m(beta a) e^{-i m alpha} (usa; sa scaled by
+/// e^{-beta a}, which cancels in F / Z), beta a / 2 e^{-+ i alpha} at m = +-1 (lsa).
+fn convolution_modes(kernel: Kernel, beta: f64, a: &[[f64; 2]; 2], n: usize) -> Vec<Complex64> {
+    let (p, q) = (a[0][0], a[1][0]);
+    let (size, alpha) = (p.hypot(q), q.atan2(p));
+    let x = beta * size;
+    let mut scaled = vec![0.0; n / 2 + 1];
+    if kernel != Kernel::Lsa {
+        crate::model::bessel::scaled_bessel_i(x.abs(), &mut scaled);
+    }
+    let mode = |m: i64| -> Complex64 {
+        let value = match kernel {
+            Kernel::Lsa if m.abs() == 1 => x / 2.0,
+            Kernel::Lsa => 0.0,
+            // I_m(-x) = (-1)^m I_m(x).
+            Kernel::Usa | Kernel::Sa => {
+                let sign = if x < 0.0 && m % 2 != 0 { -1.0 } else { 1.0 };
+                let scale = if kernel == Kernel::Usa {
+                    x.abs().exp()
+                } else {
+                    1.0
+                };
+                sign * scaled[m.unsigned_abs() as usize] * scale
+            }
+        };
+        Complex64::from_polar(value, -(m as f64) * alpha)
+    };
+    let factor = 2.0 * PI / n as f64;
+    (0..n)
+        .map(|i| {
+            let k = wavenumber(i, n) as i64;
+            let kk = if 2 * i == n {
+                (mode(k) + mode(-k)) * 0.5
+            } else {
+                mode(k)
+            };
+            kk * factor
+        })
+        .collect()
 }
 
 /// The coefficients c_k (FFT order) of a density sampled on N grid points.
@@ -306,14 +410,33 @@ pub fn resample(c: &[Complex64], n: usize) -> Vec<Complex64> {
     out
 }
 
-/// The weight of the top third of the modes (|k| > N/3) relative to all of them.
+/// Whether FFT index `i` of `n` is a kept mode: |k| <= n/3 (the two-thirds rule, so that the
+/// aliases of the quadratic product rho v fall on dropped modes only).
+pub fn kept(i: usize, n: usize) -> bool {
+    3.0 * wavenumber(i, n).abs() <= n as f64
+}
+
+/// Drops the modes past the two-thirds rule.
+pub fn truncate(c: &mut [Complex64]) {
+    let n = c.len();
+    for (i, z) in c.iter_mut().enumerate() {
+        if !kept(i, n) {
+            *z = Complex64::new(0.0, 0.0);
+        }
+    }
+}
+
+/// The weight of the top third of the kept modes (2n/9 < |k| <= n/3) relative to all of them.
 pub fn tail(c: &[Complex64]) -> f64 {
     let n = c.len();
     let (mut top, mut all) = (0.0, 0.0);
     for (i, z) in c.iter().enumerate() {
+        if !kept(i, n) {
+            continue;
+        }
         let a = z.norm();
         all += a;
-        if 3.0 * wavenumber(i, n).abs() > n as f64 {
+        if 9.0 * wavenumber(i, n).abs() > 2.0 * n as f64 {
             top += a;
         }
     }
@@ -321,5 +444,77 @@ pub fn tail(c: &[Complex64]) -> f64 {
         top / all
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mean_field::MeanFieldHead;
+
+    /// N(c) against the transport written out by direct sums on a fine grid.
+    #[test]
+    fn transport_matches_direct_sums() {
+        let n = 64;
+        let beta = 2.0;
+        let i2 = [[1.0, 0.0], [0.0, 1.0]];
+        let rho = |t: f64| 1.0 / (2.0 * PI) + 0.1 * (3.0 * t).cos() + 0.05 * (t - 0.3).sin();
+        let values: Vec<f64> = (0..n)
+            .map(|j| rho(2.0 * PI * j as f64 / n as f64))
+            .collect();
+        let c = analyse(&values);
+        for (kernel, a) in [
+            (Kernel::Usa, i2),
+            (Kernel::Usa, [[1.0, 0.4], [-0.2, 0.7]]),
+            (Kernel::Sa, [[0.6, -0.8], [0.8, 0.6]]),
+        ] {
+            let heads = [MeanFieldHead {
+                a,
+                v: [[0.9, 0.2], [-0.3, 1.1]],
+            }];
+            let mut circle = Circle::new(n, kernel, beta, &heads, 0.0);
+            let mut out = vec![Complex64::new(0.0, 0.0); n];
+            circle.nonlinear(&c, &mut out);
+            // Direct: flux f(theta) = rho v, by quadrature on 2048 points; its modes by sums.
+            let q = 2048;
+            let v = &heads[0].v;
+            let vel = |t: f64| {
+                let (mut fx, mut fy, mut z) = (0.0, 0.0, 0.0);
+                for j in 0..q {
+                    let p = 2.0 * PI * j as f64 / q as f64;
+                    let (cp, sp) = (p.cos(), p.sin());
+                    let s = t.cos() * (a[0][0] * cp + a[0][1] * sp)
+                        + t.sin() * (a[1][0] * cp + a[1][1] * sp);
+                    let w = (beta * s).exp() * rho(p) * 2.0 * PI / q as f64;
+                    fx += w * (v[0][0] * cp + v[0][1] * sp);
+                    fy += w * (v[1][0] * cp + v[1][1] * sp);
+                    z += w;
+                }
+                let z = if kernel == Kernel::Sa { z } else { 1.0 };
+                (-t.sin() * fx + t.cos() * fy) / z
+            };
+            let flux: Vec<f64> = (0..q)
+                .map(|j| {
+                    let t = 2.0 * PI * j as f64 / q as f64;
+                    rho(t) * vel(t)
+                })
+                .collect();
+            for k in [1i64, 2, 3, 4, 6] {
+                let fk: Complex64 = flux
+                    .iter()
+                    .enumerate()
+                    .map(|(j, f)| {
+                        Complex64::from_polar(*f, -(k as f64) * 2.0 * PI * j as f64 / q as f64)
+                    })
+                    .sum::<Complex64>()
+                    / q as f64;
+                let want = Complex64::new(0.0, -(k as f64)) * fk;
+                let got = out[k as usize];
+                assert!(
+                    (got - want).norm() < 1e-10,
+                    "{kernel:?} {a:?} k = {k}: {got} vs {want}"
+                );
+            }
+        }
     }
 }

@@ -7,10 +7,12 @@
 //!
 //! The density is a Fourier series on a grid of N points (pseudo-spectral: the transport is
 //! formed on the grid, the diffusion acts on the modes exactly), stepped by an
-//! integrating-factor Dormand–Prince 5(4) pair with error control (`stepper`). The grid follows
-//! the tolerance: when the top third of the modes holds more than the tolerance of the weight,
-//! the grid doubles (zero padding is exact); past `max_grid` the run stops, reports the time
-//! and the peaks that hold the mass (`peaks`), and keeps its samples up to then.
+//! exponential Runge–Kutta scheme (ETDRK4) with error control by step doubling (`stepper`).
+//! Only the modes |k| <= N/3 are kept (the two-thirds rule: the aliases of the product rho v
+//! fall on dropped modes). The grid follows the tolerance: when the top third of the kept
+//! modes holds more than rtol of their weight, the grid doubles (zero padding is exact); past
+//! `max_grid` the run stops, reports the time and the peaks that hold the mass (`peaks`), and
+//! keeps its samples up to then.
 //!
 //! Order parameters are exact integrals of the series: R1 = 2 pi |c_1|, R2 = 2 pi conj(c_2),
 //! s = |R2|.
@@ -85,8 +87,8 @@ pub struct MeanFieldProblem {
 pub const DEFAULT_MAX_GRID: usize = 4096;
 /// The largest grid of heads that need quadrature (N^2 stored weights per head).
 pub const MAX_QUADRATURE_GRID: usize = 2048;
-/// The smallest grid.
-pub const MIN_GRID: usize = 16;
+/// The smallest starting grid (from the tolerance; a given `grid` is taken as it is).
+pub const MIN_GRID: usize = 64;
 
 /// Why a run stopped before t_end.
 #[derive(Debug, Clone, Serialize)]
@@ -173,14 +175,26 @@ fn tail_tolerance(rtol: f64) -> f64 {
     rtol.max(1e-13)
 }
 
-/// The starting grid: as given, else the smallest power of two from [`MIN_GRID`] whose tail
-/// is within the tolerance (at most `max_grid`).
+/// The starting grid: as given, else the smallest power of two from [`MIN_GRID`] and 16 times
+/// the highest added mode (so that the harmonics of every mode reach the tail, where they are
+/// seen, before the two-thirds rule drops them) whose tail is within the tolerance (at most
+/// `max_grid`).
 fn starting_grid(p: &MeanFieldProblem) -> (usize, Vec<Complex64>) {
     let tol = tail_tolerance(p.rtol);
-    let mut n = p.grid.unwrap_or(MIN_GRID);
+    let top = p
+        .start
+        .modes
+        .iter()
+        .map(|m| m.0 as usize)
+        .max()
+        .unwrap_or(0);
+    let least = (16 * top).max(MIN_GRID).next_power_of_two().min(p.max_grid);
+    let mut n = p.grid.unwrap_or(least);
     loop {
-        let c = circle::analyse(&p.start.values(n));
-        if p.grid.is_some() || circle::tail(&c) <= tol || 2 * n > p.max_grid {
+        let mut c = circle::analyse(&p.start.values(n));
+        let tail = circle::tail(&c);
+        circle::truncate(&mut c);
+        if p.grid.is_some() || tail <= tol || 2 * n > p.max_grid {
             return (n, c);
         }
         n *= 2;

@@ -312,3 +312,112 @@ fn the_noisy_bump_of_usa_is_the_self_consistent_state() {
     );
     assert!((got - want).abs() < 1e-8, "{got} vs {want}");
 }
+
+const BASE: &str = r#"
+name = "mf"
+[model]
+kernel = "usa"
+beta = 6.0
+d = 2
+A = "identity"
+V = "identity"
+[tokens]
+n = 1
+[time]
+t_end = 1.0
+samples = 101
+[run]
+model = "mean-field"
+"#;
+
+/// Runs `tokdyn run` on BASE with `extra` appended; returns (status, stderr, output folder).
+fn cli(extra: &str, sets: &[&str]) -> (i32, String, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mf.toml");
+    std::fs::write(&file, format!("{BASE}\n{extra}")).unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = assert_cmd::Command::cargo_bin("tokdyn").unwrap();
+    cmd.arg("run").arg(&file).arg("--out").arg(&out);
+    for s in sets {
+        cmd.arg("--set").arg(s);
+    }
+    let o = cmd.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        out,
+        dir,
+    )
+}
+
+#[test]
+fn a_concentrating_density_stops_with_its_peaks_and_no_nan() {
+    let (code, err, out, _keep) = cli("[density]\nmodes = [[3, 0.05, 0.0]]\nmax_grid = 256\n", &[]);
+    assert_eq!(code, 0, "{err}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let mf = &summary["mean_field"];
+    let stop = &mf["stop"];
+    let t = stop["t"].as_f64().unwrap();
+    assert!(t > 0.0 && t < 1.0, "{mf}");
+    let peaks = stop["peaks"].as_array().unwrap();
+    assert_eq!(peaks.len(), 3, "{mf}");
+    let mass: f64 = peaks.iter().map(|p| p["mass"].as_f64().unwrap()).sum();
+    assert!((mass - 1.0).abs() < 1e-2, "{mf}");
+    for p in peaks {
+        assert!(
+            (p["mass"].as_f64().unwrap() - 1.0 / 3.0).abs() < 0.02,
+            "{mf}"
+        );
+    }
+    let order = std::fs::read_to_string(out.join("order.csv")).unwrap();
+    assert!(!order.to_lowercase().contains("nan") && !order.contains("inf"));
+    let rows = order.lines().count() - 1;
+    assert_eq!(rows as u64, summary["samples"].as_u64().unwrap());
+    let npy = std::fs::read(out.join("density.npy")).unwrap();
+    let header = u16::from_le_bytes([npy[8], npy[9]]) as usize;
+    let values: Vec<f64> = npy[10 + header..]
+        .chunks(8)
+        .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(values.len(), rows * mf["grid"].as_u64().unwrap() as usize);
+    assert!(values.iter().all(|x| x.is_finite()));
+    let grid = std::fs::read_to_string(out.join("density_grid.csv")).unwrap();
+    assert!(grid.starts_with("theta\n"));
+    assert!(out.join("density.png").exists());
+}
+
+#[test]
+fn bad_inputs_are_one_error_line_and_no_folder() {
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("", &["model.mask=causal"], "model.mask"),
+        ("", &["tokens.init=file", "tokens.path=x.csv"], "tokens"),
+        ("", &["model.d=3"], "model.d"),
+        ("[density]\nmodes = [[2, 0.6, 0.0]]\n", &[], "density.modes"),
+        ("[density]\ngrid = 0\n", &[], "density.grid"),
+        ("[density]\ngrid = 2.5\n", &[], "density.grid"),
+        (
+            "[density]\ngrid = 512\nmax_grid = 256\n",
+            &[],
+            "density.grid",
+        ),
+        ("[density]\ninit = \"gauss\"\n", &[], "density.init"),
+        (
+            "[density]\ninit = \"von-mises\"\nkappa = -1\n",
+            &[],
+            "density.kappa",
+        ),
+        ("[ensemble]\nruns = 3\n", &[], "ensemble"),
+    ];
+    for (extra, sets, key) in cases {
+        let (code, err, out, _keep) = cli(extra, sets);
+        assert_eq!(code, 2, "{extra} {sets:?}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        assert!(
+            lines[0].starts_with("error:") && lines[0].contains(key),
+            "{key}: {err}"
+        );
+        assert!(!out.exists(), "{extra} {sets:?}: a folder was written");
+    }
+}

@@ -464,7 +464,7 @@ pub fn mean_field_problem(
         modes: density.modes.clone(),
     };
     let minimum = start.minimum();
-    if !(minimum >= 0.0) {
+    if minimum.is_nan() || minimum < 0.0 {
         return Err(ScenarioError::at(
             &scenario.file,
             "density.modes",

@@ -209,6 +209,7 @@ fn mass_is_conserved_with_heads_noise_and_softmax() {
 /// The stable bump of usa (A = V = I) at temperature T by its self-consistency
 /// rho = e^{Phi/T} / Z, Phi = (1/beta) K * rho, solved by Newton on the cosine moments
 /// r_m = <cos m theta> (even densities), with K * rho(theta) = I_0 + 2 sum I_m r_m cos m theta.
+#[allow(clippy::needless_range_loop)] // Gaussian elimination reads best with indices
 fn self_consistent_bump(beta: f64, t: f64, guess_kappa: f64) -> f64 {
     const M: usize = 48;
     const Q: usize = 1024;

@@ -287,10 +287,10 @@ impl Circle {
                     for i in 0..n {
                         let row = &w[i * m..(i + 1) * m];
                         let (mut fx, mut fy, mut z) = (0.0, 0.0, 0.0);
-                        for j in 0..m {
-                            fx += row[j] * fine.g[j].re;
-                            fy += row[j] * fine.g[j].im;
-                            z += row[j] * fine.rho[j].re;
+                        for ((w, g), r) in row.iter().zip(&fine.g).zip(&fine.rho) {
+                            fx += w * g.re;
+                            fy += w * g.im;
+                            z += w * r.re;
                         }
                         self.field[i] = Complex64::new(fx, fy);
                         self.norm[i] = Complex64::new(z, 0.0);
@@ -400,7 +400,7 @@ pub fn resample(c: &[Complex64], n: usize) -> Vec<Complex64> {
     };
     for (i, &z) in c.iter().enumerate() {
         let k = wavenumber(i, m) as i64;
-        if m % 2 == 0 && 2 * i == m && n > m {
+        if m.is_multiple_of(2) && 2 * i == m && n > m {
             put(k, z * 0.5);
             put(-k, z * 0.5);
         } else {

@@ -266,9 +266,9 @@ impl Stepper {
             return f64::INFINITY;
         }
         let (mut err, mut size) = (0.0, 0.0);
-        for k in 0..c.len() {
-            err += (self.two[k] - self.full[k]).norm() / 15.0;
-            size += c[k].norm().max(self.two[k].norm());
+        for ((ck, two), full) in c.iter().zip(&self.two).zip(&self.full) {
+            err += (two - full).norm() / 15.0;
+            size += ck.norm().max(two.norm());
         }
         err / (self.atol + self.rtol * size)
     }

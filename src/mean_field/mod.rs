@@ -259,6 +259,7 @@ pub fn solve(
             match stepper.step(&mut system, &mut c, t, left) {
                 StepResult::Accepted(h) => {
                     t = if h >= left { target } else { t + h };
+                    crate::interrupt::set_clock(t);
                 }
                 StepResult::Underflow => {
                     status = Status::StepSizeUnderflow { t };

@@ -241,7 +241,7 @@ pub fn run_observed(
     let model = scenario.run.model;
     simulation::check_memory(scenario, model)?;
     if model == ModelKind::MeanField {
-        return run_mean_field(scenario, options, extra);
+        return run_mean_field(scenario, options, extra).map(|(report, _)| report);
     }
     let sim = simulation::build(scenario, model)?;
     let target = options.folder(scenario);
@@ -306,12 +306,13 @@ pub fn run_observed(
 }
 
 /// `--model mean-field`: order.csv (streamed), density.npy, density_grid.csv, order.png,
-/// density.png and summary.json with `mean_field`.
-fn run_mean_field(
+/// density.png and summary.json with `mean_field`; also hands back the densities (samples x
+/// grid, row-major) and the grid (for the Python module).
+pub fn run_mean_field(
     scenario: &Scenario,
     options: &RunOptions,
     extra: &mut [&mut dyn Observer],
-) -> Result<RunReport, Error> {
+) -> Result<(RunReport, MeanFieldDensities), Error> {
     // Bad input (a negative start density) before any folder is made.
     simulation::mean_field_problem(scenario)?;
     let target = options.folder(scenario);
@@ -353,10 +354,25 @@ fn run_mean_field(
     let path = dir.join("summary.json");
     write_json(&path, &outcome.summary).map_err(Error::io(&path))?;
     let dir = staged.commit()?;
-    Ok(RunReport {
-        dir,
-        summary: outcome.summary,
-    })
+    let densities = MeanFieldDensities {
+        grid: run.grid_points(),
+        values,
+    };
+    Ok((
+        RunReport {
+            dir,
+            summary: outcome.summary,
+        },
+        densities,
+    ))
+}
+
+/// The densities of a mean-field run on its final grid.
+pub struct MeanFieldDensities {
+    /// The grid angles.
+    pub grid: Vec<f64>,
+    /// rho at each sample on the grid (samples x grid, row-major).
+    pub values: Vec<f64>,
 }
 
 /// `clusters.*` of a run whose tokens were in tight clusters at some sample.

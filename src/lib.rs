@@ -54,6 +54,7 @@ pub mod integrate;
 pub mod interrupt;
 pub mod label;
 pub mod layers;
+pub mod mean_field;
 pub mod memory;
 pub mod model;
 pub mod observe;

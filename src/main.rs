@@ -31,7 +31,7 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Model to integrate (overrides run.model).
-        #[arg(long, value_parser = ["full", "phase", "ws", "oa", "group", "clusters"])]
+        #[arg(long, value_parser = ["full", "phase", "ws", "oa", "group", "clusters", "mean-field"])]
         model: Option<String>,
         /// Override a scenario key, e.g. params.v11=0.3 (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]

@@ -957,3 +957,31 @@ pub fn read_label(dir: &Path) -> Option<crate::label::Label> {
         .ok()
         .map(|s| s.label)
 }
+
+/// Writes `density.npy`: float64 of shape (samples, grid), row-major.
+pub fn write_density_npy(
+    path: &Path,
+    samples: usize,
+    grid: usize,
+    values: &[f64],
+) -> io::Result<()> {
+    let file = BufWriter::new(File::create(path)?);
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[samples as u64, grid as u64])
+        .writer(file)
+        .begin_nd()?;
+    w.extend(values.iter().copied())?;
+    w.finish()
+}
+
+/// Writes `density_grid.csv`: a header (`theta` or `u`) and one grid point a row.
+pub fn write_density_grid_csv(path: &Path, header: &str, points: &[f64]) -> io::Result<()> {
+    let mut w = BufWriter::new(File::create(path)?);
+    writeln!(w, "{header}")?;
+    let mut buf = ryu::Buffer::new();
+    for &p in points {
+        writeln!(w, "{}", buf.format(p))?;
+    }
+    w.flush()
+}

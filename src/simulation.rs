@@ -346,6 +346,7 @@ pub fn build_with_tokens(
                 GroupFlow::new(attention.formed(), tokens.clone())
                     .ok_or_else(|| group_needs_lsa(scenario))?,
             ),
+            ModelKind::MeanField => return Err(mean_field_has_no_tokens(scenario)),
         })
     };
     let dynamics = match stacked(scenario, layer)? {
@@ -365,6 +366,7 @@ pub fn build_with_tokens(
             vec![r.re, r.im]
         }
         ModelKind::Group => GroupFlow::initial_state(scenario.model.d),
+        ModelKind::MeanField => return Err(mean_field_has_no_tokens(scenario)),
     };
     Ok(Simulation {
         model,
@@ -399,6 +401,107 @@ fn group_needs_lsa(scenario: &Scenario) -> ScenarioError {
     )
 }
 
+/// The mean field is not a token model: the commands that need tokens (compare, ensembles,
+/// sweeps) refuse it.
+fn mean_field_has_no_tokens(scenario: &Scenario) -> ScenarioError {
+    ScenarioError::at(
+        &scenario.file,
+        "run.model",
+        "the mean-field model evolves a density, not tokens: run it with `tokdyn run` (compare, sweeps and ensembles take token models)",
+    )
+}
+
+/// Peak memory of a mean-field run: the largest grid's stepper (about 12 coefficient vectors),
+/// its stored quadrature weights (N^2 per head when A is not a R) and the kept samples.
+fn mean_field_memory(scenario: &Scenario) -> u64 {
+    let Some(density) = &scenario.density else {
+        return 0;
+    };
+    let problem = mean_field_problem(scenario);
+    let cap = problem.as_ref().map_or(density.max_grid, |p| {
+        if p.heads
+            .iter()
+            .all(|h| crate::mean_field::circle::commutes_with_rotations(&h.a))
+        {
+            density.max_grid
+        } else {
+            density.max_grid.min(crate::mean_field::MAX_QUADRATURE_GRID)
+        }
+    }) as u64;
+    let heads = scenario.model.heads.len() as u64;
+    let quadrature = if problem.as_ref().is_ok_and(|p| {
+        p.heads
+            .iter()
+            .any(|h| !crate::mean_field::circle::commutes_with_rotations(&h.a))
+    }) {
+        cap.saturating_mul(cap)
+            .saturating_mul(8)
+            .saturating_mul(heads)
+    } else {
+        0
+    };
+    let samples = (scenario.time.samples as u64)
+        .saturating_mul(cap)
+        .saturating_mul(16 + 8);
+    cap.saturating_mul(16 * 16)
+        .saturating_add(quadrature)
+        .saturating_add(samples)
+}
+
+/// The mean-field problem of a scenario (d = 2; the scenario was checked for it).
+pub fn mean_field_problem(
+    scenario: &Scenario,
+) -> Result<crate::mean_field::MeanFieldProblem, ScenarioError> {
+    use crate::mean_field::{start::Shape, Kernel as MfKernel, MeanFieldHead, StartDensity};
+    let density = scenario.density.as_ref().ok_or_else(|| {
+        ScenarioError::at(&scenario.file, "run.model", "not a mean-field scenario")
+    })?;
+    let two = |m: &nalgebra::DMatrix<f64>| [[m[(0, 0)], m[(0, 1)]], [m[(1, 0)], m[(1, 1)]]];
+    let heads = scenario
+        .model
+        .heads
+        .iter()
+        .map(|h| MeanFieldHead {
+            a: two(&h.a),
+            v: two(&h.v),
+        })
+        .collect();
+    let shape = match density.init {
+        crate::scenario::DensityInit::Uniform => Shape::Uniform,
+        crate::scenario::DensityInit::Poisson { r0, phi0 } => Shape::Poisson { r0, phi0 },
+        crate::scenario::DensityInit::VonMises { kappa, mean } => Shape::VonMises { kappa, mean },
+    };
+    let start = StartDensity {
+        shape,
+        modes: density.modes.clone(),
+    };
+    let minimum = start.minimum();
+    if minimum.is_nan() || minimum < 0.0 {
+        return Err(ScenarioError::at(
+            &scenario.file,
+            "density.modes",
+            format!("the start density is negative (its minimum is {minimum:.3e}): a density must be >= 0 and of mass 1; make the modes' amplitudes smaller"),
+        ));
+    }
+    Ok(crate::mean_field::MeanFieldProblem {
+        kernel: match scenario.model.kernel {
+            KernelKind::Lsa => MfKernel::Lsa,
+            KernelKind::Usa => MfKernel::Usa,
+            KernelKind::Sa => MfKernel::Sa,
+        },
+        beta: scenario.model.beta,
+        heads,
+        temperature: scenario.noise.map_or(0.0, |n| n.temperature),
+        start,
+        rtol: scenario.solver.rtol,
+        atol: scenario.solver.atol,
+        t_end: scenario.time.t_end,
+        samples: scenario.time.samples,
+        grid: density.grid,
+        max_grid: density.max_grid,
+    })
+}
+
 /// Rough peak memory of a run in bytes: the solver's working vectors (about 28 states for
 /// dop853 in `ode_solvers`, plus its bounded list of accepted states) and the field's scratch.
 pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
@@ -409,6 +512,7 @@ pub fn memory_estimate(scenario: &Scenario, model: ModelKind) -> u64 {
         ModelKind::Phase => n,
         ModelKind::Ws | ModelKind::Oa => 3,
         ModelKind::Group => d.saturating_mul(d),
+        ModelKind::MeanField => return mean_field_memory(scenario),
     }
     .saturating_mul(8);
     let choice = kernel_choice(scenario, model).unwrap_or(KernelChoice::Direct);

@@ -95,6 +95,9 @@ fn run<'py>(
     trajectory: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let scenario = load_scenario(scenario, sets, model)?;
+    if scenario.run.model == tokdyn::scenario::ModelKind::MeanField {
+        return run_density(py, scenario, out);
+    }
     let recorder = Recorder::new(&scenario, trajectory).map_err(to_py_err)?;
     let (summary, rec) = detached(py, move || {
         let mut recorder = recorder;
@@ -111,6 +114,47 @@ fn run<'py>(
     let (summary, cluster_rows) = summary;
     let dict = run_dict(py, summary, rec)?;
     dict.set_item("clusters_series", cluster_columns(py, &cluster_rows)?)?;
+    Ok(dict)
+}
+
+/// `run` of the mean field: the dict of `run` with `density` (samples x grid) and
+/// `density_grid` (the grid angles); no tokens, no clusters.
+fn run_density<'py>(
+    py: Python<'py>,
+    scenario: tokdyn::scenario::Scenario,
+    out: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let recorder = Recorder::new(&scenario, false).map_err(to_py_err)?;
+    let ((summary, grid, values), rec) = detached(py, move || {
+        let mut recorder = recorder;
+        let opts = options(out.clone(), "run");
+        let (summary, grid, values) = match out {
+            Some(_) => {
+                let (report, d) =
+                    tokdyn::command::run::run_mean_field(&scenario, &opts, &mut [&mut recorder])?;
+                (report.summary, d.grid, d.values)
+            }
+            None => {
+                let o = tokdyn::outcome::mean_field::solve_mean_field(
+                    &scenario,
+                    &opts,
+                    &mut [&mut recorder],
+                )?;
+                (o.summary, o.run.grid_points(), o.run.densities())
+            }
+        };
+        let text = serde_json::to_string(&summary).map_err(|e| Error::Input(e.to_string()))?;
+        Ok(((text, grid, values), recorder.finish()))
+    })?;
+    let dict = run_dict(py, summary, rec)?;
+    let n = grid.len().max(1);
+    let samples = values.len() / n;
+    dict.set_item(
+        "density",
+        PyArray1::from_vec(py, values).reshape([samples, n])?,
+    )?;
+    dict.set_item("density_grid", PyArray1::from_vec(py, grid))?;
+    dict.set_item("clusters_series", py.None())?;
     Ok(dict)
 }
 

@@ -87,7 +87,9 @@ class Run:
     ``t``, ``count`` (int64), ``largest``, ``diameter``, ``separation``, ``energy``, NaN where
     the file's cell is empty; None for the oa model), ``lyapunov`` (summary.json ``lyapunov``:
     exponents, spread, transient, t; present with a ``[lyapunov]`` section or a ``chaotic``
-    label, else None).
+    label, else None); for ``model="mean-field"``: ``density`` (samples x grid float64, the
+    density rho at each sample on the grid, as density.npy) and ``density_grid`` (the grid
+    angles theta), else None.
     """
 
     __slots__ = (
@@ -104,6 +106,8 @@ class Run:
         "nematic",
         "tokens",
         "trajectory",
+        "density",
+        "density_grid",
     )
 
     def __init__(self, native):
@@ -120,6 +124,8 @@ class Run:
         self.nematic = native["nematic"]
         self.tokens = native["tokens"]
         self.trajectory = native["trajectory"]
+        self.density = native.get("density")
+        self.density_grid = native.get("density_grid")
 
     def __repr__(self):
         s = self.summary
@@ -180,7 +186,7 @@ class Ensemble:
 def run(scenario, *, model=None, set=None, out=None, trajectory=False, ensemble=None):
     """Runs a scenario (path or dict) and returns a Run.
 
-    ``model`` overrides run.model (full, phase, ws, oa, group, clusters). ``out=None`` writes nothing; a
+    ``model`` overrides run.model (full, phase, ws, oa, group, clusters, mean-field). ``out=None`` writes nothing; a
     folder writes the run's files there as ``tokdyn run --out`` does. ``trajectory=True`` keeps
     every sample's tokens (samples x n x d floats in memory). ``ensemble=N`` sets
     ``ensemble.runs = N`` and returns an Ensemble (the per-run table and the statistics).

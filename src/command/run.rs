@@ -241,6 +241,9 @@ pub fn run_observed(
 ) -> Result<RunReport, Error> {
     let model = scenario.run.model;
     simulation::check_memory(scenario, model)?;
+    if model == ModelKind::MeanField {
+        return run_mean_field(scenario, options, extra).map(|(report, _)| report);
+    }
     let sim = simulation::build(scenario, model)?;
     let target = options.folder(scenario);
     let staged = StagedDir::new(&target, ResultKind::Run)?;
@@ -324,6 +327,76 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     let started = Instant::now();
     let value = f();
     (value, started.elapsed().as_secs_f64())
+}
+
+/// `--model mean-field`: order.csv (streamed), density.npy, density_grid.csv, order.png,
+/// density.png and summary.json with `mean_field`; also hands back the densities (samples x
+/// grid, row-major) and the grid (for the Python module).
+pub fn run_mean_field(
+    scenario: &Scenario,
+    options: &RunOptions,
+    extra: &mut [&mut dyn Observer],
+) -> Result<(RunReport, MeanFieldDensities), Error> {
+    // Bad input (a negative start density) before any folder is made.
+    simulation::mean_field_problem(scenario)?;
+    let target = options.folder(scenario);
+    let staged = StagedDir::new(&target, ResultKind::Run)?;
+    check_disk(scenario, staged.path())?;
+    let dir = staged.path();
+    let order_path = dir.join("order.csv");
+    let mut order = OrderCsv::create(&order_path).map_err(Error::io(&order_path))?;
+    let mut progress = Progress::new(&scenario.name, options.progress);
+    let outcome = {
+        let mut observers: Vec<&mut dyn Observer> = vec![&mut order, &mut progress];
+        for o in extra.iter_mut() {
+            observers.push(&mut **o);
+        }
+        crate::outcome::mean_field::solve_mean_field(scenario, options, &mut observers)?
+    };
+    let run = &outcome.run;
+    let (grid, samples) = (run.summary.grid, run.history.len());
+    let values = run.densities();
+    let written = Instant::now();
+    let path = dir.join("density.npy");
+    crate::output::write_density_npy(&path, samples, grid, &values).map_err(Error::io(&path))?;
+    let path = dir.join("density_grid.csv");
+    crate::output::write_density_grid_csv(&path, "theta", &run.grid_points())
+        .map_err(Error::io(&path))?;
+    let writing = written.elapsed().as_secs_f64();
+    let drawn = Instant::now();
+    let title = picture_title(scenario, ModelKind::MeanField, &outcome.classification);
+    let view = plot::OrderView {
+        window: scenario.output.window,
+        period: outcome.classification.features.period,
+        figure: scenario.output.figure,
+    };
+    plot::order_plot(&outcome.series, &view, &title, dir).map_err(Error::io(dir))?;
+    let density = plot::density::DensityView {
+        times: &run.times,
+        grid,
+        values: &values,
+    };
+    plot::density::density_plot(&density, &title, scenario.output.figure, dir)
+        .map_err(Error::io(dir))?;
+    let mut summary = outcome.summary;
+    summary.timings.pictures += drawn.elapsed().as_secs_f64();
+    summary.timings.writing += writing;
+    let path = dir.join("summary.json");
+    write_json(&path, &summary).map_err(Error::io(&path))?;
+    let dir = staged.commit()?;
+    let densities = MeanFieldDensities {
+        grid: run.grid_points(),
+        values,
+    };
+    Ok((RunReport { dir, summary }, densities))
+}
+
+/// The densities of a mean-field run on its final grid.
+pub struct MeanFieldDensities {
+    /// The grid angles.
+    pub grid: Vec<f64>,
+    /// rho at each sample on the grid (samples x grid, row-major).
+    pub values: Vec<f64>,
 }
 
 /// `clusters.*` of a run whose tokens were in tight clusters at some sample.

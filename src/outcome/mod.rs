@@ -12,6 +12,7 @@
 
 mod compare;
 pub mod lyapunov;
+pub mod mean_field;
 mod summary;
 
 pub use compare::{
@@ -68,6 +69,9 @@ pub fn run_in_memory(
 ) -> Result<Summary, Error> {
     let model = scenario.run.model;
     simulation::check_memory(scenario, model)?;
+    if model == ModelKind::MeanField {
+        return Ok(mean_field::solve_mean_field(scenario, options, extra)?.summary);
+    }
     let sim = simulation::build(scenario, model)?;
     let mut watch = CertaintyWatch::default();
     let mut clusters = cluster_series(scenario, model, None)?;

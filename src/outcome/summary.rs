@@ -89,6 +89,9 @@ pub struct Summary {
     /// `[lyapunov]` (or a run labelled `chaotic`): the first Lyapunov exponents.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lyapunov: Option<super::lyapunov::LyapunovSummary>,
+    /// `--model mean-field`: the grid, the tail of the modes, why the run stopped early.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_field: Option<crate::mean_field::MeanFieldSummary>,
     /// The rows of clusters.csv, for the Python module (not written to summary.json).
     #[serde(skip)]
     pub cluster_rows: Vec<crate::observe::cluster_series::ClusterRow>,
@@ -143,6 +146,7 @@ impl Summary {
             stream_norms: simulation::stream_norms(scenario, model, &solution.final_state),
             clusters: None,
             lyapunov: None,
+            mean_field: None,
             cluster_rows: Vec::new(),
         }
     }

@@ -42,6 +42,7 @@ pub mod cluster_diagram;
 pub mod clusters;
 pub mod codim2;
 pub mod compare;
+pub mod density;
 pub mod ensemble;
 pub mod kymograph;
 pub mod order;

@@ -161,6 +161,8 @@ word_enum!(
         Group = "group",
         /// The full model until tight clusters form, then k weighted points (any kernel, any d).
         Clusters = "clusters",
+        /// The tokens' density as n -> infinity (d = 2).
+        MeanField = "mean-field",
     ]
 );
 
@@ -202,7 +204,7 @@ mod tests {
         }
         assert_eq!(KernelKind::ALL.len(), 3);
         assert_eq!(MethodKind::ALL.len(), 3);
-        assert_eq!(ModelKind::ALL.len(), 6);
+        assert_eq!(ModelKind::ALL.len(), 7);
         assert_eq!(InitKind::ALL.len(), 6);
     }
 

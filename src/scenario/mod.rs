@@ -11,6 +11,7 @@
 //! default filled in and every matrix expanded to rows of numbers, for provenance.
 
 mod bounds;
+mod density;
 mod error;
 mod expression;
 mod heads;
@@ -34,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 use crate::label::Label;
 pub use bounds::{MAX_FIXED_STEPS, MAX_LAYER_SEGMENTS};
+pub use density::{DensityInit, DensitySpec};
 pub use error::ScenarioError;
 pub use expression::evaluate as evaluate_expression;
 pub use expression::RESERVED as RESERVED_NAMES;
@@ -83,6 +85,8 @@ pub struct Scenario {
     pub clusters: crate::observe::clusters::ClusterRule,
     /// `[lyapunov]`: compute the first exponents.
     pub lyapunov: Option<LyapunovSpec>,
+    /// `[density]` with its defaults: the start of the mean field (`None` for other models).
+    pub density: Option<DensitySpec>,
     /// The scenario path as given (for messages and provenance).
     pub file: PathBuf,
     /// The scenario after overrides, with every matrix expanded to rows of numbers and every

@@ -19,7 +19,7 @@ use super::kinds::{
 };
 
 /// Top-level keys of a scenario.
-pub const TOP_KEYS: [&str; 15] = [
+pub const TOP_KEYS: [&str; 16] = [
     "name",
     "description",
     "expect",
@@ -35,11 +35,12 @@ pub const TOP_KEYS: [&str; 15] = [
     "ensemble",
     "clusters",
     "lyapunov",
+    "density",
 ];
 
 /// Tables that may be absent from a file (and that `--set` may therefore create).
-pub const OPTIONAL_TABLES: [&str; 8] = [
-    "params", "solver", "run", "output", "noise", "ensemble", "clusters", "lyapunov",
+pub const OPTIONAL_TABLES: [&str; 9] = [
+    "params", "solver", "run", "output", "noise", "ensemble", "clusters", "lyapunov", "density",
 ];
 
 /// The keys of a table section, or `None` for `params` (any identifier) and non-tables.
@@ -81,6 +82,9 @@ pub fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "ensemble" => Some(&["runs"]),
         "clusters" => Some(&["threshold"]),
         "lyapunov" => Some(&["exponents", "transient", "interval"]),
+        "density" => Some(&[
+            "init", "r0", "phi0", "kappa", "mean", "modes", "grid", "max_grid",
+        ]),
         _ => None,
     }
 }
@@ -101,6 +105,7 @@ pub fn is_string_key(key: &str) -> bool {
             | "solver.method"
             | "run.model"
             | "output.figure"
+            | "density.init"
     )
 }
 
@@ -131,6 +136,8 @@ pub struct RawScenario {
     pub clusters: RawClusters,
     /// `[lyapunov]`: the first exponents of the run.
     pub lyapunov: Option<super::lyapunov::RawLyapunov>,
+    /// `[density]`: the start of the mean field.
+    pub density: Option<super::density::RawDensity>,
 }
 
 /// `[clusters]`: the angle that makes a cluster tight.

@@ -91,7 +91,7 @@ pub fn noise_spec(
             format!("must be a finite number >= 0, found {t}"),
         ));
     }
-    if run.model != ModelKind::Full {
+    if !matches!(run.model, ModelKind::Full | ModelKind::MeanField) {
         return Err(err(
             "noise.temperature",
             format!(
@@ -122,7 +122,8 @@ pub fn noise_spec(
     };
     let largest = largest_step(dt, t, d);
     let steps = (time.t_end / largest).ceil();
-    if steps > MAX_NOISE_STEPS {
+    // The mean field takes the temperature into its diffusion: no noise steps.
+    if steps > MAX_NOISE_STEPS && run.model != ModelKind::MeanField {
         return Err(err(
             "noise.dt",
             format!(

@@ -59,6 +59,20 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         (&checked.model, &tokens, &time, &run),
         noise.is_some(),
     )?;
+    let density =
+        super::density::density_spec(raw.density.as_ref(), file, (&checked.model, &tokens, &run))?;
+    if density.is_some() && (ensemble.is_some() || lyapunov.is_some()) {
+        let key = if ensemble.is_some() {
+            "ensemble"
+        } else {
+            "lyapunov"
+        };
+        return Err(ScenarioError::at(
+            file,
+            key,
+            "the mean-field model is one deterministic density: it has no seeds to run over and no tokens to follow (remove this table or run --model full)",
+        ));
+    }
     if let Some(description) = &raw.description {
         check_description(description).map_err(|m| ScenarioError::at(file, "description", m))?;
     }
@@ -92,6 +106,12 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             Value::Table(super::lyapunov::lyapunov_table(l)),
         );
     }
+    if let Some(d) = &density {
+        resolved.insert(
+            "density".into(),
+            Value::Table(super::density::density_table(d)),
+        );
+    }
     Ok(Scenario {
         name: raw.name,
         description: raw.description,
@@ -107,6 +127,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         ensemble,
         clusters,
         lyapunov,
+        density,
         file: file.to_path_buf(),
         resolved,
     })
@@ -523,7 +544,7 @@ fn run_spec(raw: &RawScenario, file: &Path, model: &ModelSpec) -> Result<RunSpec
     }
     if !matches!(
         run.model,
-        ModelKind::Full | ModelKind::Group | ModelKind::Clusters
+        ModelKind::Full | ModelKind::Group | ModelKind::Clusters | ModelKind::MeanField
     ) && (d != 2 || model.kernel != KernelKind::Lsa)
     {
         return Err(ScenarioError::at(

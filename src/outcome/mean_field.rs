@@ -1,0 +1,78 @@
+//! The outcome of a mean-field run (docs/MATH.md §17): the density solved with the run's
+//! observers, labelled by the same classifier from its exact order parameters, and its
+//! summary (`mean_field` instead of token clusters, which do not apply to a density).
+
+use crate::classify::{classify, classify_stationary, CertaintyWatch, Classification};
+use crate::error::Error;
+use crate::mean_field::{self, MeanFieldRun};
+use crate::observe::{Observer, OrderSeries};
+use crate::output::RunOptions;
+use crate::scenario::{ModelKind, Scenario};
+use crate::simulation;
+
+use super::Summary;
+
+/// The stationary-state classifier reads fluctuations against 1/sqrt(n); a density has none,
+/// so it is read as a very large n.
+pub const MEAN_FIELD_TOKENS: usize = 1 << 40;
+
+/// A solved and labelled mean-field run.
+pub struct MeanFieldOutcome {
+    /// The run: densities, steps, grid.
+    pub run: MeanFieldRun,
+    /// The order-parameter series.
+    pub series: OrderSeries,
+    /// The label.
+    pub classification: Classification,
+    /// summary.json.
+    pub summary: Summary,
+}
+
+/// The label of a mean-field series: the stationary state under noise, else the long-term
+/// behaviour.
+pub fn classify_density(scenario: &Scenario, series: &OrderSeries) -> Classification {
+    if scenario.noise.is_some() {
+        classify_stationary(series, MEAN_FIELD_TOKENS)
+    } else {
+        classify(series)
+    }
+}
+
+/// Solves the mean field of `scenario` with the `extra` observers beside the label's watch.
+pub fn solve_mean_field(
+    scenario: &Scenario,
+    options: &RunOptions,
+    extra: &mut [&mut dyn Observer],
+) -> Result<MeanFieldOutcome, Error> {
+    let problem = simulation::mean_field_problem(scenario)?;
+    let mut watch = CertaintyWatch::default();
+    let run = {
+        let mut observers: Vec<&mut dyn Observer> = vec![&mut watch];
+        for o in extra.iter_mut() {
+            observers.push(&mut **o);
+        }
+        mean_field::solve(&problem, &mut observers).map_err(Error::io(&scenario.file))?
+    };
+    let run = MeanFieldRun {
+        solution: run
+            .solution
+            .succeeded(&scenario.name, ModelKind::MeanField)?,
+        ..run
+    };
+    let series = watch.series;
+    let classification = classify_density(scenario, &series);
+    let mut summary = Summary::new(
+        scenario,
+        ModelKind::MeanField,
+        &run.solution,
+        &classification,
+        options,
+    );
+    summary.mean_field = Some(run.summary.clone());
+    Ok(MeanFieldOutcome {
+        run,
+        series,
+        classification,
+        summary,
+    })
+}

@@ -1,0 +1,140 @@
+//! `density.png` (and .svg, .pdf): the mean field's density rho(theta, t) over time
+//! (docs/MATH.md §17), a heat map of 2 pi rho (1 = uniform) on the logarithmic viridis scale of
+//! the kymograph, c = ln(1 + 2 pi rho) / ln(1 + max); negative values (round-off or Gibbs
+//! ripples of a density the grid barely resolves) are drawn as 0.
+
+use std::io;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::kymograph::density_color;
+use super::{desc_size, draw_title, finite_range, padded, text, tick, Figure, OrIo, Picture};
+use super::{px, TICK_SIZE};
+
+/// Most time columns and angle rows drawn (neighbours are averaged).
+const COLUMNS: usize = 256;
+const ROWS: usize = 128;
+
+/// The densities of a run: sample times, grid size and the rows (samples x grid, row-major).
+pub struct DensityView<'a> {
+    /// Sample times.
+    pub times: &'a [f64],
+    /// Grid points per sample (angles 2 pi j / grid).
+    pub grid: usize,
+    /// rho at each sample on the grid.
+    pub values: &'a [f64],
+}
+
+struct DensityPicture<'a> {
+    view: &'a DensityView<'a>,
+    title: &'a str,
+}
+
+impl DensityPicture<'_> {
+    /// Columns (t0, t1, 2 pi rho averaged over ROWS bins), neighbours averaged.
+    fn columns(&self) -> Vec<(f64, f64, Vec<f64>)> {
+        let v = self.view;
+        let m = v.times.len().min(v.values.len() / v.grid.max(1));
+        if m == 0 {
+            return Vec::new();
+        }
+        let rows = ROWS.min(v.grid);
+        let group = m.div_ceil(COLUMNS).max(1);
+        let dt_last = if m >= 2 {
+            v.times[m - 1] - v.times[m - 2]
+        } else {
+            1.0
+        };
+        let edge = |i: usize| {
+            if i < m {
+                v.times[i]
+            } else {
+                v.times[m - 1] + dt_last
+            }
+        };
+        (0..m)
+            .step_by(group)
+            .map(|s| {
+                let e = (s + group).min(m);
+                let mut col = vec![0.0; rows];
+                let mut count = vec![0usize; rows];
+                for i in s..e {
+                    let row = &v.values[i * v.grid..(i + 1) * v.grid];
+                    for (j, &x) in row.iter().enumerate() {
+                        let b = j * rows / v.grid;
+                        col[b] += x.max(0.0) * 2.0 * std::f64::consts::PI;
+                        count[b] += 1;
+                    }
+                }
+                for (c, n) in col.iter_mut().zip(&count) {
+                    *c /= (*n).max(1) as f64;
+                }
+                (edge(s), edge(e), col)
+            })
+            .collect()
+    }
+}
+
+impl Picture for DensityPicture<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
+        let area = draw_title(root, self.title)?;
+        let cols = self.columns();
+        let t_range = padded(finite_range(cols.iter().flat_map(|c| [c.0, c.1])), 0.0);
+        let mut chart = ChartBuilder::on(&area)
+            .margin(px(12))
+            .margin_right(px(24))
+            .x_label_area_size(px(55))
+            .y_label_area_size(px(95))
+            .build_cartesian_2d(t_range.0..t_range.1, 0.0..2.0)
+            .io()?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .label_style(text(TICK_SIZE))
+            .axis_desc_style(text(desc_size()))
+            .x_label_formatter(&tick)
+            .y_labels(5)
+            .y_label_formatter(&|v: &f64| format!("{}π", tick(v)))
+            .x_desc("t")
+            .y_desc("θ  (colour: 2π ρ, log scale)")
+            .draw()
+            .io()?;
+        let max = cols
+            .iter()
+            .flat_map(|c| c.2.iter().copied())
+            .fold(1.0f64, f64::max);
+        for (t0, t1, col) in &cols {
+            let rows = col.len();
+            let mut j = 0;
+            while j < rows {
+                let c = density_color(col[j], max);
+                let mut k = j + 1;
+                while k < rows && density_color(col[k], max) == c {
+                    k += 1;
+                }
+                let (y0, y1) = (2.0 * j as f64 / rows as f64, 2.0 * k as f64 / rows as f64);
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(*t0, y0), (*t1, y1)],
+                        c.filled(),
+                    )))
+                    .io()?;
+                j = k;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Draws `density.*` into `dir`.
+pub fn density_plot(
+    view: &DensityView<'_>,
+    title: &str,
+    figure: Figure,
+    dir: &Path,
+) -> io::Result<()> {
+    let pic = DensityPicture { view, title };
+    super::render(&pic, dir, "density", figure.size((1000, 600)), figure).map(|_| ())
+}

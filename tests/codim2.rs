@@ -387,6 +387,8 @@ fn a_long_continuation_reports_progress_and_stops_on_a_signal() {
         "name = \"long\"\nscenario = \"base.toml\"\nmodel = \"oa\"\n[axes]\nv11 = { from = -0.2, to = 0.7, steps = 2 }\n[continuation]\nparameter = \"v11\"\nfrom = -0.2\nto = 0.7\nstep = 1e-6\nmax_points = 100000000\n",
     );
     let out = dir.path().join("out");
+    // Before the spawn: the child's clock starts after this one, however the two are scheduled.
+    let started = Instant::now();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tokdyn"))
         .arg("sweep")
         .arg(&s)
@@ -397,7 +399,6 @@ fn a_long_continuation_reports_progress_and_stops_on_a_signal() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {

@@ -409,6 +409,12 @@ fn bad_inputs_are_one_error_line_and_no_folder() {
             "density.kappa",
         ),
         ("[ensemble]\nruns = 3\n", &[], "ensemble"),
+        (
+            "[model.position.alibi]\nslopes = [0.5]\n",
+            &[],
+            "model.position",
+        ),
+        ("[noise]\ntemperature = 1e300\n", &[], "noise.temperature"),
     ];
     for (extra, sets, key) in cases {
         let (code, err, out, _keep) = cli(extra, sets);

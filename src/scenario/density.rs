@@ -235,6 +235,12 @@ fn check_model(model: &ModelSpec, file: &Path) -> Result<(), ScenarioError> {
             "moves tokens on the sphere (post-LN): use normalization = \"post\"",
         );
     }
+    if model.position != super::position::PositionSpec::None {
+        return refuse(
+            "model.position",
+            "is the density of exchangeable tokens: positions order them (remove model.position)",
+        );
+    }
     if !model.factored.is_empty() {
         return refuse(
             "model.heads",

@@ -73,6 +73,21 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
             "the mean-field model is one deterministic density: it has no seeds to run over and no tokens to follow (remove this table or run --model full)",
         ));
     }
+    if let (Some(d), Some(n)) = (&density, &noise) {
+        // The diffusion's top rate T (N/2)^2 on the largest grid must be a number: the
+        // exponential integrator takes e^{-T k^2 h} exactly, but not past a double.
+        let top = n.temperature * (d.max_grid as f64 / 2.0).powi(2);
+        if !(top <= 1e300) {
+            return Err(ScenarioError::at(
+                file,
+                "noise.temperature",
+                format!(
+                    "T = {:e} makes the mean field's diffusion rate T (max_grid / 2)^2 = {top:e} overflow (at most 1e300); lower the temperature or density.max_grid",
+                    n.temperature
+                ),
+            ));
+        }
+    }
     if let Some(description) = &raw.description {
         check_description(description).map_err(|m| ScenarioError::at(file, "description", m))?;
     }

@@ -77,7 +77,7 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         // The diffusion's top rate T (N/2)^2 on the largest grid must be a number: the
         // exponential integrator takes e^{-T k^2 h} exactly, but not past a double.
         let top = n.temperature * (d.max_grid as f64 / 2.0).powi(2);
-        if !(top <= 1e300) {
+        if top.is_nan() || top > 1e300 {
             return Err(ScenarioError::at(
                 file,
                 "noise.temperature",

@@ -452,7 +452,7 @@ fn mean_field_memory(scenario: &Scenario) -> u64 {
 pub fn mean_field_problem(
     scenario: &Scenario,
 ) -> Result<crate::mean_field::MeanFieldProblem, ScenarioError> {
-    use crate::mean_field::{start::Shape, Kernel as MfKernel, MeanFieldHead, StartDensity};
+    use crate::mean_field::{Kernel as MfKernel, MeanFieldHead, StartDensity};
     let density = scenario.density.as_ref().ok_or_else(|| {
         ScenarioError::at(&scenario.file, "run.model", "not a mean-field scenario")
     })?;
@@ -466,13 +466,8 @@ pub fn mean_field_problem(
             v: two(&h.v),
         })
         .collect();
-    let shape = match density.init {
-        crate::scenario::DensityInit::Uniform => Shape::Uniform,
-        crate::scenario::DensityInit::Poisson { r0, phi0 } => Shape::Poisson { r0, phi0 },
-        crate::scenario::DensityInit::VonMises { kappa, mean } => Shape::VonMises { kappa, mean },
-    };
     let start = StartDensity {
-        shape,
+        shape: density.init,
         modes: density.modes.clone(),
     };
     let minimum = start.minimum();

@@ -12,26 +12,8 @@
 
 use std::f64::consts::PI;
 
-/// The shape of a start density before its added modes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Shape {
-    /// 1 / (2 pi).
-    Uniform,
-    /// The wrapped Cauchy density of the doubled angle, R2 = r0 e^{i phi0}.
-    Poisson {
-        /// |R2(0)| in [0, 1).
-        r0: f64,
-        /// arg R2(0).
-        phi0: f64,
-    },
-    /// e^{kappa cos(theta - mean)}, normalised.
-    VonMises {
-        /// Concentration kappa >= 0.
-        kappa: f64,
-        /// The mean direction.
-        mean: f64,
-    },
-}
+/// The shape of a start density before its added modes (the scenario's `[density] init`).
+pub use crate::scenario::DensityInit as Shape;
 
 /// A start density: a shape and added cosine modes `(k, a, phase)`.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,12 +19,17 @@ use crate::classify::classify;
 use crate::error::Error;
 use crate::observe::cluster_series::ClusterSeries;
 use crate::observe::OrderSeries;
+use crate::ensemble::{ensemble_run_summary, simulate};
+use crate::outcome::beside_mean_field::{
+    beside_rows, distances, mean_field_twin, write_beside_csv, MeanFieldComparison, ParticleOrder,
+};
+use crate::outcome::mean_field::solve_mean_field;
 use crate::outcome::{
-    cluster_series, compare_summary, compared_models, label_clusters, run_compared, CompareMerges,
-    ModelRow, Summary,
+    cluster_series, compare_summary, compared_models, label_clusters, max_distance, run_compared,
+    CompareMerges, ModelRow, Summary,
 };
 use crate::output::{write_json, write_tokens_csv, ResultKind, RunOptions, StagedDir};
-use crate::scenario::{ModelKind, Scenario};
+use crate::scenario::{EnsembleSpec, ModelKind, Scenario};
 use crate::simulation;
 
 use super::run::{check_disk, draw_run_pictures, solve_into_observed};
@@ -100,7 +105,9 @@ fn write_compare_csv(
 /// Runs full and the models it is compared with on `scenario` and writes the comparison
 /// folder: full, phase, ws, oa and group for d = 2 LSA; full and group for LSA in another d.
 pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareReport, Error> {
-    simulation::require_no_noise(scenario, "compare")?;
+    if scenario.noise.is_some() {
+        return compare_noisy(scenario, options);
+    }
     let models = compared_models(scenario)?;
     simulation::check_memory(scenario, ModelKind::Full)?;
     let tokens = scenario.initial_tokens()?;
@@ -133,6 +140,24 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         others.push((model, series));
         model_clusters = model_clusters.or(clusters);
     }
+    let beside = match mean_field_twin(scenario) {
+        Ok(twin) => Some(mean_field_beside(
+            &twin,
+            options,
+            &ParticleOrder::of_run(&full_series),
+            scenario.tokens.n,
+            staged.path(),
+        )?),
+        Err(_) => None,
+    };
+    if let Some((comparison, series)) = &beside {
+        rows.push(ModelRow {
+            model: ModelKind::MeanField,
+            unknowns: comparison.grid,
+            seconds: comparison.seconds,
+            max_dr2: max_distance(&series.r2, &full_series.r2),
+        });
+    }
     let path = staged.path().join("compare.csv");
     match (&full_clusters, &model_clusters) {
         (Some(f), Some(c)) => write_cluster_compare_csv(&path, &full_series, &others, f, c)?,
@@ -163,6 +188,9 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
             .iter()
             .map(|(model, series)| (model.as_str(), &series.r2[..])),
     );
+    if let Some((_, series)) = &beside {
+        lines.push((ModelKind::MeanField.as_str(), &series.r2[..]));
+    }
     crate::plot::compare_plot(
         &full_series.t,
         &lines,
@@ -180,7 +208,12 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         &classification,
         options,
     );
-    summary.compare = Some(compare_summary(&rows));
+    let mut compared = compare_summary(&rows);
+    if let Some((comparison, _)) = beside {
+        compared.mean_field_vs_full = rows.last().map(|r| r.max_dr2);
+        compared.mean_field = Some(comparison);
+    }
+    summary.compare = Some(compared);
     summary.clusters = cluster_summary;
     if let (Some(compare), Some(f), Some(c)) =
         (summary.compare.as_mut(), &full_clusters, &model_clusters)
@@ -195,6 +228,103 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
     let dir = staged.commit()?;
     Ok(CompareReport { dir, rows, summary })
 }
+
+/// Runs the mean field of `twin` (the token scenario's density) in memory, writes
+/// `compare_mean_field.csv` beside `particles` and hands back the comparison and the density's
+/// series.
+fn mean_field_beside(
+    twin: &Scenario,
+    options: &RunOptions,
+    particles: &ParticleOrder,
+    tokens: usize,
+    dir: &Path,
+) -> Result<(MeanFieldComparison, OrderSeries), Error> {
+    let started = Instant::now();
+    let outcome = solve_mean_field(twin, options, &mut [])?;
+    let seconds = started.elapsed().as_secs_f64();
+    let rows = beside_rows(particles, &outcome.series);
+    let path = dir.join("compare_mean_field.csv");
+    write_beside_csv(&path, &rows).map_err(Error::io(&path))?;
+    let (max_r1_distance, max_r1_z) = distances(&rows, 0);
+    let (max_nematic_distance, max_nematic_z) = distances(&rows, 1);
+    let summary = &outcome.run.summary;
+    let comparison = MeanFieldComparison {
+        grid: summary.grid,
+        max_nematic_distance,
+        max_nematic_z,
+        max_r1_distance,
+        max_r1_z,
+        runs: particles.runs,
+        samples: rows.len(),
+        seconds,
+        stop: summary
+            .stop
+            .as_ref()
+            .map(|s| format!("{} (t = {})", s.reason, s.t)),
+        tokens,
+    };
+    Ok((comparison, outcome.series))
+}
+
+/// `compare` of a noisy scenario: an ensemble of the particles (`[ensemble] runs`, default
+/// [`NOISY_RUNS`]) beside the mean field, whose diffusion is the same noise. Writes the
+/// ensemble's files (ensemble.csv, ensemble_order.csv, ensemble.png), compare_mean_field.csv
+/// and summary.json with `ensemble` and `compare.mean_field`.
+fn compare_noisy(scenario: &Scenario, options: &RunOptions) -> Result<CompareReport, Error> {
+    let twin = mean_field_twin(scenario).map_err(|e| {
+        Error::Input(format!(
+            "{}: noise.temperature: `compare` of a noisy scenario runs the mean field beside an ensemble of the particles, and the mean field does not apply here ({e}); use `tokdyn run` for noisy tokens",
+            scenario.file.display()
+        ))
+    })?;
+    let mut particles = scenario.clone();
+    particles.ensemble = Some(particles.ensemble.unwrap_or(EnsembleSpec { runs: NOISY_RUNS }));
+    simulation::check_memory(&particles, ModelKind::Full)?;
+    let target = options.folder(scenario);
+    let staged = StagedDir::new(&target, ResultKind::Run)?;
+    super::ensemble::check_disk(&particles, staged.path())?;
+    let started = Instant::now();
+    let ensemble = simulate(&particles, ModelKind::Full)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let dir = staged.path();
+    let r1 = ensemble.order.r1.as_ref().ok_or_else(|| {
+        Error::Input(format!(
+            "{}: run.model: the particles have no R1 to compare with the mean field",
+            scenario.file.display()
+        ))
+    })?;
+    let runs = ensemble.summary.runs;
+    let s = &ensemble.order.nematic;
+    let beside = ParticleOrder::of_ensemble(
+        &ensemble.order.t,
+        (r1.mean(), &r1.sd()),
+        (s.mean(), &s.sd()),
+        runs,
+    );
+    let (comparison, _) = mean_field_beside(&twin, options, &beside, scenario.tokens.n, dir)?;
+    super::ensemble::write_ensemble_files(&particles, &ensemble, dir)?;
+    let mut summary = ensemble_run_summary(&particles, ModelKind::Full, &ensemble, options);
+    let mut compared = compare_summary(&[]);
+    compared.mean_field = Some(comparison);
+    summary.summary.compare = Some(compared);
+    let path = dir.join("summary.json");
+    write_json(&path, &summary).map_err(Error::io(&path))?;
+    let dir = staged.commit()?;
+    let rows = vec![ModelRow {
+        model: ModelKind::Full,
+        unknowns: scenario.tokens.n * scenario.model.d,
+        seconds,
+        max_dr2: 0.0,
+    }];
+    Ok(CompareReport {
+        dir,
+        rows,
+        summary: summary.summary,
+    })
+}
+
+/// Runs of the particles beside the mean field when a noisy scenario has no `[ensemble]`.
+pub const NOISY_RUNS: usize = 16;
 
 /// One line of compare.csv for usa / sa: R2 and the cluster count of full and of the cluster
 /// model.
@@ -241,16 +371,28 @@ fn write_cluster_compare_csv(
 pub fn cli(scenario: &Path, sets: &[String], options: &RunOptions) -> Result<(), Error> {
     let report = compare(&Scenario::load(scenario, sets)?, options)?;
     println!(
-        "{:<6} {:>9} {:>10} {:>12}",
+        "{:<10} {:>9} {:>10} {:>12}",
         "model", "unknowns", "seconds", "max |dR2|"
     );
     for r in &report.rows {
         println!(
-            "{:<6} {:>9} {:>10.4} {:>12.3e}",
+            "{:<10} {:>9} {:>10.4} {:>12.3e}",
             r.model.as_str(),
             r.unknowns,
             r.seconds,
             r.max_dr2
+        );
+    }
+    if let Some(m) = report
+        .summary
+        .compare
+        .as_ref()
+        .and_then(|c| c.mean_field.as_ref())
+    {
+        let z = |z: Option<f64>| z.map(|z| format!(" ({z:.2} standard errors)")).unwrap_or_default();
+        println!(
+            "mean field (grid {}, {:.4} s) beside {} run(s) of {} tokens: max |d|R1|| = {:.3e}{}, max |ds| = {:.3e}{}",
+            m.grid, m.seconds, m.runs, m.tokens, m.max_r1_distance, z(m.max_r1_z), m.max_nematic_distance, z(m.max_nematic_z)
         );
     }
     println!("-> {}", report.dir.display());

@@ -32,16 +32,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error
     check_disk(scenario, staged.path())?;
     let ensemble = simulate(scenario, model)?;
     let dir = staged.path();
-    let path = dir.join("ensemble.csv");
-    write_rows(&path, &ensemble.rows).map_err(Error::io(&path))?;
-    let path = dir.join("ensemble_order.csv");
-    write_order(&path, &ensemble.order).map_err(Error::io(&path))?;
-    crate::plot::ensemble_plot(
-        &ensemble_picture(scenario, &ensemble),
-        scenario.output.figure,
-        dir,
-    )
-    .map_err(Error::io(dir))?;
+    write_ensemble_files(scenario, &ensemble, dir)?;
     let summary = ensemble_run_summary(scenario, model, &ensemble, options);
     let path = dir.join("summary.json");
     write_json(&path, &summary).map_err(Error::io(&path))?;
@@ -50,6 +41,24 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunReport, Error
         dir,
         summary: summary.summary,
     })
+}
+
+/// Writes `ensemble.csv`, `ensemble_order.csv` and `ensemble.png` of a simulated ensemble.
+pub fn write_ensemble_files(
+    scenario: &Scenario,
+    ensemble: &Ensemble,
+    dir: &Path,
+) -> Result<(), Error> {
+    let path = dir.join("ensemble.csv");
+    write_rows(&path, &ensemble.rows).map_err(Error::io(&path))?;
+    let path = dir.join("ensemble_order.csv");
+    write_order(&path, &ensemble.order).map_err(Error::io(&path))?;
+    crate::plot::ensemble_plot(
+        &ensemble_picture(scenario, ensemble),
+        scenario.output.figure,
+        dir,
+    )
+    .map_err(Error::io(dir))
 }
 
 /// What `ensemble.png` shows, read from the result.

@@ -52,6 +52,12 @@ pub struct CompareSummary {
     /// usa / sa: the merges of the full model and of the cluster model, side by side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merges: Option<CompareMerges>,
+    /// The mean field beside the particles, where it applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_field: Option<super::beside_mean_field::MeanFieldComparison>,
+    /// max |R2 - R2_full| of the mean field (without noise, where it applies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_field_vs_full: Option<f64>,
 }
 
 /// The merges `{t, from_count, to_count}` of the full model and of the cluster model.
@@ -108,10 +114,13 @@ pub fn compare_summary(rows: &[ModelRow]) -> CompareSummary {
         unknowns: PerModel::of(rows, |r| r.unknowns),
         ws_vs_full: dr2.ws,
         merges: None,
+        mean_field: None,
+        mean_field_vs_full: None,
     }
 }
 
-fn max_distance(a: &[Complex64], b: &[Complex64]) -> f64 {
+/// max over the common samples of |a - b|.
+pub fn max_distance(a: &[Complex64], b: &[Complex64]) -> f64 {
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).norm())

@@ -10,13 +10,14 @@
 //! It lies above the stages it assembles (simulation, integrate, observe, classify) and below
 //! the commands, which write it into output folders, and the ensembles, which fold many runs.
 
+pub mod beside_mean_field;
 mod compare;
 pub mod lyapunov;
 pub mod mean_field;
 mod summary;
 
 pub use compare::{
-    compare_summary, compared_models, run_compared, CompareMerges, CompareSummary, ModelRow,
+    compare_summary, compared_models, max_distance, run_compared, CompareMerges, CompareSummary, ModelRow,
     PerModel,
 };
 pub use summary::{RunReport, Summary, Timings};

@@ -281,8 +281,15 @@ impl Scenario {
         file: &Path,
         base_dir: &Path,
     ) -> Result<Scenario, ScenarioError> {
+        // A token model keeps its `[density]` as written, for the mean field beside it
+        // (`compare`); the mean-field model checks and resolves it.
+        let density = table.get("density").cloned();
         let raw = schema::parse_raw(table, file)?;
-        validate::validate(raw, file, base_dir)
+        let mut scenario = validate::validate(raw, file, base_dir)?;
+        if let (None, Some(density)) = (&scenario.density, density) {
+            scenario.resolved.insert("density".into(), density);
+        }
+        Ok(scenario)
     }
 
     /// The initial tokens, n x d row-major (token k is `[k*d .. (k+1)*d]`), rows of unit length.

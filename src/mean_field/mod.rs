@@ -18,6 +18,7 @@
 //! s = |R2|.
 
 pub mod circle;
+pub mod gegenbauer;
 pub mod peaks;
 pub mod start;
 pub mod stepper;

@@ -12,6 +12,7 @@ fn main() {
     let i2 = [[1.0, 0.0], [0.0, 1.0]];
     for rtol in [1e-6, 1e-9] {
         let p = MeanFieldProblem {
+            d: 2,
             kernel: Kernel::Usa,
             beta: 5.0,
             heads: vec![MeanFieldHead { a: i2, v: i2 }],

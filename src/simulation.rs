@@ -448,7 +448,31 @@ fn mean_field_memory(scenario: &Scenario) -> u64 {
         .saturating_add(samples)
 }
 
-/// The mean-field problem of a scenario (d = 2; the scenario was checked for it).
+/// d >= 3: each added degree l must be resolved by the largest grid (l <= (2m - 1)/3 for
+/// m = min(max_grid, the sphere's largest grid) Gauss nodes).
+fn check_sphere_modes(
+    scenario: &Scenario,
+    modes: &[(u32, f64, f64)],
+    max_grid: usize,
+) -> Result<(), ScenarioError> {
+    use crate::mean_field::{sphere::top_degree, MAX_SPHERE_GRID};
+    let m = max_grid.min(MAX_SPHERE_GRID);
+    match modes.iter().position(|x| x.0 as usize > top_degree(m)) {
+        Some(i) => Err(ScenarioError::at(
+            &scenario.file,
+            &format!("density.modes[{i}]"),
+            format!(
+                "degree {} is past the largest grid's degree {} ({m} Gauss nodes keep l <= (2m - 1)/3)",
+                modes[i].0,
+                top_degree(m)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The mean-field problem of a scenario (d = 2, or d >= 3 axisymmetric with A = a I, V = v I;
+/// the scenario was checked for it).
 pub fn mean_field_problem(
     scenario: &Scenario,
 ) -> Result<crate::mean_field::MeanFieldProblem, ScenarioError> {
@@ -470,7 +494,14 @@ pub fn mean_field_problem(
         shape: density.init,
         modes: density.modes.clone(),
     };
-    let minimum = start.minimum();
+    if scenario.model.d >= 3 {
+        check_sphere_modes(scenario, &density.modes, density.max_grid)?;
+    }
+    let minimum = if scenario.model.d >= 3 {
+        crate::mean_field::sphere::start_minimum(&start, scenario.model.d)
+    } else {
+        start.minimum()
+    };
     if minimum.is_nan() || minimum < 0.0 {
         return Err(ScenarioError::at(
             &scenario.file,
@@ -479,6 +510,7 @@ pub fn mean_field_problem(
         ));
     }
     Ok(crate::mean_field::MeanFieldProblem {
+        d: scenario.model.d,
         kernel: match scenario.model.kernel {
             KernelKind::Lsa => MfKernel::Lsa,
             KernelKind::Usa => MfKernel::Usa,

@@ -53,6 +53,7 @@ fn gamma(x: f64) -> f64 {
 
 fn problem(kernel: Kernel, beta: f64, t: f64, start: StartDensity) -> MeanFieldProblem {
     MeanFieldProblem {
+        d: 2,
         kernel,
         beta,
         heads: vec![MeanFieldHead { a: I2, v: I2 }],
@@ -393,7 +394,6 @@ fn bad_inputs_are_one_error_line_and_no_folder() {
     let cases: &[(&str, &[&str], &str)] = &[
         ("", &["model.mask=causal"], "model.mask"),
         ("", &["tokens.init=file", "tokens.path=x.csv"], "tokens"),
-        ("", &["model.d=3"], "model.d"),
         ("[density]\nmodes = [[2, 0.6, 0.0]]\n", &[], "density.modes"),
         ("[density]\ngrid = 0\n", &[], "density.grid"),
         ("[density]\ngrid = 2.5\n", &[], "density.grid"),

@@ -37,3 +37,27 @@ def test_mean_field_model_override(tmp_path):
     assert r.summary["model"] == "mean-field"
     assert r.density.shape[0] == 101
     assert np.isfinite(r.density).all()
+
+
+def test_mean_field_in_three_dimensions_returns_the_axisymmetric_density():
+    # d = 3, A = V = I: the density of u = <x, e> on its Gauss–Legendre nodes.
+    scenario = {
+        "name": "mf3",
+        "model": {"kernel": "usa", "beta": 2.0, "d": 3, "A": "identity", "V": "identity"},
+        "tokens": {"n": 1, "init": "uniform"},
+        "density": {"init": "von-mises", "kappa": 1.0},
+        "noise": {"temperature": 0.3},
+        "time": {"t_end": 2.0, "samples": 21},
+        "run": {"model": "mean-field"},
+    }
+    r = tokdyn.run(scenario)
+    u = r.density_grid
+    assert r.density.shape == (21, u.shape[0])
+    # numpy's own Gauss–Legendre rule on as many nodes: the same nodes, and its weights give
+    # the mass (2 pi int rho du = 1) and <u> = |R1|.
+    x, w = np.polynomial.legendre.leggauss(u.shape[0])
+    assert np.allclose(u, x, rtol=0, atol=1e-13)
+    mass = 2 * np.pi * (r.density * w).sum(axis=1)
+    assert np.allclose(mass, 1.0, rtol=0, atol=1e-12)
+    mean = 2 * np.pi * (r.density * w * u).sum(axis=1)
+    assert np.allclose(np.abs(mean), r.r1, rtol=0, atol=1e-12)

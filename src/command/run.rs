@@ -360,7 +360,8 @@ pub fn run_mean_field(
     let path = dir.join("density.npy");
     crate::output::write_density_npy(&path, samples, grid, &values).map_err(Error::io(&path))?;
     let path = dir.join("density_grid.csv");
-    crate::output::write_density_grid_csv(&path, "theta", &run.grid_points())
+    let header = if run.d >= 3 { "u" } else { "theta" };
+    crate::output::write_density_grid_csv(&path, header, &run.grid_points())
         .map_err(Error::io(&path))?;
     let writing = written.elapsed().as_secs_f64();
     let drawn = Instant::now();
@@ -371,10 +372,17 @@ pub fn run_mean_field(
         figure: scenario.output.figure,
     };
     plot::order_plot(&outcome.series, &view, &title, dir).map_err(Error::io(dir))?;
+    let nodes = run.grid_points();
     let density = plot::density::DensityView {
         times: &run.times,
         grid,
         values: &values,
+        sphere: (run.d >= 3).then(|| {
+            (
+                nodes.as_slice(),
+                crate::mean_field::gegenbauer::sphere_area(run.d),
+            )
+        }),
     };
     plot::density::density_plot(&density, &title, scenario.output.figure, dir)
         .map_err(Error::io(dir))?;

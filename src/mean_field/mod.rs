@@ -16,9 +16,16 @@
 //!
 //! Order parameters are exact integrals of the series: R1 = 2 pi |c_1|, R2 = 2 pi conj(c_2),
 //! s = |R2|.
+//!
+//! In d >= 3 (`sphere`, docs/MATH.md §17.2) the heads are A = a I, V = v I and the density is
+//! axisymmetric, a function of u = <x, e>: Gegenbauer modes a_l on m Gauss nodes in u (the
+//! grid), the same stepper, grid growth and concentration stop; R1 = |<u>| and s from <u^2>,
+//! exact.
 
 pub mod circle;
+pub mod gegenbauer;
 pub mod peaks;
+pub mod sphere;
 pub mod start;
 pub mod stepper;
 
@@ -56,9 +63,12 @@ pub struct MeanFieldHead {
     pub v: [[f64; 2]; 2],
 }
 
-/// A mean-field problem on the circle.
+/// A mean-field problem on the circle (d = 2) or, axisymmetric, on S^{d-1} (d >= 3).
 #[derive(Debug, Clone)]
 pub struct MeanFieldProblem {
+    /// The dimension d (2: the circle; d >= 3: heads A = a I, V = v I given as a I_2, v I_2,
+    /// and an axisymmetric start).
+    pub d: usize,
     /// The kernel.
     pub kernel: Kernel,
     /// beta.
@@ -89,6 +99,9 @@ pub const DEFAULT_MAX_GRID: usize = 4096;
 pub const MAX_QUADRATURE_GRID: usize = 2048;
 /// The smallest starting grid (from the tolerance; a given `grid` is taken as it is).
 pub const MIN_GRID: usize = 64;
+/// The largest grid (Gauss nodes) in d >= 3: the tables of P_l and P_l' hold about 2 m^2 / 3
+/// numbers each.
+pub const MAX_SPHERE_GRID: usize = 2048;
 
 /// Why a run stopped before t_end.
 #[derive(Debug, Clone, Serialize)]
@@ -124,8 +137,11 @@ pub struct MeanFieldRun {
     pub solution: Solution,
     /// summary.json `mean_field`.
     pub summary: MeanFieldSummary,
-    /// The Fourier coefficients at each sample (FFT order, each on its own grid).
+    /// The Fourier coefficients at each sample (FFT order, each on its own grid); d >= 3: the
+    /// Gegenbauer coefficients a_l (real parts).
     pub history: Vec<Vec<Complex64>>,
+    /// The dimension d.
+    pub d: usize,
     /// The sample times.
     pub times: Vec<f64>,
 }
@@ -134,21 +150,47 @@ impl MeanFieldRun {
     /// The densities on the final grid, one row per sample (samples x grid, row-major).
     pub fn densities(&self) -> Vec<f64> {
         let n = self.summary.grid;
+        let points = self.grid_points();
         let mut out = Vec::with_capacity(self.history.len() * n);
         for c in &self.history {
-            out.extend(circle::synthesize_on(c, n));
+            if self.d >= 3 {
+                out.extend(sphere::density_on(c, self.d, &points));
+            } else {
+                out.extend(circle::synthesize_on(c, n));
+            }
         }
         out
     }
 
-    /// The grid angles theta_j = 2 pi j / N of the final grid.
+    /// The grid angles theta_j = 2 pi j / N of the final grid; d >= 3: its Gauss nodes u_k
+    /// (ascending).
     pub fn grid_points(&self) -> Vec<f64> {
         let n = self.summary.grid;
+        if self.d >= 3 {
+            return gegenbauer::nodes(self.d, n).0;
+        }
         (0..n).map(|j| 2.0 * PI * j as f64 / n as f64).collect()
     }
 }
 
-/// The exact order parameters of a density with coefficients `c`.
+/// The exact order parameters of an axisymmetric density on S^{d-1} with Gegenbauer
+/// coefficients `c`: R1 = |<u>|; S = E[x x^T] has the eigenvalue <u^2> along the axis and
+/// (1 - <u^2>) / (d - 1) across, s = (d lambda_max - 1) / (d - 1); R2 is taken as s (the axis
+/// does not move).
+pub fn sphere_order_parameters(c: &[Complex64], d: usize) -> OrderParameters {
+    let (mean, square) = sphere::moments(c, d);
+    let df = d as f64;
+    let lambda = square.max((1.0 - square) / (df - 1.0));
+    let s = ((df * lambda - 1.0) / (df - 1.0)).clamp(0.0, 1.0);
+    OrderParameters {
+        r2: Complex64::new(s, 0.0),
+        r1: Some(mean.abs()),
+        nematic: s,
+        axis: None,
+    }
+}
+
+/// The exact order parameters of a density with coefficients `c` on the circle.
 pub fn order_parameters(c: &[Complex64]) -> OrderParameters {
     let n = c.len();
     let c1 = if n > 2 {
@@ -175,11 +217,102 @@ fn tail_tolerance(rtol: f64) -> f64 {
     rtol.max(1e-13)
 }
 
+/// The discretised system: the circle's Fourier grid or the sphere's Gauss nodes.
+enum System {
+    Circle(circle::Circle),
+    Sphere(sphere::Axisymmetric),
+}
+
+impl SpectralSystem for System {
+    fn linear(&self) -> &[f64] {
+        match self {
+            System::Circle(s) => s.linear(),
+            System::Sphere(s) => s.linear(),
+        }
+    }
+
+    fn nonlinear(&mut self, c: &[Complex64], out: &mut [Complex64]) {
+        match self {
+            System::Circle(s) => s.nonlinear(c, out),
+            System::Sphere(s) => s.nonlinear(c, out),
+        }
+    }
+}
+
+impl MeanFieldProblem {
+    /// The system on a grid of n points (d = 2) or n Gauss nodes (d >= 3).
+    fn system(&self, n: usize) -> System {
+        if self.d >= 3 {
+            System::Sphere(sphere::Axisymmetric::new(
+                self.d,
+                n,
+                self.kernel,
+                self.beta,
+                &self.heads,
+                self.temperature,
+            ))
+        } else {
+            System::Circle(circle::Circle::new(
+                n,
+                self.kernel,
+                self.beta,
+                &self.heads,
+                self.temperature,
+            ))
+        }
+    }
+
+    /// The start's coefficients on a grid of n, before truncation.
+    fn start_coefficients(&self, n: usize) -> Vec<Complex64> {
+        if self.d >= 3 {
+            sphere::start_modes(&self.start, self.d, sphere::top_degree(n))
+        } else {
+            circle::analyse(&self.start.values(n))
+        }
+    }
+
+    /// The weight of the top third of the kept modes.
+    fn tail(&self, c: &[Complex64]) -> f64 {
+        if self.d >= 3 {
+            sphere::tail(c)
+        } else {
+            circle::tail(c)
+        }
+    }
+
+    /// The coefficients on a grid of n (larger): zero padding.
+    fn resample(&self, c: &[Complex64], n: usize) -> Vec<Complex64> {
+        if self.d >= 3 {
+            sphere::resample(c, n)
+        } else {
+            circle::resample(c, n)
+        }
+    }
+
+    /// The exact order parameters of coefficients `c`.
+    fn order(&self, c: &[Complex64]) -> OrderParameters {
+        if self.d >= 3 {
+            sphere_order_parameters(c, self.d)
+        } else {
+            order_parameters(c)
+        }
+    }
+
+    /// The density on the grid of n: rho(theta_j) or rho(u_k).
+    fn values(&self, c: &[Complex64], n: usize) -> Vec<f64> {
+        if self.d >= 3 {
+            sphere::density_on(c, self.d, &gegenbauer::nodes(self.d, n).0)
+        } else {
+            circle::synthesize_on(c, n)
+        }
+    }
+}
+
 /// The starting grid: as given, else the smallest power of two from [`MIN_GRID`] and 16 times
 /// the highest added mode (so that the harmonics of every mode reach the tail, where they are
 /// seen, before the two-thirds rule drops them) whose tail is within the tolerance (at most
 /// `max_grid`).
-fn starting_grid(p: &MeanFieldProblem) -> (usize, Vec<Complex64>) {
+fn starting_grid(p: &MeanFieldProblem, cap: usize) -> (usize, Vec<Complex64>) {
     let tol = tail_tolerance(p.rtol);
     let top = p
         .start
@@ -188,13 +321,15 @@ fn starting_grid(p: &MeanFieldProblem) -> (usize, Vec<Complex64>) {
         .map(|m| m.0 as usize)
         .max()
         .unwrap_or(0);
-    let least = (16 * top).max(MIN_GRID).next_power_of_two().min(p.max_grid);
+    let least = (16 * top).max(MIN_GRID).next_power_of_two().min(cap);
     let mut n = p.grid.unwrap_or(least);
     loop {
-        let mut c = circle::analyse(&p.start.values(n));
-        let tail = circle::tail(&c);
-        circle::truncate(&mut c);
-        if p.grid.is_some() || tail <= tol || 2 * n > p.max_grid {
+        let mut c = p.start_coefficients(n);
+        let tail = p.tail(&c);
+        if p.d < 3 {
+            circle::truncate(&mut c);
+        }
+        if p.grid.is_some() || tail <= tol || 2 * n > cap {
             return (n, c);
         }
         n *= 2;
@@ -203,6 +338,9 @@ fn starting_grid(p: &MeanFieldProblem) -> (usize, Vec<Complex64>) {
 
 /// The largest grid this problem may use.
 fn grid_cap(p: &MeanFieldProblem) -> usize {
+    if p.d >= 3 {
+        return p.max_grid.min(MAX_SPHERE_GRID);
+    }
     let all_conv = p
         .heads
         .iter()
@@ -214,6 +352,16 @@ fn grid_cap(p: &MeanFieldProblem) -> usize {
     }
 }
 
+/// What the run did: its samples, end and stop.
+struct Progress {
+    history: Vec<Vec<Complex64>>,
+    times: Vec<f64>,
+    status: Status,
+    stop: Option<Stop>,
+    tail_max: f64,
+    n: usize,
+}
+
 /// Runs the mean field, handing every sample to the observers (the state is the density on
 /// the current grid).
 pub fn solve(
@@ -221,90 +369,49 @@ pub fn solve(
     observers: &mut [&mut dyn Observer],
 ) -> io::Result<MeanFieldRun> {
     let clock = Instant::now();
-    let mut observing = Duration::ZERO;
-    let (mut n, mut c) = starting_grid(p);
+    let cap = grid_cap(p);
+    let (n, c) = starting_grid(p, cap);
     let grid_start = n;
-    let cap = grid_cap(p).max(n);
-    let mut system = circle::Circle::new(n, p.kernel, p.beta, &p.heads, p.temperature);
-    let kernel = if system.convolution() {
-        "convolution"
-    } else {
-        "quadrature"
+    let mut system = p.system(n);
+    let kernel = match &system {
+        System::Circle(s) if s.convolution() => "convolution",
+        System::Circle(_) => "quadrature",
+        System::Sphere(_) => "funk-hecke",
     };
     let spacing = p.t_end / (p.samples - 1) as f64;
-    let mut stepper = Stepper::new(n, (1e-3 * spacing).min(1e-3), p.rtol, p.atol);
-    let tol = tail_tolerance(p.rtol);
-    let mut tail_max = circle::tail(&c);
+    let mut stepper = Stepper::new(c.len(), (1e-3 * spacing).min(1e-3), p.rtol, p.atol);
     for o in observers.iter_mut() {
         o.start(&RunInfo {
             samples: p.samples,
             t_end: p.t_end,
         })?;
     }
-    let mut history = Vec::with_capacity(p.samples);
-    let mut times = Vec::with_capacity(p.samples);
-    let observed = Instant::now();
-    emit(0, 0.0, &c, observers, &mut history, &mut times)?;
-    observing += observed.elapsed();
-    let (mut t, mut status, mut stop) = (0.0, Status::Success, None);
-    'samples: for i in 1..p.samples {
-        let target = if i + 1 == p.samples {
-            p.t_end
-        } else {
-            spacing * i as f64
-        };
-        while t < target {
-            if crate::interrupt::is_requested() {
-                status = Status::Interrupted { t };
-                break 'samples;
-            }
-            let left = target - t;
-            match stepper.step(&mut system, &mut c, t, left) {
-                StepResult::Accepted(h) => {
-                    t = if h >= left { target } else { t + h };
-                    crate::interrupt::set_clock(t);
-                }
-                StepResult::Underflow => {
-                    status = Status::StepSizeUnderflow { t };
-                    break 'samples;
-                }
-                StepResult::NonFinite => {
-                    status = Status::NonFinite { t };
-                    break 'samples;
-                }
-            }
-            let tl = circle::tail(&c);
-            tail_max = tail_max.max(tl);
-            if tl > tol {
-                if 2 * n > cap {
-                    stop = Some(concentrated(&c, n, cap, t));
-                    break 'samples;
-                }
-                n *= 2;
-                c = circle::resample(&c, n);
-                system = circle::Circle::new(n, p.kernel, p.beta, &p.heads, p.temperature);
-                stepper.resize(n);
-            }
-        }
-        let observed = Instant::now();
-        emit(i, t, &c, observers, &mut history, &mut times)?;
-        observing += observed.elapsed();
-    }
+    let mut observing = Duration::ZERO;
+    let run = march(
+        p,
+        (n, c),
+        cap.max(n),
+        &mut system,
+        &mut stepper,
+        observers,
+        &mut observing,
+    )?;
     for o in observers.iter_mut() {
         o.finish()?;
     }
     let solution = Solution {
-        status,
-        samples: history.len(),
-        t_last: times.last().copied().unwrap_or(0.0),
+        status: run.status,
+        samples: run.history.len(),
+        t_last: run.times.last().copied().unwrap_or(0.0),
         rhs_evals: stepper.evals,
         accepted_steps: stepper.accepted,
         rejected_steps: stepper.rejected,
         norm_drift_max: 0.0,
         step_drift_max: 0.0,
-        final_state: history
+        final_state: run
+            .history
             .last()
-            .map(|c| circle::synthesize_on(c, n))
+            .map(|c| p.values(c, run.n))
             .unwrap_or_default(),
         boundaries: Vec::new(),
         wall: clock.elapsed(),
@@ -313,42 +420,119 @@ pub fn solve(
     Ok(MeanFieldRun {
         solution,
         summary: MeanFieldSummary {
-            grid: n,
-            tail: tail_max,
-            stop,
+            grid: run.n,
+            tail: run.tail_max,
+            stop: run.stop,
             kernel,
             grid_start,
             temperature: p.temperature,
         },
-        history,
-        times,
+        history: run.history,
+        times: run.times,
+        d: p.d.max(2),
     })
 }
 
+/// Steps from t = 0 to t_end sample by sample, doubling the grid when its tail passes the
+/// tolerance, stopping when it would pass `cap`.
+fn march(
+    p: &MeanFieldProblem,
+    (mut n, mut c): (usize, Vec<Complex64>),
+    cap: usize,
+    system: &mut System,
+    stepper: &mut Stepper,
+    observers: &mut [&mut dyn Observer],
+    observing: &mut Duration,
+) -> io::Result<Progress> {
+    let spacing = p.t_end / (p.samples - 1) as f64;
+    let tol = tail_tolerance(p.rtol);
+    let mut run = Progress {
+        history: Vec::with_capacity(p.samples),
+        times: Vec::with_capacity(p.samples),
+        status: Status::Success,
+        stop: None,
+        tail_max: p.tail(&c),
+        n,
+    };
+    let observed = Instant::now();
+    emit(p, 0, 0.0, &c, observers, &mut run)?;
+    *observing += observed.elapsed();
+    let mut t = 0.0;
+    'samples: for i in 1..p.samples {
+        let target = if i + 1 == p.samples {
+            p.t_end
+        } else {
+            spacing * i as f64
+        };
+        while t < target {
+            if crate::interrupt::is_requested() {
+                run.status = Status::Interrupted { t };
+                break 'samples;
+            }
+            let left = target - t;
+            match stepper.step(system, &mut c, t, left) {
+                StepResult::Accepted(h) => {
+                    t = if h >= left { target } else { t + h };
+                    crate::interrupt::set_clock(t);
+                }
+                StepResult::Underflow => {
+                    run.status = Status::StepSizeUnderflow { t };
+                    break 'samples;
+                }
+                StepResult::NonFinite => {
+                    run.status = Status::NonFinite { t };
+                    break 'samples;
+                }
+            }
+            let tl = p.tail(&c);
+            run.tail_max = run.tail_max.max(tl);
+            if tl > tol {
+                if 2 * n > cap {
+                    run.stop = Some(concentrated(p, &c, n, cap, t));
+                    break 'samples;
+                }
+                n *= 2;
+                run.n = n;
+                c = p.resample(&c, n);
+                *system = p.system(n);
+                stepper.resize(c.len());
+            }
+        }
+        let observed = Instant::now();
+        emit(p, i, t, &c, observers, &mut run)?;
+        *observing += observed.elapsed();
+    }
+    Ok(run)
+}
+
 /// The stop of a density that concentrated past the largest grid.
-fn concentrated(c: &[Complex64], n: usize, cap: usize, t: f64) -> Stop {
-    let values = circle::synthesize_on(c, n);
+fn concentrated(p: &MeanFieldProblem, c: &[Complex64], n: usize, cap: usize, t: f64) -> Stop {
+    let peaks = if p.d >= 3 {
+        sphere::peaks(c, p.d, n)
+    } else {
+        peaks::peaks(&circle::synthesize_on(c, n))
+    };
     Stop {
         reason: format!(
             "the density concentrated past the largest grid ({cap} points): the top third of \
              its modes holds more than the tolerance; raise density.max_grid or add noise"
         ),
         t,
-        peaks: peaks::peaks(&values),
+        peaks,
     }
 }
 
 /// Hands one sample to the observers and keeps its coefficients.
 fn emit(
+    p: &MeanFieldProblem,
     index: usize,
     t: f64,
     c: &[Complex64],
     observers: &mut [&mut dyn Observer],
-    history: &mut Vec<Vec<Complex64>>,
-    times: &mut Vec<f64>,
+    run: &mut Progress,
 ) -> io::Result<()> {
-    let order = order_parameters(c);
-    let values = circle::synthesize_on(c, c.len());
+    let order = p.order(c);
+    let values = p.values(c, run.n);
     let sample = Sample {
         index,
         t,
@@ -359,15 +543,25 @@ fn emit(
     for o in observers.iter_mut() {
         o.sample(&sample)?;
     }
-    history.push(c.to_vec());
-    times.push(t);
+    run.history.push(c.to_vec());
+    run.times.push(t);
     Ok(())
 }
 
 /// Advances coefficients `c` of a problem by `dt` on a fixed grid (for tests and benchmarks):
-/// returns the number of accepted steps.
+/// returns the number of accepted steps. d >= 3: the grid is `p.grid` (else [`MIN_GRID`]) and
+/// `c` must hold its L + 1 coefficients (else nothing is done).
 pub fn advance_fixed_grid(p: &MeanFieldProblem, c: &mut [Complex64], dt: f64) -> u64 {
-    let mut system = circle::Circle::new(c.len(), p.kernel, p.beta, &p.heads, p.temperature);
+    let n = if p.d >= 3 {
+        let m = p.grid.unwrap_or(MIN_GRID);
+        if sphere::top_degree(m) + 1 != c.len() {
+            return 0;
+        }
+        m
+    } else {
+        c.len()
+    };
+    let mut system = p.system(n);
     let mut stepper = Stepper::new(c.len(), 1e-4, p.rtol, p.atol);
     let mut t = 0.0;
     while t < dt {

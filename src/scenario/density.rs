@@ -7,6 +7,9 @@
 //! r0, phi0                                     poisson (default: tokens.r0, tokens.phi0)
 //! kappa, mean                                  von-mises: rho ~ e^{kappa cos(theta - mean)}
 //! modes = [[k, a, phase], ...]                 adds (1/pi) a cos(k (theta - phase)), k >= 1
+//!                                              d >= 3 (axisymmetric, u = <x, e>): init uniform or
+//!                                              von-mises (rho ~ e^{kappa u}, no mean), modes
+//!                                              [[l, a], ...] add a rho_0 P_l(u) (P_l(1) = 1)
 //! grid = N                                     starting grid (default: from the tolerance)
 //! max_grid = N                                 largest grid (default 4096)
 //! ```
@@ -186,12 +189,16 @@ pub fn density_spec(
         }
         None => None,
     };
-    Ok(Some(DensitySpec {
+    let spec = DensitySpec {
         init,
         modes,
         grid,
         max_grid,
-    }))
+    };
+    if model.d >= 3 {
+        check_axisymmetric(&spec, file, model.d)?;
+    }
+    Ok(Some(spec))
 }
 
 /// `density.modes`: rows [k, a] or [k, a, phase], k an integer >= 1, a and phase finite.
@@ -220,7 +227,8 @@ fn modes(rows: &[Vec<f64>], file: &Path) -> Result<Vec<(u32, f64, f64)>, Scenari
         .collect()
 }
 
-/// What the mean field cannot run: a mask, pre-LN, factored heads, a stack of layers, d != 2.
+/// What the mean field cannot run: a mask, pre-LN, factored heads, a stack of layers; in
+/// d >= 3, A or V not a multiple of I.
 fn check_model(model: &ModelSpec, file: &Path) -> Result<(), ScenarioError> {
     let refuse = |key: &str, why: &str| Err(err(file, key, format!("the mean-field model {why}")));
     if model.mask != MaskKind::None {
@@ -253,14 +261,70 @@ fn check_model(model: &ModelSpec, file: &Path) -> Result<(), ScenarioError> {
             "follows one layer acting for ever; stacks of layers are not supported yet",
         );
     }
-    if model.d != 2 {
-        return refuse(
-            "model.d",
-            &format!(
-                "runs on the circle (d = 2) in this version; this scenario has d = {}",
-                model.d
-            ),
-        );
+    if model.d >= 3 {
+        check_scalar_heads(model, file)?;
+    }
+    Ok(())
+}
+
+/// d >= 3: every head's A and V must be multiples of I (to 1e-12 relative), so that an
+/// axisymmetric density stays axisymmetric.
+fn check_scalar_heads(model: &ModelSpec, file: &Path) -> Result<(), ScenarioError> {
+    let scalar = |m: &nalgebra::DMatrix<f64>| {
+        let c = m[(0, 0)];
+        let tol = 1e-12 * c.abs().max(1.0);
+        (0..m.nrows()).all(|i| {
+            (0..m.ncols()).all(|j| (m[(i, j)] - if i == j { c } else { 0.0 }).abs() <= tol)
+        })
+    };
+    for (i, h) in model.heads.iter().enumerate() {
+        for (m, name) in [(&h.a, "A"), (&h.v, "V")] {
+            if !scalar(m) {
+                let key = if model.heads.len() == 1 {
+                    format!("model.{name}")
+                } else {
+                    format!("model.heads[{i}].{name}")
+                };
+                return Err(err(
+                    file,
+                    &key,
+                    format!(
+                        "the mean-field model in d = {} needs A and V multiples of the identity (a I, v I: the axisymmetric problem); use d = 2 for other matrices",
+                        model.d
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// d >= 3: the start must be axisymmetric about the axis e (u = <x, e>): uniform or von Mises
+/// with mean 0 (rho ~ e^{kappa u}), modes [l, a] without a phase.
+fn check_axisymmetric(spec: &DensitySpec, file: &Path, d: usize) -> Result<(), ScenarioError> {
+    match spec.init {
+        DensityInit::Poisson { .. } => {
+            return Err(err(
+                file,
+                "density.init",
+                format!("poisson is a density on the circle (d = 2); in d = {d} the start is axisymmetric: init = \"uniform\" or \"von-mises\" (rho ~ e^{{kappa u}})"),
+            ))
+        }
+        DensityInit::VonMises { mean, .. } if mean != 0.0 => {
+            return Err(err(
+                file,
+                "density.mean",
+                format!("in d = {d} the von Mises start is rho ~ e^{{kappa u}} about the axis (u = <x, e>): remove mean, found {mean}"),
+            ))
+        }
+        _ => {}
+    }
+    if let Some(i) = spec.modes.iter().position(|m| m.2 != 0.0) {
+        return Err(err(
+            file,
+            &format!("density.modes[{i}]"),
+            format!("in d = {d} a mode is [l, a] (a times the degree-l Gegenbauer polynomial in u): it has no phase, found {}", spec.modes[i].2),
+        ));
     }
     Ok(())
 }

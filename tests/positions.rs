@@ -467,16 +467,7 @@ fn bad_positions_and_normalisations_name_the_key() {
             ),
             "run.model",
         ),
-        (text("sa", 4, rope, "[lyapunov]\nexponents = 1"), "lyapunov"),
-        (
-            text(
-                "sa",
-                4,
-                "normalization = \"peri\"",
-                "[lyapunov]\nexponents = 1",
-            ),
-            "lyapunov",
-        ),
+        // `[lyapunov]` with positions, peri-LN and nGPT runs (tests/lyapunov_positions.rs).
         (
             text(
                 "sa",

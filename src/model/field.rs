@@ -722,16 +722,8 @@ impl Dynamics for SphereField {
         Some(Cow::Borrowed(y))
     }
 
-    /// The derivative of the plain, masked and pre-LN fields; none with positions, peri-LN or
-    /// nGPT (the tangent field does not have their terms).
+    /// The field's exact derivative: every kernel, head, mask, position and normalisation.
     fn linearization(&self) -> Option<&dyn Linearization> {
-        let covered = matches!(
-            self.attention.normalization,
-            Normalization::Post | Normalization::Pre
-        );
-        if !covered || !self.attention.position.is_none() {
-            return None;
-        }
         Some(
             self.tangent
                 .get_or_init(|| TangentField::new(&self.attention, self.n)),

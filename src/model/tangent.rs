@@ -1,5 +1,5 @@
 //! The derivative of the full model's field along tangent vectors, for Lyapunov exponents
-//! (docs/MATH.md §15).
+//! (docs/MATH.md §15, §15.1).
 //!
 //! Every head, formed or factored, is three linear maps and an optional output map: queries
 //! q_k = W_q z_k, keys kappa_j = W_k z_j and values u_j = W_v z_j of the directions
@@ -14,12 +14,17 @@
 //! lsa:  w_kj = s_kj / c_k,                         da_k = W_o sum_j (ds_kj u_j + s_kj W_v dz_j) / c_k
 //! usa:  w_kj = e^{s_kj} / c_k,                     da_k = W_o sum_j w_kj (ds_kj u_j + W_v dz_j)
 //! sa:   w_kj = e^{s_kj} / sum_l e^{s_kl},          da_k = W_o sum_j w_kj ((ds_kj - sum_l w_kl ds_kl) u_j + W_v dz_j)
-//! post-LN:  F_k = a_k - <z_k, a_k> z_k,   dF_k = da_k - (<dz_k, a_k> + <z_k, da_k>) z_k - <z_k, a_k> dz_k
-//! pre-LN:   F_k = a_k,                    dF_k = da_k
 //! ```
 //!
-//! For `lsa` without a mask the sums go through the moments M = (1/n) sum_j u_j kappa_j^T and
-//! dM = (1/n) sum_j (W_v dz_j kappa_j^T + u_j (W_k dz_j)^T): a_k = W_o M q_k,
+//! summed over the heads, then the normalisation's map and its derivative (post, pre, peri,
+//! nGPT: `tangent_norm`). Positions (docs/MATH.md §16) enter the scores only: RoPE's rotations
+//! R_k = R(p_k omega) are fixed per token, so q_k -> R_k q_k, kappa_j -> R_j kappa_j and
+//! likewise dq_k -> R_k dq_k, d kappa_j -> R_j d kappa_j (every head factored, as in the field);
+//! ALiBi's bias -m |k - j| is constant, so s_kj -> s_kj - m |k - j| in the weights while ds_kj
+//! is unchanged.
+//!
+//! For `lsa` without a mask and without ALiBi the sums go through the moments
+//! M = (1/n) sum_j u_j kappa_j^T and dM = (1/n) sum_j (W_v dz_j kappa_j^T + u_j (W_k dz_j)^T): a_k = W_o M q_k,
 //! da_k = W_o (M W_q dz_k + dM q_k), O(n d m) work. The other kernels are O(n^2 m) per vector;
 //! each query token's sums run sequentially over j and query tokens go in fixed blocks, so the
 //! result does not depend on the number of threads.
@@ -28,6 +33,8 @@ use nalgebra::DMatrix;
 use rayon::prelude::*;
 
 use super::exp::exp_in_place;
+use super::position::{Position, RopeTable};
+use super::tangent_norm::normalise;
 use super::{Attention, Kernel, Mask, Normalization};
 use crate::integrate::Linearization;
 
@@ -83,22 +90,28 @@ impl Map {
     }
 }
 
-/// One head as maps (see the module's formula).
+/// One head as maps (see the module's formula), with its position terms.
 #[derive(Debug, Clone)]
 struct HeadMaps {
     query: Map,
     key: Map,
     value: Map,
     output: Option<Map>,
+    /// RoPE: the index of the table of this head's width in [`TangentField::rope`].
+    rope: Option<usize>,
+    /// ALiBi: the slope m of the bias -m |k - j| of this head's scores.
+    slope: Option<f64>,
 }
 
 /// The derivative of one layer's field (see the module's formula).
-#[derive(Debug, Clone)]
 pub struct TangentField {
     kernel: Kernel,
     causal: bool,
-    pre: bool,
+    normalization: Normalization,
+    ngpt_alpha: f64,
     heads: Vec<HeadMaps>,
+    /// RoPE's rotations, one table per head width (empty without RoPE).
+    rope: Vec<RopeTable>,
     n: usize,
     d: usize,
 }
@@ -113,11 +126,21 @@ struct HeadData {
     dval: Vec<Vec<f64>>,
     m: usize,
     p: usize,
+    /// ALiBi's slope: the scores s_kj - m |k - j|.
+    slope: Option<f64>,
 }
 
 impl TangentField {
     /// The derivative of the field of `attention` for `n` tokens.
     pub fn new(attention: &Attention, n: usize) -> Self {
+        // As the forward field: with positions every head is factored.
+        let positioned;
+        let attention = if attention.position.is_none() {
+            attention
+        } else {
+            positioned = attention.all_factored();
+            &positioned
+        };
         let d = attention.d();
         let beta = attention.beta;
         let mut heads: Vec<HeadMaps> = attention
@@ -128,6 +151,8 @@ impl TangentField {
                 key: Map::identity(d),
                 value: Map::of(&h.v, 1.0),
                 output: None,
+                rope: None,
+                slope: None,
             })
             .collect();
         heads.extend(attention.factored.iter().map(|f| {
@@ -137,16 +162,47 @@ impl TangentField {
                 key: Map::of(&f.k.transpose(), 1.0),
                 value: Map::of(&f.v.transpose(), 1.0),
                 output: Some(Map::of(&f.o.transpose(), 1.0)),
+                rope: None,
+                slope: None,
             }
         }));
+        let mut rope: Vec<RopeTable> = Vec::new();
+        match &attention.position {
+            Position::None => {}
+            Position::Rope { base } => {
+                for head in &mut heads {
+                    let width = head.query.rows;
+                    let index = match rope.iter().position(|t| t.d_h() == width) {
+                        Some(i) => i,
+                        None => {
+                            rope.push(RopeTable::new(n, width, *base));
+                            rope.len() - 1
+                        }
+                    };
+                    head.rope = Some(index);
+                }
+            }
+            Position::Alibi { slopes } => {
+                for (head, m) in heads.iter_mut().zip(slopes) {
+                    head.slope = Some(*m);
+                }
+            }
+        }
         TangentField {
             kernel: attention.kernel,
             causal: attention.mask == Mask::Causal,
-            pre: attention.normalization == Normalization::Pre,
+            normalization: attention.normalization,
+            ngpt_alpha: attention.ngpt_alpha,
             heads,
+            rope,
             n,
             d,
         }
+    }
+
+    /// Whether the state is on the spheres (post-LN, nGPT) rather than a free stream.
+    fn on_sphere(&self) -> bool {
+        self.normalization.on_sphere()
     }
 
     /// The directions z and their variations dz of the vectors `v` (k of them, n x d each).
@@ -186,7 +242,7 @@ impl TangentField {
             map.apply(x, d, &mut out);
             out
         };
-        HeadData {
+        let mut data = HeadData {
             q: maps(&head.query, z),
             key: maps(&head.key, z),
             val: maps(&head.value, z),
@@ -195,12 +251,21 @@ impl TangentField {
             dval: dz.iter().map(|v| maps(&head.value, v)).collect(),
             m: head.query.rows,
             p: head.value.rows,
+            slope: head.slope,
+        };
+        if let Some(table) = head.rope.map(|i| &self.rope[i]) {
+            // R(p_k omega) is fixed per token: q_k -> R_k q_k and dq_k -> R_k dq_k, keys alike.
+            table.rotate(&mut data.q);
+            table.rotate(&mut data.key);
+            data.dq.iter_mut().for_each(|v| table.rotate(v));
+            data.dkey.iter_mut().for_each(|v| table.rotate(v));
         }
+        data
     }
 
     /// a (n x p) and da (one n x p per vector) of one head before its output map.
     fn head_sums(&self, h: &HeadData) -> (Vec<f64>, Vec<Vec<f64>>) {
-        if self.kernel == Kernel::Lsa && !self.causal {
+        if self.kernel == Kernel::Lsa && !self.causal && h.slope.is_none() {
             return self.linear_sums(h);
         }
         let (n, p, kv) = (self.n, h.p, h.dq.len());
@@ -252,6 +317,7 @@ impl TangentField {
         let qk: [f64; D] = h.q[k * D..(k + 1) * D].try_into().expect("D numbers");
         s.scores.clear();
         s.scores.extend(key.iter().map(|kj| dot_n(&qk, kj)));
+        add_bias(h.slope, k, &mut s.scores);
         self.weights_of_scores(s, count);
         let mut a = [0.0; D];
         for (w, v) in s.weights.iter().zip(val) {
@@ -318,6 +384,7 @@ impl TangentField {
         s.scores.clear();
         s.scores
             .extend((0..count).map(|j| dot(qk, &h.key[j * m..(j + 1) * m])));
+        add_bias(h.slope, k, &mut s.scores);
         self.weights_of_scores(s, count);
         let (a, da) = out.split_at_mut(p);
         a.fill(0.0);
@@ -422,36 +489,16 @@ impl TangentField {
                 add_output(head.output.as_ref(), dai, data.p, d, dvi);
             }
         }
-        if self.pre {
-            return;
-        }
-        for (dvi, dzi) in dv.chunks_exact_mut(y.len()).zip(&dz) {
-            for (((df, a), zk), dzk) in dvi
-                .chunks_exact_mut(d)
-                .zip(dy.chunks_exact(d))
-                .zip(z.chunks_exact(d))
-                .zip(dzi.chunks_exact(d))
-            {
-                let radial_change = dot(dzk, a) + dot(zk, df);
-                let radial = dot(zk, a);
-                for c in 0..d {
-                    df[c] -= radial_change * zk[c] + radial * dzk[c];
-                }
-            }
-        }
-        for (a, zk) in dy.chunks_exact_mut(d).zip(z.chunks_exact(d)) {
-            let radial = dot(zk, a);
-            a.iter_mut().zip(zk).for_each(|(x, b)| *x -= radial * b);
-        }
+        normalise((self.normalization, self.ngpt_alpha), (&z, &dz), dy, dv, d);
     }
 }
 
 impl Linearization for TangentField {
     fn tangent_dimension(&self) -> usize {
-        if self.pre {
-            self.n * self.d
-        } else {
+        if self.on_sphere() {
             self.n * (self.d - 1)
+        } else {
+            self.n * self.d
         }
     }
 
@@ -459,10 +506,10 @@ impl Linearization for TangentField {
         self.evaluate(y, v, dy, dv);
     }
 
-    /// Post-LN: v_k <- v_k - <z_k, v_k> z_k (the tangent space of each sphere); pre-LN: the
-    /// stream moves in all of R^{n d}, nothing to project.
+    /// Post-LN and nGPT: v_k <- v_k - <z_k, v_k> z_k (the tangent space of each sphere); pre-
+    /// and peri-LN: the stream moves in all of R^{n d}, nothing to project.
     fn project_tangents(&self, y: &[f64], v: &mut [f64]) {
-        if self.pre || y.is_empty() {
+        if !self.on_sphere() || y.is_empty() {
             return;
         }
         let d = self.d;
@@ -481,6 +528,15 @@ struct PairScratch {
     scores: Vec<f64>,
     weights: Vec<f64>,
     dscores: Vec<f64>,
+}
+
+/// ALiBi: s_kj <- s_kj - m |k - j| for the scores of query token k (j from 0).
+fn add_bias(slope: Option<f64>, k: usize, scores: &mut [f64]) {
+    if let Some(m) = slope {
+        for (j, s) in scores.iter_mut().enumerate() {
+            *s -= m * (k as f64 - j as f64).abs();
+        }
+    }
 }
 
 /// Splits per-token rows [a_k, da_k(1), ..., da_k(kv)] into a and the da of each vector.

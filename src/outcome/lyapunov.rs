@@ -105,10 +105,7 @@ pub fn label_with_exponents(
     }
     let spec = match scenario.lyapunov {
         Some(spec) => spec,
-        // Without the field's derivative (positions, peri-LN, nGPT) the label stays as it is.
-        None if aperiodic && scenario.model.has_tangent_flow() => {
-            LyapunovSpec::default_for(scenario.time.t_end)
-        }
+        None if aperiodic => LyapunovSpec::default_for(scenario.time.t_end),
         None => return Ok((c, None)),
     };
     // The tangent flow runs the full model whatever model the run used.

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! [lyapunov]
-//! exponents = k     1 <= k <= n (d - 1) (pre-LN: n d), default 1
+//! exponents = k     1 <= k <= n (d - 1) (pre- and peri-LN: n d), default 1
 //! transient = t0    0 <= t0 < t_end, default t_end / 10
 //! interval = h      h > 0, at most MAX_INTERVALS intervals in t_end, default 1
 //! ```
@@ -51,7 +51,7 @@ impl LyapunovSpec {
     }
 }
 
-/// The dimension of the tangent spaces: n (d - 1) on the spheres, n d for a pre-LN stream.
+/// The dimension of the tangent spaces: n (d - 1) on the spheres, n d for a pre- or peri-LN stream.
 pub fn tangent_dimension(model: &ModelSpec, tokens: &TokenSpec) -> usize {
     if !model.normalization.on_sphere() {
         tokens.n.saturating_mul(model.d)
@@ -72,12 +72,6 @@ pub fn lyapunov_spec(
         return Ok(None);
     };
     let err = |key: &str, message: String| Err(ScenarioError::at(file, key, message));
-    if !model.has_tangent_flow() {
-        return err(
-            "lyapunov",
-            format!("the tangent flow has no derivative of the positions' or of the {} normalisation's terms (use model.normalization = \"post\" or \"pre\" without model.position)", model.normalization),
-        );
-    }
     if run.model == ModelKind::Oa {
         return err(
             "lyapunov",

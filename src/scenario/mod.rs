@@ -134,15 +134,6 @@ impl ModelSpec {
             && self.normalization == NormalizationKind::Post
             && self.position == PositionSpec::None
     }
-
-    /// Whether the field has its derivative (Lyapunov exponents): no positions, post- or pre-LN.
-    pub fn has_tangent_flow(&self) -> bool {
-        self.position == PositionSpec::None
-            && matches!(
-                self.normalization,
-                NormalizationKind::Post | NormalizationKind::Pre
-            )
-    }
 }
 
 /// One layer of a stack: its heads, acting for `duration` (> 0).

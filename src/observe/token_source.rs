@@ -83,7 +83,10 @@ mod tests {
     #[test]
     fn keys_sort_by_doubled_angle_and_keep_the_index() {
         let angles = [3.0, -1.0, 0.5, 1.5, -3.1, 0.0];
-        let tokens: Vec<f64> = angles.iter().flat_map(|t: &f64| [t.cos(), t.sin()]).collect();
+        let tokens: Vec<f64> = angles
+            .iter()
+            .flat_map(|t: &f64| [t.cos(), t.sin()])
+            .collect();
         let keys = sorted_doubled_angles(&tokens).unwrap();
         let mut expected: Vec<(f64, usize)> = angles
             .iter()

@@ -71,7 +71,10 @@ fn below(sorted: &[u64], x: f64) -> i64 {
 /// The counts per bin of the doubled angles of the tokens y_k = P x_k / |P x_k| of `map`, the
 /// bins of [`angle_bin_of`] (factor 2, [`BINS`] bins); `token(k, y)` makes token k as the pass
 /// over the tokens does. `None` when the map is too far from conformal (module docs).
-pub fn doubled_counts(map: &PlaneMap<'_>, token: impl Fn(usize, &mut [f64])) -> Option<[u64; BINS]> {
+pub fn doubled_counts(
+    map: &PlaneMap<'_>,
+    token: impl Fn(usize, &mut [f64]),
+) -> Option<[u64; BINS]> {
     let p = map.p;
     let det = p[0] * p[3] - p[1] * p[2];
     let n = map.sorted.len();
@@ -86,7 +89,12 @@ pub fn doubled_counts(map: &PlaneMap<'_>, token: impl Fn(usize, &mut [f64])) -> 
     let first = below(map.sorted, psi[0] - delta);
     // Window j's start, its end, then the next window's start (the last wraps by one turn).
     let bounds: Vec<(i64, i64)> = (0..BINS)
-        .map(|j| (below(map.sorted, psi[j] - delta), below(map.sorted, psi[j] + delta)))
+        .map(|j| {
+            (
+                below(map.sorted, psi[j] - delta),
+                below(map.sorted, psi[j] + delta),
+            )
+        })
         .chain(std::iter::once((first + n as i64, first + n as i64)))
         .collect();
     let ordered = bounds
@@ -171,7 +179,11 @@ mod tests {
                 rng.random_range(0.5..1.5),
             ];
             let det = p[0] * p[3] - p[1] * p[2];
-            let p = if det > 0.0 { p } else { [p[1], p[0], p[3], p[2]] };
+            let p = if det > 0.0 {
+                p
+            } else {
+                [p[1], p[0], p[3], p[2]]
+            };
             counted += usize::from(check(p, &x));
         }
         assert!(counted >= 30, "{counted} of 60 maps counted");
@@ -209,7 +221,10 @@ mod tests {
         let p = [1e5, 0.0, 0.0, 1e-5];
         let map = PlaneMap { p, sorted: &sorted };
         assert!(doubled_counts(&map, |_, _| {}).is_none());
-        let map = PlaneMap { p: [0.0, 1.0, 1.0, 0.0], sorted: &sorted };
+        let map = PlaneMap {
+            p: [0.0, 1.0, 1.0, 0.0],
+            sorted: &sorted,
+        };
         assert!(doubled_counts(&map, |_, _| {}).is_none());
     }
 }

@@ -41,8 +41,8 @@ pub fn sorted_doubled_angles(tokens: &[f64]) -> Option<Vec<u64>> {
     Some(keys)
 }
 
-/// The largest f32 below 2 pi.
-const LAST_BELOW_TAU: f32 = 6.283_185;
+/// The largest f32 below 2 pi (f32(2 pi) is one step above 2 pi).
+const LAST_BELOW_TAU: f32 = f32::from_bits(std::f32::consts::TAU.to_bits() - 1);
 
 /// The angle of a key of [`sorted_doubled_angles`].
 pub fn key_angle(key: u64) -> f64 {

@@ -78,11 +78,12 @@ pub fn doubled_counts(
     let p = map.p;
     let det = p[0] * p[3] - p[1] * p[2];
     let n = map.sorted.len();
-    if !(det > 0.0) || n == 0 {
+    // det > 0 (a NaN is not).
+    if det.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || n == 0 {
         return None;
     }
     let delta = window(condition(&p, det));
-    if !(delta <= MAX_WINDOW) {
+    if delta.partial_cmp(&MAX_WINDOW) != Some(std::cmp::Ordering::Less) {
         return None;
     }
     let psi = preimages(&p, delta)?;

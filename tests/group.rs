@@ -413,3 +413,101 @@ fn a_group_run_reports_where_its_time_went() {
     );
     assert!(timings["pictures"].as_f64().unwrap() > 0.0);
 }
+
+/// Start tokens for `lsa` scenarios given by file: uniform angles, or three tight clusters.
+fn plane_tokens(n: usize, clustered: bool, seed: u64) -> Vec<f64> {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .flat_map(|k| {
+            let t = if clustered {
+                [0.4, 2.1, -1.7][k % 3] + 1e-3 * rng.random_range(-1.0..1.0)
+            } else {
+                rng.random_range(-3.2..3.2)
+            };
+            [f64::cos(t), f64::sin(t)]
+        })
+        .collect()
+}
+
+#[test]
+fn tokens_made_on_demand_feed_the_observers_as_the_whole_tokens_do() {
+    use tokdyn::integrate::Dynamics;
+    use tokdyn::model::{Attention, Head, Kernel};
+    use tokdyn::observe::cluster_series::ClusterSeries;
+    use tokdyn::observe::clusters::ClusterRule;
+    use tokdyn::observe::{RunInfo, Sample};
+    use tokdyn::plot::TokenSnapshots;
+    use tokdyn::reduced::GroupFlow;
+    let n = 40_001;
+    let head = Head {
+        a: nalgebra::DMatrix::identity(2, 2),
+        v: nalgebra::DMatrix::identity(2, 2),
+    };
+    // Phi column-major: the identity, a rotation and shear, a squeeze (kappa 400), a near
+    // collapse (kappa 1e8: the column is counted token by token).
+    let maps: [[f64; 4]; 4] = [
+        [1.0, 0.0, 0.0, 1.0],
+        [0.8, -0.9, 0.7, 1.1],
+        [20.0, 0.3, -0.1, 0.05],
+        [1e4, 0.0, 0.0, 1e-4],
+    ];
+    for clustered in [false, true] {
+        let x = plane_tokens(n, clustered, 3);
+        let attention = Attention::new(Kernel::Lsa, 1.0, vec![head.clone()]);
+        let flow = GroupFlow::new(attention, x.into()).unwrap();
+        let info = RunInfo {
+            samples: maps.len(),
+            t_end: 3.0,
+        };
+        let (mut a, mut b) = (
+            TokenSnapshots::new(maps.len(), n, 2, maps.len()),
+            TokenSnapshots::new(maps.len(), n, 2, maps.len()),
+        );
+        let rule = ClusterRule::default();
+        let (mut ca, mut cb) = (
+            ClusterSeries::new(rule, 2, None),
+            ClusterSeries::new(rule, 2, None),
+        );
+        a.start(&info).unwrap();
+        b.start(&info).unwrap();
+        let mut served = 0;
+        for (index, phi) in maps.iter().enumerate() {
+            let whole = flow.tokens_of(phi);
+            let order = flow.order_parameters(phi);
+            let sample = |tokens| Sample {
+                index,
+                t: index as f64,
+                state: phi,
+                order: &order,
+                tokens,
+            };
+            // The reference: the whole tokens.
+            a.sample(&sample(Some(&whole))).unwrap();
+            ca.sample(&sample(Some(&whole))).unwrap();
+            // On demand, the pieces only for an observer the source did not serve.
+            let source = flow.token_source(phi).unwrap();
+            for o in [&mut b as &mut dyn Observer, &mut cb] {
+                if o.sample_source(index, &*source).unwrap() {
+                    served += 1;
+                } else {
+                    let mut feed = |first: usize, rows: &[f64]| o.sample_tokens(index, first, rows);
+                    flow.token_pieces(phi, &mut feed).unwrap().unwrap();
+                }
+                o.sample(&sample(None)).unwrap();
+            }
+        }
+        let what = if clustered { "clustered" } else { "uniform" };
+        assert_eq!(a.candidates(), b.candidates(), "{what}");
+        assert_eq!(a.history().histograms(), b.history().histograms(), "{what}");
+        assert_eq!(ca.rows(), cb.rows(), "{what}");
+        assert_eq!(ca.summary(), cb.summary(), "{what}");
+        // The kymograph from the sorted angles for the three first maps, not the last; the
+        // clusters test serves uniform tokens (at least at the identity), never clustered ones.
+        if clustered {
+            assert_eq!(served, 3, "{what}");
+        } else {
+            assert!(served >= 4, "{what}: {served} served");
+        }
+    }
+}

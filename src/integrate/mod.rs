@@ -31,7 +31,7 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::observe::{Observer, OrderParameters, RunInfo, Sample};
+use crate::observe::{Observer, OrderParameters, RunInfo, Sample, TokenSource};
 
 /// A system of autonomous ODEs y' = F(y) whose states carry tokens.
 pub trait Dynamics {
@@ -58,6 +58,11 @@ pub trait Dynamics {
     ) -> Option<io::Result<()>> {
         None
     }
+    /// The tokens of a state made on demand ([`TokenSource`]), for models that map their start
+    /// tokens (the group model); `None` otherwise.
+    fn token_source<'a>(&'a self, _y: &'a [f64]) -> Option<Box<dyn TokenSource + 'a>> {
+        None
+    }
     /// A stack of layers whose field changes at given times (see [`Piecewise`]); `None` for
     /// an autonomous field.
     fn piecewise(&self) -> Option<&Piecewise> {
@@ -72,7 +77,8 @@ pub trait Dynamics {
 
 /// Hands the tokens of sample `index` to the observers that want them a piece at a time, when
 /// all of them take pieces and the model makes them so (then no n x d copy is made); `None`
-/// otherwise.
+/// otherwise. A model that makes its tokens on demand offers them first
+/// ([`Observer::sample_source`]); the pieces are made only when an observer still wants them.
 fn tokens_in_pieces(
     dynamics: &dyn Dynamics,
     y: &[f64],
@@ -85,9 +91,27 @@ fn tokens_in_pieces(
     {
         return None;
     }
-    dynamics.token_pieces(y, &mut |first, rows| {
-        for o in observers.iter_mut() {
+    let mut served = vec![false; observers.len()];
+    if let Some(source) = dynamics.token_source(y) {
+        for (o, served) in observers.iter_mut().zip(served.iter_mut()) {
             if o.wants_tokens_at(index) {
+                match o.sample_source(index, &*source) {
+                    Ok(s) => *served = s,
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+        }
+        let pending = observers
+            .iter()
+            .zip(&served)
+            .any(|(o, s)| !s && o.wants_tokens_at(index));
+        if !pending {
+            return Some(Ok(()));
+        }
+    }
+    dynamics.token_pieces(y, &mut |first, rows| {
+        for (o, served) in observers.iter_mut().zip(&served) {
+            if !served && o.wants_tokens_at(index) {
                 o.sample_tokens(index, first, rows)?;
             }
         }

@@ -139,6 +139,12 @@ impl Dynamics for Piecewise {
     ) -> Option<std::io::Result<()>> {
         self.layers[0].token_pieces(y, f)
     }
+    fn token_source<'a>(
+        &'a self,
+        y: &'a [f64],
+    ) -> Option<Box<dyn crate::observe::TokenSource + 'a>> {
+        self.layers[0].token_source(y)
+    }
     fn piecewise(&self) -> Option<&Piecewise> {
         Some(self)
     }

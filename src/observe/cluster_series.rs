@@ -24,7 +24,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::clusters::{detect_clusters, ClusterRule, Clustering};
-use super::{Observer, Sample};
+use super::{Observer, Sample, TokenSource};
 
 /// One row of `clusters.csv`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -328,6 +328,24 @@ impl Observer for ClusterSeries {
             }
         }
         Ok(())
+    }
+
+    /// The leading tokens only: served when they prove the sample not clustered and no energy
+    /// is wanted (else the pieces come).
+    fn sample_source(&mut self, index: usize, source: &dyn TokenSource) -> io::Result<bool> {
+        let d = self.d.max(1);
+        if self.energy.is_some() || source.d() != d {
+            return Ok(false);
+        }
+        let n = source.n();
+        let mut first = vec![0.0; super::unclustered::subset_size(d).min(n) * d];
+        source.rows(0, &mut first);
+        if !self.first_tokens_prove_unclustered(&first, n) {
+            return Ok(false);
+        }
+        self.gathered.clear();
+        self.pieces = Some((index, n, true));
+        Ok(true)
     }
 
     fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()> {

@@ -10,6 +10,7 @@ pub mod clusters;
 pub mod order;
 pub mod progress;
 pub mod series;
+pub mod token_source;
 pub mod unclustered;
 
 pub use order::{
@@ -18,6 +19,7 @@ pub use order::{
 };
 pub use progress::Progress;
 pub use series::OrderSeries;
+pub use token_source::{PlaneMap, TokenSource};
 
 use std::io;
 
@@ -66,6 +68,12 @@ pub trait Observer {
     /// from token 0, before [`Observer::sample`] is called for that sample.
     fn sample_tokens(&mut self, _index: usize, _first: usize, _rows: &[f64]) -> io::Result<()> {
         Ok(())
+    }
+    /// Sample `index`'s tokens from a model that makes them on demand ([`TokenSource`]), before
+    /// any piece of them: true when this observer read what it needs there, and then no pieces
+    /// of this sample come to it (false, the default: the pieces come as usual).
+    fn sample_source(&mut self, _index: usize, _source: &dyn TokenSource) -> io::Result<bool> {
+        Ok(false)
     }
     /// Called once before the first sample.
     fn start(&mut self, _info: &RunInfo) -> io::Result<()> {

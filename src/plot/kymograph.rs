@@ -333,6 +333,24 @@ impl AngleHistory {
         }
     }
 
+    /// Whether sample `index` makes a column (every `stride`-th sample is kept).
+    pub fn records(&self, index: usize) -> bool {
+        index.is_multiple_of(self.stride)
+    }
+
+    /// Adds the counts per bin of `total` tokens (d <= 2) to the column of sample `index`, in
+    /// place of [`AngleHistory::record_piece`] (the same column when they are its counts).
+    pub fn add_counts(&mut self, index: usize, counts: &[u64; BINS], total: u64) {
+        if !self.records(index) || self.d > 2 {
+            return;
+        }
+        self.counts
+            .iter_mut()
+            .zip(counts)
+            .for_each(|(a, b)| *a += b);
+        self.total += total;
+    }
+
     /// Ends the column of sample `index` at time t begun by [`AngleHistory::record_piece`].
     pub fn finish_record(&mut self, index: usize, t: f64) {
         if !index.is_multiple_of(self.stride) {

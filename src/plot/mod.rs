@@ -45,6 +45,7 @@ pub mod compare;
 pub mod density;
 pub mod ensemble;
 pub mod kymograph;
+pub mod kymograph_map;
 pub mod order;
 pub mod portrait;
 pub(crate) mod projection;

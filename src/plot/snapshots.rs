@@ -18,7 +18,7 @@ use super::kymograph::AngleHistory;
 /// On the sphere (d = 3), runs of more tokens than this are drawn as a density shading: the
 /// dots of a subsample would hide how many tokens each stands for.
 pub const DENSITY_TOKENS: usize = 20_000;
-use crate::observe::{Observer, RunInfo, Sample};
+use crate::observe::{Observer, RunInfo, Sample, TokenSource};
 
 /// Share of the samples the rolling buffer of the last stretch spans.
 pub const RING_SHARE: f64 = 0.15;
@@ -301,6 +301,33 @@ impl Observer for TokenSnapshots {
             self.pending.extend_from_slice(row);
         }
         Ok(())
+    }
+
+    /// In d = 2 from a plane map: the kymograph's column by
+    /// [`super::kymograph_map::doubled_counts`] and the subsample token by token (the same
+    /// numbers as from the pieces).
+    fn sample_source(&mut self, index: usize, source: &dyn TokenSource) -> io::Result<bool> {
+        if self.d != 2 || source.d() != 2 {
+            return Ok(false);
+        }
+        let n = source.n();
+        if self.history.records(index) {
+            let Some(map) = source.plane_map() else {
+                return Ok(false);
+            };
+            let token = |k: usize, y: &mut [f64]| source.rows(k, y);
+            let Some(counts) = super::kymograph_map::doubled_counts(&map, token) else {
+                return Ok(false);
+            };
+            self.history.add_counts(index, &counts, n as u64);
+        }
+        self.pending_index = Some(index);
+        let mut row = [0.0; 2];
+        for k in (0..n).step_by(self.stride) {
+            source.rows(k, &mut row);
+            self.pending.extend_from_slice(&row);
+        }
+        Ok(true)
     }
 
     fn start(&mut self, info: &RunInfo) -> io::Result<()> {

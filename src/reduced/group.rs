@@ -26,7 +26,7 @@
 
 use crate::model::field::{dot, dot_n};
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use nalgebra::DMatrix;
 use rayon::prelude::*;
@@ -35,7 +35,10 @@ use crate::integrate::Dynamics;
 use crate::model::gemm::{gemm, MatMut, MatRef};
 use crate::model::{Attention, Kernel};
 use crate::observe::order::doubled_phase;
-use crate::observe::{order_parameters_from_sums, order_parameters_mapped, OrderParameters};
+use crate::observe::token_source::sorted_doubled_angles;
+use crate::observe::{
+    order_parameters_from_sums, order_parameters_mapped, OrderParameters, PlaneMap, TokenSource,
+};
 use crate::parallel::{chunk_count, for_each_chunk, TOKENS_PER_CHUNK};
 use crate::reduced::moebius::{Harmonics, Series, MAX_TERMS};
 use crate::simd::vectorized;
@@ -99,6 +102,8 @@ pub struct GroupFlow {
     scratch: Mutex<Scratch>,
     /// The piece of tokens handed to observers, kept between samples.
     piece: Mutex<Vec<f64>>,
+    /// d = 2: the start tokens' doubled angles, sorted (made at the first sample that asks).
+    sorted_angles: OnceLock<Option<Vec<u64>>>,
 }
 
 impl GroupFlow {
@@ -134,6 +139,7 @@ impl GroupFlow {
             d,
             scratch: Mutex::new(scratch),
             piece: Mutex::new(Vec::new()),
+            sorted_angles: OnceLock::new(),
         })
     }
 
@@ -153,8 +159,9 @@ impl GroupFlow {
         let piece = PIECE_NUMBERS
             .max(TOKENS_PER_CHUNK.saturating_mul(d))
             .min(n.saturating_mul(d));
+        // d = 2: the harmonics, and the sorted doubled angles (one u64 a token).
         let harmonics = if d == 2 {
-            4 * (MAX_TERMS + 2) * (chunk_count(n) + 1)
+            (4 * (MAX_TERMS + 2) * (chunk_count(n) + 1)).saturating_add(n)
         } else {
             0
         };
@@ -364,6 +371,48 @@ impl Dynamics for GroupFlow {
         }
         *self.piece.lock().unwrap_or_else(|e| e.into_inner()) = buffer;
         Some(result)
+    }
+
+    fn token_source<'a>(&'a self, phi: &'a [f64]) -> Option<Box<dyn TokenSource + 'a>> {
+        Some(Box::new(GroupTokens { flow: self, phi }))
+    }
+}
+
+/// The group model's tokens at one Phi, made on demand (docs/MATH.md §2.2).
+struct GroupTokens<'a> {
+    flow: &'a GroupFlow,
+    phi: &'a [f64],
+}
+
+impl TokenSource for GroupTokens<'_> {
+    fn n(&self) -> usize {
+        self.flow.n
+    }
+
+    fn d(&self) -> usize {
+        self.flow.d
+    }
+
+    fn rows(&self, first: usize, out: &mut [f64]) {
+        self.flow.tokens_into(self.phi, first, out)
+    }
+
+    /// d = 2 with det Phi > 0 (always so for the exact flow from Phi(0) = I).
+    fn plane_map(&self) -> Option<PlaneMap<'_>> {
+        if self.flow.d != 2 {
+            return None;
+        }
+        let p = [self.phi[0], self.phi[2], self.phi[1], self.phi[3]];
+        let det = p[0] * p[3] - p[1] * p[2];
+        if !(det > 0.0 && det.is_finite() && p.iter().all(|v| v.is_finite())) {
+            return None;
+        }
+        let sorted = self
+            .flow
+            .sorted_angles
+            .get_or_init(|| sorted_doubled_angles(&self.flow.tokens))
+            .as_deref()?;
+        Some(PlaneMap { p, sorted })
     }
 }
 

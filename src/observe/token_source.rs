@@ -1,0 +1,104 @@
+//! A sample's tokens made on demand by a model that maps its start tokens (docs/MATH.md §2.2).
+//!
+//! The group model's tokens are y_k = Phi x_k(0) / |Phi x_k(0)|: any one of them costs O(d^2),
+//! so an observer that needs a few tokens (the leading ones for the not-yet-clustered test, a
+//! subsample for the snapshots) reads those only. In d = 2 the map acts on the doubled angles
+//! as an increasing circle map (det Phi > 0), so a histogram of the doubled angles follows from
+//! the start tokens' doubled angles sorted once:
+//!
+//! ```text
+//! xi_k(t) = F_t(xi_k(0)),  F_t increasing,  F_t' = det Phi / |Phi u|^2 in [1/kappa, kappa],
+//! #{k : xi_k(t) in [e_j, e_{j+1})} = #{k : xi_k(0) in [F_t^{-1}(e_j), F_t^{-1}(e_{j+1}))},
+//! F_t^{-1}(e) = the doubled angle of Phi^{-1} (cos e/2, sin e/2),  kappa = cond(Phi).
+//! ```
+
+/// The doubled angles 2 atan2(x_2, x_1) in [0, 2 pi) of d = 2 start tokens, rounded to f32,
+/// with their indices: key = (f32 bits of the angle) << 32 | k, ascending (the bits of a
+/// non-negative f32 order as the numbers). `None` when a token is not finite or zero, or there
+/// are 2^32 tokens or more.
+pub fn sorted_doubled_angles(tokens: &[f64]) -> Option<Vec<u64>> {
+    use rayon::prelude::*;
+    let n = tokens.len() / 2;
+    if n >= u32::MAX as usize {
+        return None;
+    }
+    let keys: Option<Vec<u64>> = tokens
+        .par_chunks_exact(2)
+        .enumerate()
+        .map(|(k, x)| {
+            let finite = x[0].is_finite() && x[1].is_finite();
+            if !finite || x[0].hypot(x[1]) == 0.0 {
+                return None;
+            }
+            let a = (2.0 * x[1].atan2(x[0])).rem_euclid(std::f64::consts::TAU);
+            // Below 2 pi as an f32 too (f32(2 pi) is above 2 pi).
+            let a = (a as f32).min(LAST_BELOW_TAU);
+            Some((u64::from(a.to_bits()) << 32) | k as u64)
+        })
+        .collect();
+    let mut keys = keys?;
+    keys.par_sort_unstable();
+    Some(keys)
+}
+
+/// The largest f32 below 2 pi (f32(2 pi) is one step above 2 pi).
+const LAST_BELOW_TAU: f32 = f32::from_bits(std::f32::consts::TAU.to_bits() - 1);
+
+/// The angle of a key of [`sorted_doubled_angles`].
+pub fn key_angle(key: u64) -> f64 {
+    f64::from(f32::from_bits((key >> 32) as u32))
+}
+
+/// The token index of a key of [`sorted_doubled_angles`].
+pub fn key_index(key: u64) -> usize {
+    (key & u64::from(u32::MAX)) as usize
+}
+
+/// A model's d = 2 tokens as one map of the start tokens: y_k = P x_k / |P x_k|, det P > 0.
+#[derive(Debug, Clone, Copy)]
+pub struct PlaneMap<'a> {
+    /// P row-major: (p11, p12, p21, p22).
+    pub p: [f64; 4],
+    /// [`sorted_doubled_angles`] of the start tokens x_k.
+    pub sorted: &'a [u64],
+}
+
+/// A sample's tokens, made when asked for.
+pub trait TokenSource {
+    /// Number of tokens.
+    fn n(&self) -> usize;
+    /// Their dimension.
+    fn d(&self) -> usize;
+    /// Tokens first, first + 1, ... into `out` (as many whole rows as fit and exist): the same
+    /// numbers as the model's pieces.
+    fn rows(&self, first: usize, out: &mut [f64]);
+    /// The tokens as one map of the start tokens in d = 2, when the model has it.
+    fn plane_map(&self) -> Option<PlaneMap<'_>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_by_doubled_angle_and_keep_the_index() {
+        let angles = [3.0, -1.0, 0.5, 1.5, -3.1, 0.0];
+        let tokens: Vec<f64> = angles
+            .iter()
+            .flat_map(|t: &f64| [t.cos(), t.sin()])
+            .collect();
+        let keys = sorted_doubled_angles(&tokens).unwrap();
+        let mut expected: Vec<(f64, usize)> = angles
+            .iter()
+            .enumerate()
+            .map(|(k, t)| ((2.0 * t).rem_euclid(std::f64::consts::TAU), k))
+            .collect();
+        expected.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (key, (a, k)) in keys.iter().zip(&expected) {
+            assert_eq!(key_index(*key), *k);
+            assert!((key_angle(*key) - a).abs() < 1e-6);
+        }
+        assert!(sorted_doubled_angles(&[0.0, 0.0, 1.0, 0.0]).is_none());
+        assert!(sorted_doubled_angles(&[f64::NAN, 0.0]).is_none());
+    }
+}

@@ -28,7 +28,7 @@ fn bessel_i(k: u32, x: f64) -> f64 {
 const N: usize = 96;
 
 /// The residual of rho = e^{Phi/T}/Z, <cos> = r at unknowns x = (rho_0 .. rho_{N/2}, T).
-fn residual(kernel: Kernel, beta: f64, r: f64, x: &DVector<f64>) -> DVector<f64> {
+fn residual(kernel: Kernel, beta: f64, r: f64, x: &DVector<f64>, kmat: &DMatrix<f64>) -> DVector<f64> {
     let half = N / 2;
     let t = x[half + 1];
     let theta = |j: usize| 2.0 * PI * j as f64 / N as f64;
@@ -36,9 +36,7 @@ fn residual(kernel: Kernel, beta: f64, r: f64, x: &DVector<f64>) -> DVector<f64>
     let dtheta = 2.0 * PI / N as f64;
     let phi: Vec<f64> = (0..N)
         .map(|i| {
-            let conv: f64 = (0..N)
-                .map(|j| (beta * (theta(i) - theta(j)).cos()).exp() * rho(j) * dtheta)
-                .sum();
+            let conv: f64 = (0..N).map(|j| kmat[(i, j)] * rho(j) * dtheta).sum();
             match kernel {
                 Kernel::Sa => conv.ln() / beta,
                 _ => conv / beta,
@@ -75,6 +73,11 @@ fn independent_t(kernel: Kernel, beta: f64, r: f64, t0: f64) -> f64 {
         x[i] = (kappa * (2.0 * PI * i as f64 / N as f64).cos()).exp() / (2.0 * PI * bessel_i(0, kappa));
     }
     x[half + 1] = t0;
+    // The kernel e^{beta cos(theta_i - theta_j)} on the grid.
+    let kmat = DMatrix::from_fn(N, N, |i, j| {
+        (beta * (2.0 * PI * (i as f64 - j as f64) / N as f64).cos()).exp()
+    });
+    let residual = |kernel, beta, r, x: &DVector<f64>| residual(kernel, beta, r, x, &kmat);
     for _ in 0..40 {
         let f = residual(kernel, beta, r, &x);
         let mut jac = DMatrix::zeros(half + 2, half + 2);
@@ -215,7 +218,7 @@ fn a_fold_exactly_when_beta_exceeds_beta_star() {
         assert_eq!(!fold_of(&b).is_empty(), fold, "beta = {beta}: {:?}", fold_of(&b));
     }
     // sa, beta = 5: continuous (no fold), the bump stable.
-    let b = stationary::continue_states(family(Kernel::Sa, 5.0), 0.1, 0.3, 0.005, 4000);
+    let b = stationary::continue_states(family(Kernel::Sa, 5.0), 0.1, 0.3, 0.01, 4000);
     assert!(fold_of(&b).is_empty());
     assert!(b.bump.iter().filter(|p| p.r1 > 0.05).all(|p| p.stable));
 }
@@ -226,7 +229,9 @@ fn relax(beta: f64, t: f64, rho: &[f64], eps: f64, time: f64) -> f64 {
     let values: Vec<f64> = (0..m)
         .map(|j| rho[j] + eps * (2.0 * PI * j as f64 / m as f64).cos() / PI)
         .collect();
-    let mut c = mean_field::circle::analyse(&values);
+    // On 128 points (the density is resolved there: its modes past 40 are below 1e-16).
+    let m = 128;
+    let mut c = mean_field::circle::resample(&mean_field::circle::analyse(&values), m);
     mean_field::circle::truncate(&mut c);
     let identity = [[1.0, 0.0], [0.0, 1.0]];
     let problem = MeanFieldProblem {
@@ -241,8 +246,8 @@ fn relax(beta: f64, t: f64, rho: &[f64], eps: f64, time: f64) -> f64 {
             shape: tokdyn::scenario::DensityInit::Uniform,
             modes: vec![],
         },
-        rtol: 1e-10,
-        atol: 1e-13,
+        rtol: 1e-8,
+        atol: 1e-12,
         t_end: time,
         samples: 2,
         grid: Some(m),
@@ -267,4 +272,170 @@ fn the_time_stepper_leaves_the_lower_branch_and_returns_to_the_upper() {
             assert!((moved - r1).abs() > 5.0 * (start - r1), "{moved}");
         }
     }
+}
+
+/// A mean-field base scenario (usa, beta = 5, A = V = I) with `extra` lines.
+fn base_scenario(extra: &str) -> String {
+    format!(
+        r#"name = "stationary-base"
+[model]
+kernel = "usa"
+beta = 5.0
+d = 2
+A = "identity"
+V = "identity"
+{extra}
+[tokens]
+n = 1
+init = "uniform"
+
+[noise]
+temperature = 5.2
+
+[time]
+t_end = 10.0
+samples = 11
+
+[run]
+model = "mean-field"
+"#
+    )
+}
+
+/// Runs `tokdyn sweep` on a sweep file `sweep` over the base `base`; returns (status, stderr,
+/// output folder).
+fn sweep(base: &str, sweep: &str) -> (i32, String, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("base.toml"), base).unwrap();
+    let file = dir.path().join("sw.toml");
+    std::fs::write(
+        &file,
+        format!("name = \"stationary\"\nscenario = \"base.toml\"\n{sweep}"),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = assert_cmd::Command::cargo_bin("tokdyn")
+        .unwrap()
+        .arg("sweep")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        out,
+        dir,
+    )
+}
+
+const TEMPERATURE: &str =
+    "[continuation]\nparameter = \"noise.temperature\"\nfrom = 4.5\nto = 5.6\nstep = 0.05\n";
+
+#[test]
+fn the_sweep_writes_branches_special_points_and_the_picture() {
+    let (code, err, out, _keep) = sweep(&base_scenario(""), TEMPERATURE);
+    assert_eq!(code, 0, "{err}");
+    let csv = std::fs::read_to_string(out.join("branches.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("branch,noise.temperature,r1_abs,stable,point")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == 5 && !r.iter().any(|c| c.contains("NaN"))));
+    let points: Vec<(&str, f64)> = rows
+        .iter()
+        .filter(|r| !r[4].is_empty())
+        .map(|r| (r[4], r[1].parse().unwrap()))
+        .collect();
+    assert_eq!(points.len(), 2, "{points:?}");
+    let tc = bessel_i(1, 5.0) / 5.0;
+    assert!(points.iter().any(|(k, p)| *k == "BP" && (p - tc).abs() < 1e-9));
+    assert!(points
+        .iter()
+        .any(|(k, p)| *k == "LP" && (p - 5.42591587).abs() < 1e-6));
+    // The uniform branch: r1 = 0, stable exactly above T_c.
+    for r in rows.iter().filter(|r| r[0] == "1") {
+        let p: f64 = r[1].parse().unwrap();
+        assert_eq!(r[2], "0");
+        if (p - tc).abs() > 1e-9 {
+            assert_eq!(r[3] == "true", p > tc, "{r:?}");
+        }
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("special_points.json")).unwrap())
+            .unwrap();
+    let list = json.as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    for record in list {
+        assert!(record["type"] == "BP" || record["type"] == "LP");
+        assert!(record["parameters"]["noise.temperature"].is_f64());
+        assert!(record["r1"].is_f64());
+    }
+    assert!(out.join("bifurcation.png").exists());
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["continuation"]["bump_end"], "range");
+}
+
+#[test]
+fn bad_continuations_are_one_error_line_and_no_folder() {
+    let cases: Vec<(String, String, &str)> = vec![
+        (base_scenario(""), TEMPERATURE.replace("noise.temperature", "model.d"), "continuation.parameter"),
+        (base_scenario("").replace("A = \"identity\"", "A = [[1.0, 0.2], [0.0, 1.0]]"), TEMPERATURE.into(), "continuation"),
+        (base_scenario("").replace("V = \"identity\"", "V = [[0.0, 1.0], [-1.0, 0.0]]"), TEMPERATURE.into(), "continuation"),
+        (base_scenario("").replace("\"usa\"", "\"lsa\""), TEMPERATURE.into(), "continuation"),
+        (base_scenario("mask = \"causal\""), TEMPERATURE.into(), "model.mask"),
+        (base_scenario("[model.position.alibi]\nslopes = [0.5]"), TEMPERATURE.into(), "model.position"),
+        (base_scenario("").replace("d = 2", "d = 3"), TEMPERATURE.into(), "model.d"),
+        (base_scenario(""), TEMPERATURE.replace("from = 4.5", "from = -1.0"), "continuation.from"),
+        (
+            base_scenario("").replace("temperature = 5.2", "temperature = 0.0"),
+            TEMPERATURE.replace("noise.temperature", "model.beta"),
+            "noise.temperature",
+        ),
+    ];
+    for (base, sw, key) in cases {
+        let (code, err, out, _keep) = sweep(&base, &sw);
+        assert_eq!(code, 2, "{key}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        assert!(lines[0].starts_with("error: "), "{err}");
+        assert!(lines[0].contains(key), "{key}: {err}");
+        assert!(lines[0].contains(".toml"), "{err}");
+        assert!(!out.exists(), "{key}: a folder was written");
+    }
+}
+
+#[test]
+fn the_sweep_follows_beta_too() {
+    // T = c_1(beta = 1) / 1: the BP is at beta = 1 (usa); beta* = 2.45 is beyond the range,
+    // so no fold.
+    let base = base_scenario("").replace("temperature = 5.2", &format!("temperature = {}", bessel_i(1, 1.0)));
+    let sw = "[continuation]\nparameter = \"model.beta\"\nfrom = 0.8\nto = 1.6\nstep = 0.05\n";
+    let (code, err, out, _keep) = sweep(&base, sw);
+    assert_eq!(code, 0, "{err}");
+    let csv = std::fs::read_to_string(out.join("branches.csv")).unwrap();
+    assert!(csv.starts_with("branch,model.beta,r1_abs,stable,point\n"));
+    let bp: Vec<f64> = csv
+        .lines()
+        .filter(|l| l.ends_with(",BP"))
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(bp.len(), 1);
+    assert!((bp[0] - 1.0).abs() < 1e-9, "{bp:?}");
+    assert!(!csv.contains("LP"));
+    // Supercritical in beta: the bump exists above beta = 1 and is stable there.
+    let bumps: Vec<(f64, f64, bool)> = csv
+        .lines()
+        .filter(|l| l.starts_with("2,"))
+        .map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            (c[1].parse().unwrap(), c[2].parse().unwrap(), c[3] == "true")
+        })
+        .collect();
+    assert!(bumps.iter().all(|b| b.0 >= 1.0 - 1e-9));
+    assert!(bumps.iter().filter(|b| b.1 > 0.05).all(|b| b.2), "{bumps:?}");
 }

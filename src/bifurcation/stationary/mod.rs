@@ -120,8 +120,9 @@ fn uniform_rate(family: &Family, p: f64) -> f64 {
 
 /// The largest real part of the linearisation's spectrum at a solved state.
 fn rate_of(family: &Family, y: &DVector<f64>, rho: &[f64]) -> Option<f64> {
-    let (beta, t) = family.beta_t(y[y.len() - 1]);
-    Linearised::new(family, beta, t, rho).leading_rate()
+    let k = y.len() - 1;
+    let (beta, t) = family.beta_t(y[k]);
+    Linearised::new(family, beta, t, rho).leading_rate(2 * k + 16)
 }
 
 /// The one-bump state with <cos theta> = r1 (Newton from the branch point's parameter, or

@@ -7,8 +7,8 @@
 //! v[f] = (1 / beta) d_theta (K * f / K * rho)  (linearised; v[rho] = (1 / beta) d_theta log K * rho)  (sa)
 //! ```
 //!
-//! on the zero-mass perturbations, Galerkin on cos(k theta), sin(k theta), k = 1 .. N (N = M/4
-//! of the density's grid of M angles; the products are formed on the grid, derivatives and
+//! on the zero-mass perturbations, Galerkin on cos(k theta), sin(k theta), k = 1 .. N (N = 2K + 16
+//! for the self-consistency's K modes, at most M/4 of the density's grid of M angles; the products are formed on the grid, derivatives and
 //! convolutions on the modes). As rho is even, L maps cosines to cosines and sines to sines:
 //! two real blocks. Rotations leave the equation invariant, so L[rho'] = 0: the translation
 //! mode rho' (odd) is removed from the sine block by deflation (a Householder reflection Q with
@@ -178,10 +178,11 @@ impl Linearised {
         (cos_block, sin_block)
     }
 
-    /// The largest real part of L's spectrum without the translation mode; `None` when the
-    /// density has no translation mode (uniform) or a number is not finite.
-    pub fn leading_rate(&self) -> Option<f64> {
-        let n = self.grid.m / 4;
+    /// The largest real part of L's spectrum on the modes k <= n (at most M/4) without the
+    /// translation mode; `None` when the density has no translation mode (uniform) or a number
+    /// is not finite.
+    pub fn leading_rate(&self, n: usize) -> Option<f64> {
+        let n = n.min(self.grid.m / 4);
         let (cos_block, sin_block) = self.blocks(n);
         // rho' in sine coordinates: rho = sum a_k cos k theta -> rho' = sum -k a_k sin k theta.
         let c = self.grid.analyse(&self.rho);

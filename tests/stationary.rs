@@ -28,7 +28,13 @@ fn bessel_i(k: u32, x: f64) -> f64 {
 const N: usize = 96;
 
 /// The residual of rho = e^{Phi/T}/Z, <cos> = r at unknowns x = (rho_0 .. rho_{N/2}, T).
-fn residual(kernel: Kernel, beta: f64, r: f64, x: &DVector<f64>, kmat: &DMatrix<f64>) -> DVector<f64> {
+fn residual(
+    kernel: Kernel,
+    beta: f64,
+    r: f64,
+    x: &DVector<f64>,
+    kmat: &DMatrix<f64>,
+) -> DVector<f64> {
     let half = N / 2;
     let t = x[half + 1];
     let theta = |j: usize| 2.0 * PI * j as f64 / N as f64;
@@ -50,7 +56,10 @@ fn residual(kernel: Kernel, beta: f64, r: f64, x: &DVector<f64>, kmat: &DMatrix<
     for i in 0..=half {
         f[i] = x[i] - w[i] / z;
     }
-    f[half + 1] = (0..N).map(|j| theta(j).cos() * rho(j) * dtheta).sum::<f64>() - r;
+    f[half + 1] = (0..N)
+        .map(|j| theta(j).cos() * rho(j) * dtheta)
+        .sum::<f64>()
+        - r;
     f
 }
 
@@ -70,7 +79,8 @@ fn independent_t(kernel: Kernel, beta: f64, r: f64, t0: f64) -> f64 {
     let kappa = lo;
     let mut x = DVector::zeros(half + 2);
     for i in 0..=half {
-        x[i] = (kappa * (2.0 * PI * i as f64 / N as f64).cos()).exp() / (2.0 * PI * bessel_i(0, kappa));
+        x[i] = (kappa * (2.0 * PI * i as f64 / N as f64).cos()).exp()
+            / (2.0 * PI * bessel_i(0, kappa));
     }
     x[half + 1] = t0;
     // The kernel e^{beta cos(theta_i - theta_j)} on the grid.
@@ -161,7 +171,11 @@ fn states_at_half_match_the_independent_solution() {
     ] {
         let ours = stationary::state_at(family(kernel, beta), 0.5, None).unwrap();
         let theirs = independent_t(kernel, beta, 0.5, t0);
-        assert!((ours.p - theirs).abs() < 1e-8, "{kernel:?} {beta}: {} vs {theirs}", ours.p);
+        assert!(
+            (ours.p - theirs).abs() < 1e-8,
+            "{kernel:?} {beta}: {} vs {theirs}",
+            ours.p
+        );
         // SPEC 8a's values (8 digits).
         assert!((ours.p - spec).abs() < 1e-7, "{} vs {spec}", ours.p);
     }
@@ -214,8 +228,14 @@ fn usa_beta_5_folds_at_the_independent_fold_with_stability() {
 fn a_fold_exactly_when_beta_exceeds_beta_star() {
     for (beta, fold) in [(2.3, false), (2.6, true), (1.0, false)] {
         let tc = bessel_i(1, beta) / beta;
-        let b = stationary::continue_states(family(Kernel::Usa, beta), 0.6 * tc, 1.2 * tc, 0.02, 4000);
-        assert_eq!(!fold_of(&b).is_empty(), fold, "beta = {beta}: {:?}", fold_of(&b));
+        let b =
+            stationary::continue_states(family(Kernel::Usa, beta), 0.6 * tc, 1.2 * tc, 0.02, 4000);
+        assert_eq!(
+            !fold_of(&b).is_empty(),
+            fold,
+            "beta = {beta}: {:?}",
+            fold_of(&b)
+        );
     }
     // sa, beta = 5: continuous (no fold), the bump stable.
     let b = stationary::continue_states(family(Kernel::Sa, 5.0), 0.1, 0.3, 0.01, 4000);
@@ -344,7 +364,9 @@ fn the_sweep_writes_branches_special_points_and_the_picture() {
         Some("branch,noise.temperature,r1_abs,stable,point")
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    assert!(rows.iter().all(|r| r.len() == 5 && !r.iter().any(|c| c.contains("NaN"))));
+    assert!(rows
+        .iter()
+        .all(|r| r.len() == 5 && !r.iter().any(|c| c.contains("NaN"))));
     let points: Vec<(&str, f64)> = rows
         .iter()
         .filter(|r| !r[4].is_empty())
@@ -352,14 +374,16 @@ fn the_sweep_writes_branches_special_points_and_the_picture() {
         .collect();
     assert_eq!(points.len(), 2, "{points:?}");
     let tc = bessel_i(1, 5.0) / 5.0;
-    assert!(points.iter().any(|(k, p)| *k == "BP" && (p - tc).abs() < 1e-9));
+    assert!(points
+        .iter()
+        .any(|(k, p)| *k == "BP" && (p - tc).abs() < 1e-9));
     assert!(points
         .iter()
         .any(|(k, p)| *k == "LP" && (p - 5.42591587).abs() < 1e-6));
     // The uniform branch: r1 = 0, stable exactly above T_c.
     for r in rows.iter().filter(|r| r[0] == "1") {
         let p: f64 = r[1].parse().unwrap();
-        assert_eq!(r[2], "0");
+        assert_eq!(r[2].parse::<f64>().unwrap(), 0.0);
         if (p - tc).abs() > 1e-9 {
             assert_eq!(r[3] == "true", p > tc, "{r:?}");
         }
@@ -383,14 +407,46 @@ fn the_sweep_writes_branches_special_points_and_the_picture() {
 #[test]
 fn bad_continuations_are_one_error_line_and_no_folder() {
     let cases: Vec<(String, String, &str)> = vec![
-        (base_scenario(""), TEMPERATURE.replace("noise.temperature", "model.d"), "continuation.parameter"),
-        (base_scenario("").replace("A = \"identity\"", "A = [[1.0, 0.2], [0.0, 1.0]]"), TEMPERATURE.into(), "continuation"),
-        (base_scenario("").replace("V = \"identity\"", "V = [[0.0, 1.0], [-1.0, 0.0]]"), TEMPERATURE.into(), "continuation"),
-        (base_scenario("").replace("\"usa\"", "\"lsa\""), TEMPERATURE.into(), "continuation"),
-        (base_scenario("mask = \"causal\""), TEMPERATURE.into(), "model.mask"),
-        (base_scenario("[model.position.alibi]\nslopes = [0.5]"), TEMPERATURE.into(), "model.position"),
-        (base_scenario("").replace("d = 2", "d = 3"), TEMPERATURE.into(), "model.d"),
-        (base_scenario(""), TEMPERATURE.replace("from = 4.5", "from = -1.0"), "continuation.from"),
+        (
+            base_scenario(""),
+            TEMPERATURE.replace("noise.temperature", "model.d"),
+            "continuation.parameter",
+        ),
+        (
+            base_scenario("").replace("A = \"identity\"", "A = [[1.0, 0.2], [0.0, 1.0]]"),
+            TEMPERATURE.into(),
+            "continuation",
+        ),
+        (
+            base_scenario("").replace("V = \"identity\"", "V = [[0.0, 1.0], [-1.0, 0.0]]"),
+            TEMPERATURE.into(),
+            "continuation",
+        ),
+        (
+            base_scenario("").replace("\"usa\"", "\"lsa\""),
+            TEMPERATURE.into(),
+            "continuation",
+        ),
+        (
+            base_scenario("mask = \"causal\""),
+            TEMPERATURE.into(),
+            "model.mask",
+        ),
+        (
+            base_scenario("[model.position.alibi]\nslopes = [0.5]"),
+            TEMPERATURE.into(),
+            "model.position",
+        ),
+        (
+            base_scenario("").replace("d = 2", "d = 3"),
+            TEMPERATURE.into(),
+            "model.d",
+        ),
+        (
+            base_scenario(""),
+            TEMPERATURE.replace("from = 4.5", "from = -1.0"),
+            "continuation.from",
+        ),
         (
             base_scenario("").replace("temperature = 5.2", "temperature = 0.0"),
             TEMPERATURE.replace("noise.temperature", "model.beta"),
@@ -413,7 +469,10 @@ fn bad_continuations_are_one_error_line_and_no_folder() {
 fn the_sweep_follows_beta_too() {
     // T = c_1(beta = 1) / 1: the BP is at beta = 1 (usa); beta* = 2.45 is beyond the range,
     // so no fold.
-    let base = base_scenario("").replace("temperature = 5.2", &format!("temperature = {}", bessel_i(1, 1.0)));
+    let base = base_scenario("").replace(
+        "temperature = 5.2",
+        &format!("temperature = {}", bessel_i(1, 1.0)),
+    );
     let sw = "[continuation]\nparameter = \"model.beta\"\nfrom = 0.8\nto = 1.6\nstep = 0.05\n";
     let (code, err, out, _keep) = sweep(&base, sw);
     assert_eq!(code, 0, "{err}");
@@ -437,5 +496,8 @@ fn the_sweep_follows_beta_too() {
         })
         .collect();
     assert!(bumps.iter().all(|b| b.0 >= 1.0 - 1e-9));
-    assert!(bumps.iter().filter(|b| b.1 > 0.05).all(|b| b.2), "{bumps:?}");
+    assert!(
+        bumps.iter().filter(|b| b.1 > 0.05).all(|b| b.2),
+        "{bumps:?}"
+    );
 }

@@ -41,8 +41,8 @@ use crate::simulation;
 use crate::simulation::check_memory;
 
 use crate::bifurcation::base::BaseScenario;
-use crate::bifurcation::stationary::Family as StationaryFamily;
 pub use crate::bifurcation::spec::{Codim2Spec, ContinuationSpec, CurveType};
+use crate::bifurcation::stationary::Family as StationaryFamily;
 use crate::cells::fmt_f64;
 
 /// The most grid points a sweep may have.
@@ -1020,7 +1020,8 @@ fn stationary_family(
         }
     };
     let identity = |m: &nalgebra::DMatrix<f64>| {
-        m.nrows() == m.ncols() && (m - nalgebra::DMatrix::identity(m.nrows(), m.ncols())).amax() == 0.0
+        m.nrows() == m.ncols()
+            && (m - nalgebra::DMatrix::identity(m.nrows(), m.ncols())).amax() == 0.0
     };
     if model.heads.len() != 1 || !identity(&model.heads[0].a) || !identity(&model.heads[0].v) {
         return Err(at(
@@ -1053,7 +1054,14 @@ fn stationary_family(
             return Err(at(
                 file,
                 k,
-                format!("must be > 0{} for stationary densities, found {v}", if too_big { format!(" and <= {MAX_USA_BETA} (usa: e^beta)") } else { String::new() }),
+                format!(
+                    "must be > 0{} for stationary densities, found {v}",
+                    if too_big {
+                        format!(" and <= {MAX_USA_BETA} (usa: e^beta)")
+                    } else {
+                        String::new()
+                    }
+                ),
             ));
         }
     }

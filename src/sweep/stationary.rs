@@ -58,7 +58,9 @@ fn lines(points: &[StatePoint]) -> Vec<(Vec<(f64, f64)>, FixedKind)> {
 fn title(plan: &Plan, c: &ContinuationSpec, family: &Family) -> String {
     let kernel = plan.base.model.kernel;
     let fixed = match family.parameter {
-        stationary::Parameter::Temperature => format!("beta = {}", plot::short_number(family.other)),
+        stationary::Parameter::Temperature => {
+            format!("beta = {}", plot::short_number(family.other))
+        }
         stationary::Parameter::Beta => format!("T = {}", plot::short_number(family.other)),
     };
     format!(
@@ -78,7 +80,9 @@ pub fn run(
     started: Instant,
 ) -> Result<PathBuf, Error> {
     let Some((c, family)) = family(plan) else {
-        return Err(Error::Input("not a continuation of stationary densities".into()));
+        return Err(Error::Input(
+            "not a continuation of stationary densities".into(),
+        ));
     };
     if shard {
         return Err(Error::Input(format!(

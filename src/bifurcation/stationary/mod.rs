@@ -23,8 +23,8 @@ pub mod stability;
 use nalgebra::DVector;
 
 use branch::{End, Solved, Tracer};
-pub use self_consistency::{Family, Parameter};
 use self_consistency::{grid_for, highest_mode, SelfConsistency};
+pub use self_consistency::{Family, Parameter};
 use stability::Linearised;
 
 /// The largest beta of usa (e^beta must stay finite with room).
@@ -96,7 +96,7 @@ pub fn branch_point(family: &Family) -> Option<f64> {
             };
             let (mut lo, mut hi) = (1e-8, top);
             let (glo, ghi) = (g(lo), g(hi));
-            if !(glo * ghi < 0.0) {
+            if (glo * ghi).partial_cmp(&0.0) != Some(std::cmp::Ordering::Less) {
                 return None;
             }
             for _ in 0..200 {

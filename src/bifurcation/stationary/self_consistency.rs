@@ -144,7 +144,11 @@ impl SelfConsistency {
         let mut i = vec![0.0; top + 1];
         scaled_bessel_i(beta, &mut i);
         let ik = self.ks.iter().map(|&k| i[k]).collect();
-        let dik = self.ks.iter().map(|&k| 0.5 * (i[k - 1] + i[k + 1])).collect();
+        let dik = self
+            .ks
+            .iter()
+            .map(|&k| 0.5 * (i[k - 1] + i[k + 1]))
+            .collect();
         (ik, dik, i[0], i[1])
     }
 
@@ -238,7 +242,11 @@ impl SelfConsistency {
         let scale = m as f64 / (2.0 * PI * z);
         let rho: Vec<f64> = w.iter().map(|x| x * scale).collect();
         let tail = mean(&self.probe).abs();
-        let finite = f.iter().chain(jac.iter()).chain(fp.iter()).all(|x| x.is_finite());
+        let finite = f
+            .iter()
+            .chain(jac.iter())
+            .chain(fp.iter())
+            .all(|x| x.is_finite());
         finite.then_some(Evaluation {
             f,
             jac,

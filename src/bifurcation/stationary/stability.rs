@@ -136,7 +136,11 @@ impl Linearised {
         let v_delta: Vec<f64> = match self.kernel {
             Kernel::Sa => {
                 let k_delta = g.synthesize(&kc, |_| Complex64::new(1.0, 0.0));
-                let q: Vec<f64> = k_delta.iter().zip(&self.k_rho).map(|(a, b)| a / b).collect();
+                let q: Vec<f64> = k_delta
+                    .iter()
+                    .zip(&self.k_rho)
+                    .map(|(a, b)| a / b)
+                    .collect();
                 let qc = g.analyse(&q);
                 g.synthesize(&qc, |k| Complex64::new(0.0, k / self.beta))
             }

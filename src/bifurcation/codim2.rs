@@ -613,6 +613,7 @@ fn search(
             step: (spec.to[other] - spec.from[other]).abs() / 100.0,
             max_points: 2000,
             cycles: false,
+            stationary: None,
         };
         let fast = fam.model.map(|m| {
             move |q: f64| {

@@ -4,7 +4,8 @@
 //! analyses a sweep file asks for ([`spec`]) on its base scenario ([`base`]): the continuation
 //! of fixed points in one parameter with their special points (`continuation`), fold and Hopf
 //! curves in two (`codim2`, with the quadratic model of the coefficients,
-//! `coefficient_model`), and the periodic orbits born at Hopf points (`cycles`).
+//! `coefficient_model`), the periodic orbits born at Hopf points (`cycles`), and the branches
+//! of stationary densities of the mean field (`stationary`, docs/MATH.md §17.6).
 
 pub mod base;
 pub(crate) mod codim2;
@@ -14,5 +15,6 @@ pub(crate) mod cycles;
 pub mod normal_form;
 pub mod periodic;
 pub mod spec;
+pub mod stationary;
 
 pub use normal_form::{first_lyapunov, fold_coefficient, CubicField};

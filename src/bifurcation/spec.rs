@@ -1,5 +1,6 @@
 //! What a sweep file asks of the bifurcation analysis: `[continuation]` (pseudo-arclength
-//! continuation of OA fixed points along one parameter, docs/MATH.md §10) and `[codim2]` (fold
+//! continuation of OA fixed points along one parameter, docs/MATH.md §10, or on a mean-field
+//! base of stationary densities, §17.6) and `[codim2]` (fold
 //! and Hopf curves in two parameters). The sweep file's reader (`sweep::spec`) builds them.
 
 use serde::Serialize;
@@ -22,6 +23,10 @@ pub struct ContinuationSpec {
     /// `cycles = true`: continue the periodic orbits born at the Hopf points (`cycles.csv`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cycles: bool,
+    /// On a mean-field base: the family of stationary densities continued instead of OA fixed
+    /// points (`bifurcation::stationary`).
+    #[serde(skip)]
+    pub stationary: Option<super::stationary::Family>,
 }
 
 /// A curve type of `[codim2]`.

@@ -73,6 +73,37 @@ pub fn bifurcation_plot_with_cycles(
         cycles,
         special,
         title,
+        densities: false,
+    };
+    super::render(
+        &pic,
+        dir,
+        "bifurcation",
+        figure.size(BIFURCATION_SIZE),
+        figure,
+    )
+    .map(|_| ())
+}
+
+/// `bifurcation.png` of a continuation of stationary densities of the mean field: the
+/// branches' |R1| = <cos theta> against the parameter (stable solid, unstable dashed) and the
+/// special points (BP, LP), without sweep points.
+pub fn stationary_plot(
+    p_name: &str,
+    branches: &[(Vec<(f64, f64)>, FixedKind)],
+    special: &[(f64, f64, String)],
+    title: &str,
+    figure: Figure,
+    dir: &Path,
+) -> io::Result<()> {
+    let pic = BifurcationPicture {
+        p_name,
+        points: &[],
+        branches,
+        cycles: &[],
+        special,
+        title,
+        densities: true,
     };
     super::render(
         &pic,
@@ -91,6 +122,8 @@ struct BifurcationPicture<'a> {
     cycles: &'a [CycleLine],
     special: &'a [(f64, f64, String)],
     title: &'a str,
+    /// Branches of stationary densities (|R1| on the vertical axis) instead of OA fixed points.
+    densities: bool,
 }
 
 impl Picture for BifurcationPicture<'_> {
@@ -129,7 +162,9 @@ impl Picture for BifurcationPicture<'_> {
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc(self.p_name)
-            .y_desc(if is_paper() {
+            .y_desc(if self.densities {
+                "|R₁| = <cos θ>"
+            } else if is_paper() {
                 "|R₂| (tail range)"
             } else {
                 "|R₂|  (tail min – max)"
@@ -208,16 +243,21 @@ impl BifurcationPicture<'_> {
             })
             .collect();
         let has = |k: FixedKind| self.branches.iter().any(|b| b.1 == k);
+        let what = if self.densities {
+            "stationary densities"
+        } else {
+            "fixed points"
+        };
         if has(FixedKind::Stable) {
             entries.push(Entry::new(
                 Mark::Line(BRANCH.to_rgba(), 3, None),
-                "stable fixed points",
+                format!("stable {what}"),
             ));
         }
         if has(FixedKind::Unstable) {
             entries.push(Entry::new(
                 Mark::Line(BRANCH.to_rgba(), 2, Some((10, 7))),
-                "unstable fixed points",
+                format!("unstable {what}"),
             ));
         }
         if has(FixedKind::Centre) {
@@ -239,7 +279,9 @@ impl BifurcationPicture<'_> {
             ));
         }
         if !self.special.is_empty() {
-            let text = if self.cycles.is_empty() {
+            let text = if self.densities {
+                "BP branch point, LP fold"
+            } else if self.cycles.is_empty() {
                 "LP fold, H Hopf"
             } else {
                 "LP fold, H Hopf, LPC/HC/SNIC"

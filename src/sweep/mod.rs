@@ -36,6 +36,7 @@ pub(crate) mod point;
 pub(crate) mod refine;
 pub(crate) mod row;
 pub mod spec;
+pub(crate) mod stationary;
 pub(crate) mod store;
 pub(crate) mod transition;
 
@@ -301,6 +302,10 @@ pub fn sweep_with_env(
     let plan = spec::load_with_sets(path, &options.sets)?;
     if plan.goes_back() && shard.is_some() {
         return Err(members::not_shardable(&plan, path));
+    }
+    // Stationary densities of a mean-field base: branches, no grid.
+    if stationary::family(&plan).is_some() && plan.axes.is_empty() {
+        return stationary::run(&plan, options, shard.is_some(), started);
     }
     // Every input, continuation included, is checked before the first point.
     if let Some(c) = &plan.continuation {

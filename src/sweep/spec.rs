@@ -42,6 +42,7 @@ use crate::simulation::check_memory;
 
 use crate::bifurcation::base::BaseScenario;
 pub use crate::bifurcation::spec::{Codim2Spec, ContinuationSpec, CurveType};
+use crate::bifurcation::stationary::Family as StationaryFamily;
 use crate::cells::fmt_f64;
 
 /// The most grid points a sweep may have.
@@ -324,8 +325,9 @@ struct RawSweep {
     scenario: String,
     model: Option<ModelKind>,
     label: Option<String>,
-    /// Kept as a table: the axes' order is the file's, and dotted names nest.
-    axes: toml::Table,
+    /// Kept as a table: the axes' order is the file's, and dotted names nest. Required, except
+    /// for a continuation of stationary densities (a mean-field base), which has no grid.
+    axes: Option<toml::Table>,
     refine: Option<RawRefine>,
     continuation: Option<RawContinuation>,
     codim2: Option<RawCodim2>,
@@ -527,7 +529,12 @@ pub fn from_table_with_sets(
     let base = Scenario::from_table(template.clone(), &scenario_file, &scenario_dir)?;
     let model = base.run.model;
     let label_source = label_source(file, raw.label.as_deref(), &base, model)?;
-    let axes = read_axes(file, &raw.axes, &template, &scenario_file)?;
+    let stationary_only = model == ModelKind::MeanField && raw.continuation.is_some();
+    let axes = match &raw.axes {
+        Some(table) => read_axes(file, table, &template, &scenario_file)?,
+        None if stationary_only => Vec::new(),
+        None => return Err(at(file, "axes", "missing (required key)")),
+    };
     let refine = raw
         .refine
         .map(|r| refine_spec(file, r, &axes))
@@ -560,7 +567,9 @@ pub fn from_table_with_sets(
         base,
     };
     check_back(&plan)?;
-    check_corners(&plan)?;
+    if !plan.axes.is_empty() {
+        check_corners(&plan)?;
+    }
     Ok(plan)
 }
 
@@ -950,6 +959,28 @@ fn continuation_spec(
         Some(i) => count(file, "continuation.max_points", i, 2)?,
         None => 10_000,
     };
+    let stationary = if base.run.model == ModelKind::MeanField {
+        Some(stationary_family(file, &key, from, to, base)?)
+    } else {
+        None
+    };
+    if stationary.is_none() {
+        oa_analysable(file, base)?;
+    }
+    Ok(ContinuationSpec {
+        parameter: raw.parameter,
+        key,
+        from,
+        to,
+        step,
+        max_points,
+        cycles: raw.cycles.unwrap_or(false),
+        stationary,
+    })
+}
+
+/// A continuation of OA fixed points needs an OA-analysable base.
+fn oa_analysable(file: &Path, base: &Scenario) -> Result<(), Error> {
     simulation::second_harmonic(base, ModelKind::Oa).map_err(|e| {
         at(
             file,
@@ -960,14 +991,99 @@ fn continuation_spec(
             ),
         )
     })?;
-    Ok(ContinuationSpec {
-        parameter: raw.parameter,
-        key,
-        from,
-        to,
-        step,
-        max_points,
-        cycles: raw.cycles.unwrap_or(false),
+    Ok(())
+}
+
+/// The family of stationary densities of a mean-field base (docs/MATH.md §17.6): one head
+/// with A = V = I, usa or sa, d = 2, the parameter `noise.temperature` or `model.beta` over
+/// positive values (and a positive temperature when beta is followed).
+fn stationary_family(
+    file: &Path,
+    key: &str,
+    from: f64,
+    to: f64,
+    base: &Scenario,
+) -> Result<StationaryFamily, Error> {
+    use crate::bifurcation::stationary::{Parameter, MAX_USA_BETA};
+    use crate::mean_field::Kernel;
+    let what = "continuation";
+    let model = &base.model;
+    let kernel = match model.kernel {
+        crate::scenario::KernelKind::Usa => Kernel::Usa,
+        crate::scenario::KernelKind::Sa => Kernel::Sa,
+        crate::scenario::KernelKind::Lsa => {
+            return Err(at(
+                file,
+                what,
+                "stationary densities are continued for kernel = \"usa\" or \"sa\" (model.kernel is \"lsa\": its Poisson densities follow the OA equation; continue with model = \"oa\")",
+            ))
+        }
+    };
+    let identity = |m: &nalgebra::DMatrix<f64>| {
+        m.nrows() == m.ncols()
+            && (m - nalgebra::DMatrix::identity(m.nrows(), m.ncols())).amax() == 0.0
+    };
+    if model.heads.len() != 1 || !identity(&model.heads[0].a) || !identity(&model.heads[0].v) {
+        return Err(at(
+            file,
+            what,
+            "stationary densities are continued for one head with A = V = I (the base's model.heads / model.A / model.V differ): other A and V have no stationary self-consistency of this form",
+        ));
+    }
+    if model.d != 2 {
+        return Err(at(
+            file,
+            what,
+            format!("stationary densities are continued on the circle (d = 2) in this version; the base has model.d = {}", model.d),
+        ));
+    }
+    let parameter = match key {
+        TEMPERATURE_KEY => Parameter::Temperature,
+        "model.beta" => Parameter::Beta,
+        other => {
+            return Err(at(
+                file,
+                "continuation.parameter",
+                format!("on a mean-field base the parameter is \"noise.temperature\" or \"model.beta\", found {other}"),
+            ))
+        }
+    };
+    for (k, v) in [("continuation.from", from), ("continuation.to", to)] {
+        let too_big = parameter == Parameter::Beta && kernel == Kernel::Usa && v > MAX_USA_BETA;
+        if v <= 0.0 || too_big {
+            return Err(at(
+                file,
+                k,
+                format!(
+                    "must be > 0{} for stationary densities, found {v}",
+                    if too_big {
+                        format!(" and <= {MAX_USA_BETA} (usa: e^beta)")
+                    } else {
+                        String::new()
+                    }
+                ),
+            ));
+        }
+    }
+    let other = match parameter {
+        Parameter::Temperature => {
+            if kernel == Kernel::Usa && model.beta > MAX_USA_BETA {
+                return Err(at(file, "model.beta", format!("must be <= {MAX_USA_BETA} for the stationary densities of usa (e^beta), found {}", model.beta)));
+            }
+            model.beta
+        }
+        Parameter::Beta => {
+            let t = base.noise.map_or(0.0, |n| n.temperature);
+            if t <= 0.0 {
+                return Err(at(file, "noise.temperature", format!("must be > 0 to continue stationary densities in model.beta (a noiseless density concentrates into Dirac masses), found {t}")));
+            }
+            t
+        }
+    };
+    Ok(StationaryFamily {
+        kernel,
+        parameter,
+        other,
     })
 }
 

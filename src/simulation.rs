@@ -460,7 +460,7 @@ fn check_sphere_modes(
     match modes.iter().position(|x| x.0 as usize > top_degree(m)) {
         Some(i) => Err(ScenarioError::at(
             &scenario.file,
-            &format!("density.modes[{i}]"),
+            format!("density.modes[{i}]"),
             format!(
                 "degree {} is past the largest grid's degree {} ({m} Gauss nodes keep l <= (2m - 1)/3)",
                 modes[i].0,

@@ -412,11 +412,24 @@ fn mean_field_has_no_tokens(scenario: &Scenario) -> ScenarioError {
 }
 
 /// Peak memory of a mean-field run: the largest grid's stepper (about 12 coefficient vectors),
-/// its stored quadrature weights (N^2 per head when A is not a R) and the kept samples.
+/// its stored quadrature weights (N^2 per head when A is not a R; d >= 3: the Gegenbauer
+/// tables) and the kept samples.
 fn mean_field_memory(scenario: &Scenario) -> u64 {
     let Some(density) = &scenario.density else {
         return 0;
     };
+    if scenario.model.d >= 3 {
+        // The tables P_l(u_k), P_l'(u_k): 2 m (2m/3) numbers; the stepper's vectors of
+        // about 2m/3 coefficients; the kept samples (coefficients and values).
+        let m = density.max_grid.min(crate::mean_field::MAX_SPHERE_GRID) as u64;
+        let tables = m.saturating_mul(m).saturating_mul(16 * 2 / 3);
+        let samples = (scenario.time.samples as u64)
+            .saturating_mul(m)
+            .saturating_mul(16 + 8);
+        return tables
+            .saturating_add(m.saturating_mul(16 * 16))
+            .saturating_add(samples);
+    }
     let problem = mean_field_problem(scenario);
     let cap = problem.as_ref().map_or(density.max_grid, |p| {
         if p.heads
@@ -460,7 +473,7 @@ fn check_sphere_modes(
     match modes.iter().position(|x| x.0 as usize > top_degree(m)) {
         Some(i) => Err(ScenarioError::at(
             &scenario.file,
-            &format!("density.modes[{i}]"),
+            format!("density.modes[{i}]"),
             format!(
                 "degree {} is past the largest grid's degree {} ({m} Gauss nodes keep l <= (2m - 1)/3)",
                 modes[i].0,

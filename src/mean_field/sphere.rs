@@ -220,9 +220,14 @@ impl SpectralSystem for Axisymmetric {
             }
             self.q[k] = self.flux_weight[k] * f * slope;
         }
-        for (l, o) in out.iter_mut().enumerate() {
-            let s: f64 = (0..self.m).map(|k| self.dp[k * w + l] * self.q[k]).sum();
-            *o = Complex64::new(self.dimension[l] * s, 0.0);
+        // sum_k P_l'(u_k) q_k, row by row (the tables are stored by node).
+        let sums = &mut self.scratch;
+        sums.fill(0.0);
+        for (row, q) in self.dp.chunks_exact(w).zip(&self.q) {
+            sums.iter_mut().zip(row).for_each(|(s, d)| *s += d * q);
+        }
+        for ((o, s), n) in out.iter_mut().zip(sums.iter()).zip(&self.dimension) {
+            *o = Complex64::new(n * s, 0.0);
         }
     }
 }

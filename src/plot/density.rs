@@ -148,7 +148,7 @@ impl Picture for DensityPicture<'_> {
             })
             .x_desc("t")
             .y_desc(if sphere {
-                "u = <x, e>  (colour: |S| ρ, log scale)"
+                "u  (colour: |S| ρ, log scale)"
             } else {
                 "θ  (colour: 2π ρ, log scale)"
             })

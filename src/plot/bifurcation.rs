@@ -21,7 +21,7 @@ pub use super::portrait::FixedKind;
 use super::portrait::CENTRE_COLOR;
 use super::{
     desc_size, diamond, draw_legend, draw_title, finite_range, label_color, label_name, padded,
-    text, text_at, tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, LABELS, TICK_SIZE,
+    text_at, tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, LABELS,
 };
 use super::{is_paper, legend_below, lw, px, pxi};
 use crate::classify::Label;
@@ -147,18 +147,9 @@ impl Picture for BifurcationPicture<'_> {
             .y_label_area_size(yl)
             .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
             .io()?;
-        let (xt, yt) = super::ticks(&chart);
-        chart
-            .configure_mesh()
-            .x_labels(xt)
-            .y_labels(yt)
-            .axis_style(BLACK.stroke_width(super::lw(1)))
-            .set_all_tick_mark_size(super::px(5))
-            .bold_line_style(RGBColor(228, 228, 228).stroke_width(super::lw(1)))
-            .light_line_style(RGBColor(246, 246, 246).stroke_width(super::lw(1)))
-            .max_light_lines(4)
-            .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(desc_size()))
+        let mut mesh = super::axes(&mut chart);
+        super::grid(&mut mesh, 228, 246);
+        mesh.max_light_lines(4)
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc(self.p_name)

@@ -25,8 +25,8 @@ use rayon::prelude::*;
 
 use super::projection::principal_axes;
 use super::{
-    desc_size, draw_no_data, draw_title, finite_range, padded, short, text, text_at, tick, Figure,
-    OrIo, Picture, TICK_SIZE,
+    draw_no_data, draw_title, finite_range, padded, short, text_at, tick, Figure, OrIo, Picture,
+    TICK_SIZE,
 };
 use super::{lw, px, pxi};
 
@@ -570,16 +570,8 @@ impl Picture for KymographPicture<'_> {
                 _ => format!("{}π", tick(v)),
             }
         };
-        let (xt, yt) = super::ticks(&chart);
-        chart
-            .configure_mesh()
-            .x_labels(xt)
-            .y_labels(yt)
-            .axis_style(BLACK.stroke_width(super::lw(1)))
-            .set_all_tick_mark_size(super::px(5))
+        super::axes(&mut chart)
             .disable_mesh()
-            .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&tick)
             .y_labels(5)
             .y_label_formatter(&pi_label)

@@ -321,10 +321,11 @@ pub(crate) fn ticks<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
     (fit(w, 55), fit(h, 28))
 }
 
-/// The mesh of a time chart as every picture draws it: tick counts from the plotting area
-/// ([`ticks`]), thin black axes, light grey grid lines, the tick and description fonts; the
-/// caller adds light lines, formatters and descriptions, then draws.
-pub(crate) fn time_mesh<'a, 'b, X, Y, XT, YT, DB>(
+/// The axes of a chart as every picture draws them (the one chart set-up): tick counts from
+/// the plotting area ([`ticks`]), thin black axes and tick marks, the tick and description
+/// fonts; the caller adds its grid (or `disable_mesh`), formatters and descriptions, then
+/// draws. A later call of the same setter overrides these.
+pub(crate) fn axes<'a, 'b, X, Y, XT, YT, DB>(
     chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
 ) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB>
 where
@@ -340,10 +341,39 @@ where
         .y_labels(yt)
         .axis_style(BLACK.stroke_width(lw(1)))
         .set_all_tick_mark_size(px(5))
-        .bold_line_style(RGBColor(225, 225, 225).stroke_width(lw(1)))
-        .light_line_style(RGBColor(245, 245, 245).stroke_width(lw(1)))
         .label_style(text(TICK_SIZE))
         .axis_desc_style(text(desc_size()));
+    mesh
+}
+
+/// A light grey grid (bold lines of grey `bold`, light lines of grey `light`).
+pub(crate) fn grid<X, Y, DB>(
+    mesh: &mut plotters::chart::MeshStyle<'_, '_, X, Y, DB>,
+    bold: u8,
+    light: u8,
+) where
+    X: plotters::coord::ranged1d::Ranged,
+    Y: plotters::coord::ranged1d::Ranged,
+    DB: DrawingBackend,
+{
+    mesh.bold_line_style(RGBColor(bold, bold, bold).stroke_width(lw(1)))
+        .light_line_style(RGBColor(light, light, light).stroke_width(lw(1)));
+}
+
+/// The mesh of a time chart: [`axes`] and a light grey grid; the caller adds light lines,
+/// formatters and descriptions, then draws.
+pub(crate) fn time_mesh<'a, 'b, X, Y, XT, YT, DB>(
+    chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: plotters::coord::ranged1d::Ranged<ValueType = XT>
+        + plotters::coord::ranged1d::ValueFormatter<XT>,
+    Y: plotters::coord::ranged1d::Ranged<ValueType = YT>
+        + plotters::coord::ranged1d::ValueFormatter<YT>,
+    DB: DrawingBackend,
+{
+    let mut mesh = axes(chart);
+    grid(&mut mesh, 225, 245);
     mesh
 }
 
@@ -923,18 +953,9 @@ pub(crate) fn disk_chart<'a, DB: DrawingBackend>(
         .y_label_area_size(y_label)
         .build_cartesian_2d(-lim..lim, -lim..lim)
         .io()?;
-    let (xt, yt) = ticks(&chart);
-    chart
-        .configure_mesh()
-        .x_labels(xt)
-        .y_labels(yt)
-        .axis_style(BLACK.stroke_width(lw(1)))
-        .set_all_tick_mark_size(px(5))
-        .bold_line_style(RGBColor(232, 232, 232).stroke_width(lw(1)))
-        .light_line_style(WHITE.stroke_width(lw(1)))
-        .max_light_lines(4)
-        .label_style(text(TICK_SIZE))
-        .axis_desc_style(text(desc_size()))
+    let mut mesh = axes(&mut chart);
+    grid(&mut mesh, 232, 255);
+    mesh.max_light_lines(4)
         .x_label_formatter(&tick)
         .y_label_formatter(&tick)
         .x_desc("Re R₂")

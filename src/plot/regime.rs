@@ -14,8 +14,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    desc_size, draw_legend, draw_no_data, draw_title, finite_range, label_color, label_name,
-    padded, text, tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, LABELS, TICK_SIZE,
+    draw_legend, draw_no_data, draw_title, finite_range, label_color, label_name, padded, tick,
+    Chart2d, Entry, Figure, Mark, OrIo, Picture, LABELS,
 };
 use super::{is_paper, legend_below, lw, px, pxi};
 use crate::classify::Label;
@@ -282,16 +282,8 @@ impl Picture for RegimePicture<'_> {
             .y_label_area_size(yl)
             .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
             .io()?;
-        let (xt, yt) = super::ticks(&chart);
-        chart
-            .configure_mesh()
-            .x_labels(xt)
-            .y_labels(yt)
-            .axis_style(BLACK.stroke_width(super::lw(1)))
-            .set_all_tick_mark_size(super::px(5))
+        super::axes(&mut chart)
             .disable_mesh()
-            .label_style(text(TICK_SIZE))
-            .axis_desc_style(text(desc_size()))
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .x_desc(self.x_name)

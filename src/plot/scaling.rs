@@ -222,16 +222,9 @@ impl Picture for ScalingPicture<'_> {
             .y_label_area_size(px(110))
             .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
             .io()?;
-        let (xt, yt) = super::ticks(&chart);
-        chart
-            .configure_mesh()
-            .x_labels(xt)
-            .y_labels(yt)
-            .axis_style(BLACK.stroke_width(super::lw(1)))
-            .set_all_tick_mark_size(super::px(5))
-            .bold_line_style(RGBColor(215, 215, 215).stroke_width(super::lw(1)))
-            .light_line_style(WHITE.stroke_width(super::lw(1)))
-            .max_light_lines(0)
+        let mut mesh = super::axes(&mut chart);
+        super::grid(&mut mesh, 215, 255);
+        mesh.max_light_lines(0)
             .x_labels(decades(xr) + 1)
             .y_labels(decades(yr) + 1)
             .label_style(text(TICK_SIZE * 1.1))

@@ -355,14 +355,10 @@ fn draw_panel_axes<DB: DrawingBackend>(
     match view {
         View::Pca { share, .. } => {
             let (xt, yt) = super::ticks(chart);
-            chart
-                .configure_mesh()
-                .x_labels(xt.min(5))
+            let mut mesh = super::axes(chart);
+            super::grid(&mut mesh, 230, 255);
+            mesh.x_labels(xt.min(5))
                 .y_labels(yt.min(5))
-                .axis_style(BLACK.stroke_width(super::lw(1)))
-                .set_all_tick_mark_size(super::px(5))
-                .bold_line_style(RGBColor(230, 230, 230).stroke_width(super::lw(1)))
-                .light_line_style(WHITE.stroke_width(super::lw(1)))
                 .max_light_lines(4)
                 .label_style(text(TICK_SIZE * 0.85))
                 .axis_desc_style(text(desc_size() * 0.85))

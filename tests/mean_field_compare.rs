@@ -18,6 +18,15 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// `tokdyn compare FILE --out OUT`, which must succeed.
+fn compare(file: &Path, out: &Path) {
+    tokdyn()
+        .args(["compare", file.to_str().unwrap(), "--out"])
+        .arg(out)
+        .assert()
+        .success();
+}
+
 fn json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -64,11 +73,7 @@ samples = 81
 "#,
     );
     let out = dir.path().join("out");
-    tokdyn()
-        .args(["compare", file.to_str().unwrap(), "--out"])
-        .arg(&out)
-        .assert()
-        .success();
+    compare(&file, &out);
     let compare = &json(&out.join("summary.json"))["compare"];
     // The density is the Poisson kernel of R2(0) = c, as the tokens' angles are; the
     // particles' R2 solves OA to O(r0^n), the density's exactly.
@@ -125,11 +130,7 @@ samples = 21
 "#,
     );
     let out = dir.path().join("out");
-    tokdyn()
-        .args(["compare", file.to_str().unwrap(), "--out"])
-        .arg(&out)
-        .assert()
-        .success();
+    compare(&file, &out);
     for name in ["ensemble.csv", "ensemble_order.csv", "ensemble.png"] {
         assert!(out.join(name).is_file(), "{name}");
     }
@@ -208,11 +209,7 @@ samples = 11
 "#,
     );
     let out = dir.path().join("plain");
-    tokdyn()
-        .args(["compare", file.to_str().unwrap(), "--out"])
-        .arg(&out)
-        .assert()
-        .success();
+    compare(&file, &out);
     assert!(!out.join("compare_mean_field.csv").exists());
     assert!(json(&out.join("summary.json"))["compare"]
         .get("mean_field")

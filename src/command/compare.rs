@@ -210,7 +210,10 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
     );
     let mut compared = compare_summary(&rows);
     if let Some((comparison, _)) = beside {
-        compared.mean_field_vs_full = rows.last().map(|r| r.max_dr2);
+        compared.mean_field_vs_full = rows
+            .iter()
+            .find(|r| r.model == ModelKind::MeanField)
+            .map(|r| r.max_dr2);
         compared.mean_field = Some(comparison);
     }
     summary.compare = Some(compared);

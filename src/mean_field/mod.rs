@@ -19,7 +19,7 @@
 //!
 //! In d >= 3 (`sphere`, docs/MATH.md §17.2) the heads are A = a I, V = v I and the density is
 //! axisymmetric, a function of u = <x, e>: Gegenbauer modes a_l on m Gauss nodes in u (the
-//! grid), the same stepper, grid growth and concentration stop; R1 = |<u>| and s from <u^2>,
+//! grid), the same stepper, grid growth and concentration stop; `R1 = |<u>|` and s from `<u^2>`,
 //! exact.
 
 pub mod circle;
@@ -174,7 +174,7 @@ impl MeanFieldRun {
 }
 
 /// The exact order parameters of an axisymmetric density on S^{d-1} with Gegenbauer
-/// coefficients `c`: R1 = |<u>|; S = E[x x^T] has the eigenvalue <u^2> along the axis and
+/// coefficients `c`: `R1 = |<u>|`; `S = E[x x^T]` has the eigenvalue `<u^2>` along the axis and
 /// (1 - <u^2>) / (d - 1) across, s = (d lambda_max - 1) / (d - 1); R2 is taken as s (the axis
 /// does not move).
 pub fn sphere_order_parameters(c: &[Complex64], d: usize) -> OrderParameters {

@@ -315,7 +315,7 @@ pub fn tail(c: &[Complex64]) -> f64 {
     }
 }
 
-/// <u> = a_1 / d and <u^2> = 1/d + (d - 1)/d a_2 / N(d, 2): exact moments of f.
+/// `<u> = a_1 / d` and `<u^2> = 1/d + (d - 1)/d a_2 / N(d, 2)`: exact moments of f.
 pub fn moments(c: &[Complex64], d: usize) -> (f64, f64) {
     let df = d as f64;
     let a = |l: usize| c.get(l).map_or(0.0, |z| z.re);

@@ -86,7 +86,7 @@ pub fn bifurcation_plot_with_cycles(
 }
 
 /// `bifurcation.png` of a continuation of stationary densities of the mean field: the
-/// branches' |R1| = <cos theta> against the parameter (stable solid, unstable dashed) and the
+/// branches' `|R1| = <cos theta>` against the parameter (stable solid, unstable dashed) and the
 /// special points (BP, LP), without sweep points.
 pub fn stationary_plot(
     p_name: &str,

@@ -11,7 +11,7 @@
 //!
 //! The start angles are sorted once (kept as f32, within 1e-6), so each column costs 2 B
 //! binary searches. Tokens whose start angle lies within delta of a psi_j are binned one by
-//! one exactly as a pass over the tokens bins them ([`super::kymograph::angle_bin_of`]); every
+//! one exactly as a pass over the tokens bins them (`kymograph::angle_bin_of`); every
 //! other token is at least (delta - 1e-6 - 1e-14 kappa) / kappa from an edge after the map, far
 //! more than the rounding of the map and of the bin (1e-14 kappa), so its bin is the bin of its
 //! segment. delta = 2e-6 + 1e-12 (kappa + kappa^2); above [`MAX_WINDOW`] (Phi far from
@@ -69,7 +69,7 @@ fn below(sorted: &[u64], x: f64) -> i64 {
 }
 
 /// The counts per bin of the doubled angles of the tokens y_k = P x_k / |P x_k| of `map`, the
-/// bins of [`angle_bin_of`] (factor 2, [`BINS`] bins); `token(k, y)` makes token k as the pass
+/// bins of `angle_bin_of` (factor 2, [`BINS`] bins); `token(k, y)` makes token k as the pass
 /// over the tokens does. `None` when the map is too far from conformal (module docs).
 pub fn doubled_counts(
     map: &PlaneMap<'_>,

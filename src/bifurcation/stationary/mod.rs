@@ -35,7 +35,7 @@ pub const MAX_USA_BETA: f64 = 600.0;
 pub struct StatePoint {
     /// The parameter value.
     pub p: f64,
-    /// |R1| = <cos theta>.
+    /// `|R1| = <cos theta>`.
     pub r1: f64,
     /// Every eigenvalue of the linearisation (without the translation mode) in the open left
     /// half-plane.
@@ -125,7 +125,7 @@ fn rate_of(family: &Family, y: &DVector<f64>, rho: &[f64]) -> Option<f64> {
     Linearised::new(family, beta, t, rho).leading_rate(2 * k + 16)
 }
 
-/// The one-bump state with <cos theta> = r1 (Newton from the branch point's parameter, or
+/// The one-bump state with `<cos theta> = r1` (Newton from the branch point's parameter, or
 /// from `p_guess`).
 pub fn state_at(family: Family, r1: f64, p_guess: Option<f64>) -> Option<State> {
     let p0 = p_guess.or_else(|| branch_point(&family))?;

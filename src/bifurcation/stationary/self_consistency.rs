@@ -7,7 +7,7 @@
 //! ```
 //!
 //! for a density symmetric about theta = 0, rho = (1 / 2 pi)(1 + 2 sum_k R_k cos(k theta)): the
-//! convolution with e^{beta cos} multiplies the k-th mode by 2 pi I_k(beta), so Phi[rho] is g
+//! convolution with e^{beta cos} multiplies the k-th mode by 2 pi I_k(beta), so `Phi[rho]` is g
 //! up to a constant. The unknowns are the moments R_k of a list of modes (all k <= K, or the
 //! multiples l, 2l, ... of an l-fold symmetric state); K is where I_K / I_1 falls below 1e-16.
 //! The integrals are sums over M equally spaced angles (exact to round-off for a resolved

@@ -128,7 +128,7 @@ impl Linearised {
         }
     }
 
-    /// L[delta] on the grid.
+    /// `L[delta]` on the grid.
     pub fn apply(&self, delta: &[f64]) -> Vec<f64> {
         let g = &self.grid;
         let c = g.analyse(delta);

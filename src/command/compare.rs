@@ -16,10 +16,10 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::classify::classify;
+use crate::ensemble::{ensemble_run_summary, simulate};
 use crate::error::Error;
 use crate::observe::cluster_series::ClusterSeries;
 use crate::observe::OrderSeries;
-use crate::ensemble::{ensemble_run_summary, simulate};
 use crate::outcome::beside_mean_field::{
     beside_rows, distances, mean_field_twin, write_beside_csv, MeanFieldComparison, ParticleOrder,
 };
@@ -278,7 +278,11 @@ fn compare_noisy(scenario: &Scenario, options: &RunOptions) -> Result<CompareRep
         ))
     })?;
     let mut particles = scenario.clone();
-    particles.ensemble = Some(particles.ensemble.unwrap_or(EnsembleSpec { runs: NOISY_RUNS }));
+    particles.ensemble = Some(
+        particles
+            .ensemble
+            .unwrap_or(EnsembleSpec { runs: NOISY_RUNS }),
+    );
     simulation::check_memory(&particles, ModelKind::Full)?;
     let target = options.folder(scenario);
     let staged = StagedDir::new(&target, ResultKind::Run)?;
@@ -389,7 +393,10 @@ pub fn cli(scenario: &Path, sets: &[String], options: &RunOptions) -> Result<(),
         .as_ref()
         .and_then(|c| c.mean_field.as_ref())
     {
-        let z = |z: Option<f64>| z.map(|z| format!(" ({z:.2} standard errors)")).unwrap_or_default();
+        let z = |z: Option<f64>| {
+            z.map(|z| format!(" ({z:.2} standard errors)"))
+                .unwrap_or_default()
+        };
         println!(
             "mean field (grid {}, {:.4} s) beside {} run(s) of {} tokens: max |d|R1|| = {:.3e}{}, max |ds| = {:.3e}{}",
             m.grid, m.seconds, m.runs, m.tokens, m.max_r1_distance, z(m.max_r1_z), m.max_nematic_distance, z(m.max_nematic_z)

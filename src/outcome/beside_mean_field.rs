@@ -141,7 +141,12 @@ pub fn distances(rows: &[BesideRow], q: usize) -> (f64, Option<f64>) {
     let max = rows.iter().map(distance).fold(0.0, f64::max);
     let z = rows
         .iter()
-        .filter_map(|r| r.error.map(|e| e[q]).filter(|e| *e > 0.0).map(|e| distance(r) / e))
+        .filter_map(|r| {
+            r.error
+                .map(|e| e[q])
+                .filter(|e| *e > 0.0)
+                .map(|e| distance(r) / e)
+        })
         .reduce(f64::max);
     (max, z)
 }

@@ -17,8 +17,8 @@ pub mod mean_field;
 mod summary;
 
 pub use compare::{
-    compare_summary, compared_models, max_distance, run_compared, CompareMerges, CompareSummary, ModelRow,
-    PerModel,
+    compare_summary, compared_models, max_distance, run_compared, CompareMerges, CompareSummary,
+    ModelRow, PerModel,
 };
 pub use summary::{RunReport, Summary, Timings};
 

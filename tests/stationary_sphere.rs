@@ -291,3 +291,75 @@ fn the_axisymmetric_operator_at_the_uniform_state_has_the_dispersion_rates() {
         );
     }
 }
+
+/// Runs `tokdyn sweep` with a `[continuation]` over a d = 3 usa mean-field base (beta = 2,
+/// A = V = I); returns (status, stderr, output folder).
+fn sweep_d3(continuation: &str) -> (i32, String, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "name = \"sphere-base\"\n[model]\nkernel = \"usa\"\nbeta = 2.0\nd = 3\nA = \"identity\"\nV = \"identity\"\n[tokens]\nn = 1\ninit = \"uniform\"\n[noise]\ntemperature = 0.4\n[time]\nt_end = 10.0\nsamples = 11\n[run]\nmodel = \"mean-field\"\n";
+    std::fs::write(dir.path().join("base.toml"), base).unwrap();
+    let file = dir.path().join("sw.toml");
+    std::fs::write(
+        &file,
+        format!("name = \"sphere\"\nscenario = \"base.toml\"\n{continuation}"),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = assert_cmd::Command::cargo_bin("tokdyn")
+        .unwrap()
+        .arg("sweep")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        out,
+        dir,
+    )
+}
+
+#[test]
+fn the_sweep_in_d_3_writes_branches_special_points_and_the_picture() {
+    let tc = c1(3, 2.0) / 2.0;
+    let (code, err, out, _keep) = sweep_d3(
+        "[continuation]\nparameter = \"noise.temperature\"\nfrom = 0.4\nto = 0.55\nstep = 0.01\n",
+    );
+    assert_eq!(code, 0, "{err}");
+    let csv = std::fs::read_to_string(out.join("branches.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("branch,noise.temperature,r1_abs,stable,point")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows
+        .iter()
+        .all(|r| r.len() == 5 && !r.iter().any(|c| c.contains("NaN"))));
+    let points: Vec<(&str, f64, f64)> = rows
+        .iter()
+        .filter(|r| !r[4].is_empty())
+        .map(|r| (r[4], r[1].parse().unwrap(), r[2].parse().unwrap()))
+        .collect();
+    assert_eq!(points.len(), 2, "{points:?}");
+    assert!(points
+        .iter()
+        .any(|(k, p, _)| *k == "BP" && (p - tc).abs() < 1e-9));
+    // The fold lies above T_c (beta = 2 > beta*), its T the largest of the bump branch.
+    let lp = points.iter().find(|(k, _, _)| *k == "LP").unwrap();
+    assert!(lp.1 > tc && lp.2 > 0.0, "{lp:?}");
+    let top = rows
+        .iter()
+        .filter(|r| r[0] == "2")
+        .map(|r| r[1].parse::<f64>().unwrap())
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert!((top - lp.1).abs() < 1e-12, "{top} {lp:?}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("special_points.json")).unwrap())
+            .unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 2);
+    assert!(out.join("bifurcation.png").exists());
+    assert!(out.join("summary.json").exists());
+}

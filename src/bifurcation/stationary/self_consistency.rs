@@ -102,13 +102,13 @@ pub fn highest_mode(d: usize, beta: f64) -> usize {
 }
 
 /// The grid for K modes: on the circle a power of two of angles, at least 512 and 8 K; on
-/// S^{d-1} a quarter of that in Gauss nodes (exact for polynomials of degree below 4 K).
+/// S^{d-1} half of that in Gauss nodes (exact for polynomials of degree below 8 K).
 pub fn grid_for(d: usize, modes: usize) -> usize {
     let m = (8 * modes).max(512).next_power_of_two();
     if d == 2 {
         m
     } else {
-        m / 4
+        m / 2
     }
 }
 

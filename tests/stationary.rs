@@ -141,6 +141,7 @@ fn family(kernel: Kernel, beta: f64) -> Family {
         kernel,
         parameter: Parameter::Temperature,
         other: beta,
+        d: 2,
     }
 }
 
@@ -158,6 +159,7 @@ fn branch_points_are_c1_over_beta() {
         kernel: Kernel::Usa,
         parameter: Parameter::Beta,
         other: bessel_i(1, 1.0),
+        d: 2,
     };
     assert!((stationary::branch_point(&along).unwrap() - 1.0).abs() < 1e-9);
 }
@@ -255,6 +257,7 @@ fn relax(beta: f64, t: f64, rho: &[f64], eps: f64, time: f64) -> f64 {
     mean_field::circle::truncate(&mut c);
     let identity = [[1.0, 0.0], [0.0, 1.0]];
     let problem = MeanFieldProblem {
+        d: 2,
         kernel: Kernel::Usa,
         beta,
         heads: vec![MeanFieldHead {
@@ -437,11 +440,6 @@ fn bad_continuations_are_one_error_line_and_no_folder() {
             base_scenario("[model.position.alibi]\nslopes = [0.5]"),
             TEMPERATURE.into(),
             "model.position",
-        ),
-        (
-            base_scenario("").replace("d = 2", "d = 3"),
-            TEMPERATURE.into(),
-            "model.d",
         ),
         (
             base_scenario(""),

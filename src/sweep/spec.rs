@@ -995,7 +995,7 @@ fn oa_analysable(file: &Path, base: &Scenario) -> Result<(), Error> {
 }
 
 /// The family of stationary densities of a mean-field base (docs/MATH.md §17.6): one head
-/// with A = V = I, usa or sa, d = 2, the parameter `noise.temperature` or `model.beta` over
+/// with A = V = I, usa or sa, any d (d >= 3: axisymmetric densities), the parameter `noise.temperature` or `model.beta` over
 /// positive values (and a positive temperature when beta is followed).
 fn stationary_family(
     file: &Path,
@@ -1028,13 +1028,6 @@ fn stationary_family(
             file,
             what,
             "stationary densities are continued for one head with A = V = I (the base's model.heads / model.A / model.V differ): other A and V have no stationary self-consistency of this form",
-        ));
-    }
-    if model.d != 2 {
-        return Err(at(
-            file,
-            what,
-            format!("stationary densities are continued on the circle (d = 2) in this version; the base has model.d = {}", model.d),
         ));
     }
     let parameter = match key {
@@ -1084,6 +1077,7 @@ fn stationary_family(
         kernel,
         parameter,
         other,
+        d: model.d,
     })
 }
 

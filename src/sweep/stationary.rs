@@ -64,8 +64,10 @@ fn title(plan: &Plan, c: &ContinuationSpec, family: &Family) -> String {
         stationary::Parameter::Beta => format!("T = {}", plot::short_number(family.other)),
     };
     format!(
-        "{}\nstationary densities of the mean field: {kernel}, d = 2, A = V = I, {fixed}; {} from {} to {}",
+        "{}\nstationary densities of the mean field: {kernel}, d = {}{}, A = V = I, {fixed}; {} from {} to {}",
         plan.name,
+        family.d,
+        if family.d == 2 { "" } else { " (axisymmetric)" },
         c.parameter,
         plot::short_number(c.from),
         plot::short_number(c.to)

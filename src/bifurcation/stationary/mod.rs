@@ -14,11 +14,18 @@
 //! - the one-bump branch (branch 2) from the BP by pseudo-arclength through its folds (LP)
 //!   ([`branch`], the self-consistency in [`self_consistency`]), the stability of each of its
 //!   states from the spectrum of the linearised operator ([`stability`]).
+//!
+//! On S^{d-1}, d >= 3 (`Family::d`), the same for axisymmetric densities rho(u), u = <x, e>,
+//! with the Funk–Hecke coefficients c_l in place of I_l, the growth rates
+//! l (l + d - 2)(c_l / beta - T) of the uniform state, the self-consistency in the Gegenbauer
+//! moments R_l = <P_l(u)> (|R1| = <u>) and the stability on axisymmetric perturbations only
+//! ([`stability_sphere`]).
 
 pub mod branch;
 pub mod report;
 pub mod self_consistency;
 pub mod stability;
+pub mod stability_sphere;
 
 use nalgebra::DVector;
 
@@ -35,7 +42,7 @@ pub const MAX_USA_BETA: f64 = 600.0;
 pub struct StatePoint {
     /// The parameter value.
     pub p: f64,
-    /// `|R1| = <cos theta>`.
+    /// `|R1| = <cos theta>` (d = 2) or `<u> = <x . e>` (d >= 3).
     pub r1: f64,
     /// Every eigenvalue of the linearisation (without the translation mode) in the open left
     /// half-plane.
@@ -69,7 +76,8 @@ pub struct State {
     pub p: f64,
     /// R_1 .. R_K.
     pub moments: Vec<f64>,
-    /// rho at theta_j = 2 pi j / M.
+    /// rho at theta_j = 2 pi j / M (d = 2) or at the M Gauss nodes u_j of
+    /// `mean_field::gegenbauer::nodes` (d >= 3, mean 1 against the normalised surface measure).
     pub rho: Vec<f64>,
     /// The largest real part of the linearisation's spectrum (translation mode excluded).
     pub rate: Option<f64>,
@@ -77,8 +85,8 @@ pub struct State {
 
 /// The self-consistency of a family around parameter values near `p` (modes from beta there).
 fn map_near(family: Family, beta: f64) -> SelfConsistency {
-    let k = highest_mode(beta);
-    SelfConsistency::new(family, (1..=k).collect(), grid_for(k))
+    let k = highest_mode(family.d, beta);
+    SelfConsistency::new(family, (1..=k).collect(), grid_for(family.d, k))
 }
 
 /// The branch point p_c of the one-bump branch: c_1/beta = T (usa), c_1/(beta c_0) = T (sa);
@@ -122,6 +130,9 @@ fn uniform_rate(family: &Family, p: f64) -> f64 {
 fn rate_of(family: &Family, y: &DVector<f64>, rho: &[f64]) -> Option<f64> {
     let k = y.len() - 1;
     let (beta, t) = family.beta_t(y[k]);
+    if family.d != 2 {
+        return stability_sphere::leading_rate(family, beta, t, rho, 2 * k + 16);
+    }
     Linearised::new(family, beta, t, rho).leading_rate(2 * k + 16)
 }
 

@@ -255,6 +255,7 @@ fn relax(beta: f64, t: f64, rho: &[f64], eps: f64, time: f64) -> f64 {
     mean_field::circle::truncate(&mut c);
     let identity = [[1.0, 0.0], [0.0, 1.0]];
     let problem = MeanFieldProblem {
+        d: 2,
         kernel: Kernel::Usa,
         beta,
         heads: vec![MeanFieldHead {

@@ -430,7 +430,13 @@ fn mean_field_memory(scenario: &Scenario) -> u64 {
             .saturating_add(m.saturating_mul(16 * 16))
             .saturating_add(samples);
     }
-    let problem = mean_field_problem(scenario);
+    // Every layer's heads (a stack's layers act one at a time).
+    let problem = mean_field_problem(scenario).map(|mut p| {
+        if let Some(stack) = mean_field_stack(scenario) {
+            p.heads = stack.layers.into_iter().flat_map(|l| l.heads).collect();
+        }
+        p
+    });
     let cap = problem.as_ref().map_or(density.max_grid, |p| {
         if p.heads
             .iter()
@@ -441,7 +447,17 @@ fn mean_field_memory(scenario: &Scenario) -> u64 {
             density.max_grid.min(crate::mean_field::MAX_QUADRATURE_GRID)
         }
     }) as u64;
-    let heads = scenario.model.heads.len() as u64;
+    let heads = std::iter::once((scenario.model.heads.len(), scenario.model.factored.len()))
+        .chain(
+            scenario
+                .model
+                .layers
+                .iter()
+                .map(|l| (l.heads.len(), l.factored.len())),
+        )
+        .map(|(a, b)| a + b)
+        .max()
+        .unwrap_or(1) as u64;
     let quadrature = if problem.as_ref().is_ok_and(|p| {
         p.heads
             .iter()
@@ -489,20 +505,11 @@ fn check_sphere_modes(
 pub fn mean_field_problem(
     scenario: &Scenario,
 ) -> Result<crate::mean_field::MeanFieldProblem, ScenarioError> {
-    use crate::mean_field::{Kernel as MfKernel, MeanFieldHead, StartDensity};
+    use crate::mean_field::{Kernel as MfKernel, StartDensity};
     let density = scenario.density.as_ref().ok_or_else(|| {
         ScenarioError::at(&scenario.file, "run.model", "not a mean-field scenario")
     })?;
-    let two = |m: &nalgebra::DMatrix<f64>| [[m[(0, 0)], m[(0, 1)]], [m[(1, 0)], m[(1, 1)]]];
-    let heads = scenario
-        .model
-        .heads
-        .iter()
-        .map(|h| MeanFieldHead {
-            a: two(&h.a),
-            v: two(&h.v),
-        })
-        .collect();
+    let heads = mean_field_heads(&scenario.model.heads, &scenario.model.factored);
     let start = StartDensity {
         shape: density.init,
         modes: density.modes.clone(),
@@ -539,6 +546,49 @@ pub fn mean_field_problem(
         samples: scenario.time.samples,
         grid: density.grid,
         max_grid: density.max_grid,
+    })
+}
+
+/// A layer's heads for the mean field (its first two rows and columns: d = 2, or d >= 3
+/// where they are multiples of I), factored heads formed as A = Q K^T / sqrt(d_h),
+/// V = (V O)^T.
+fn mean_field_heads(
+    heads: &[crate::scenario::HeadSpec],
+    factored: &[crate::scenario::FactorSpec],
+) -> Vec<crate::mean_field::MeanFieldHead> {
+    let two = |m: &nalgebra::DMatrix<f64>| [[m[(0, 0)], m[(0, 1)]], [m[(1, 0)], m[(1, 1)]]];
+    let formed = factored.iter().map(|f| {
+        FactoredHead {
+            q: f.q.clone(),
+            k: f.k.clone(),
+            v: f.v.clone(),
+            o: f.o.clone(),
+        }
+        .formed()
+    });
+    heads
+        .iter()
+        .map(|h| (h.a.clone(), h.v.clone()))
+        .chain(formed.map(|h| (h.a, h.v)))
+        .map(|(a, v)| crate::mean_field::MeanFieldHead {
+            a: two(&a),
+            v: two(&v),
+        })
+        .collect()
+}
+
+/// The stack of layers of a mean-field scenario (`None` for one layer acting for ever).
+pub fn mean_field_stack(scenario: &Scenario) -> Option<crate::mean_field::MeanFieldStack> {
+    let layers = &scenario.model.layers;
+    (!layers.is_empty()).then(|| crate::mean_field::MeanFieldStack {
+        layers: layers
+            .iter()
+            .map(|l| crate::mean_field::MeanFieldLayer {
+                heads: mean_field_heads(&l.heads, &l.factored),
+                duration: l.duration,
+            })
+            .collect(),
+        looped: scenario.model.looped,
     })
 }
 

@@ -330,7 +330,7 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
 }
 
 /// `--model mean-field`: order.csv (streamed), density.npy, density_grid.csv, order.png,
-/// density.png and summary.json with `mean_field`; also hands back the densities (samples x
+/// density.png, layers.csv for a stack and summary.json with `mean_field`; also hands back the densities (samples x
 /// grid, row-major) and the grid (for the Python module).
 pub fn run_mean_field(
     scenario: &Scenario,
@@ -363,6 +363,11 @@ pub fn run_mean_field(
     let header = if run.d >= 3 { "u" } else { "theta" };
     crate::output::write_density_grid_csv(&path, header, &run.grid_points())
         .map_err(Error::io(&path))?;
+    if !run.solution.boundaries.is_empty() {
+        let path = dir.join("layers.csv");
+        crate::layers::write_layers_csv(&path, &run.solution.boundaries)
+            .map_err(Error::io(&path))?;
+    }
     let writing = written.elapsed().as_secs_f64();
     let drawn = Instant::now();
     let title = picture_title(scenario, ModelKind::MeanField, &outcome.classification);

@@ -26,6 +26,7 @@ pub mod circle;
 pub mod gegenbauer;
 pub mod peaks;
 pub mod sphere;
+pub mod stack;
 pub mod start;
 pub mod stepper;
 
@@ -40,6 +41,8 @@ use crate::integrate::{Solution, Status};
 use crate::observe::{Observer, OrderParameters, RunInfo, Sample};
 
 pub use peaks::Peak;
+use stack::Schedule;
+pub use stack::{MeanFieldLayer, MeanFieldStack};
 pub use start::StartDensity;
 use stepper::{SpectralSystem, StepResult, Stepper};
 
@@ -242,13 +245,18 @@ impl SpectralSystem for System {
 impl MeanFieldProblem {
     /// The system on a grid of n points (d = 2) or n Gauss nodes (d >= 3).
     fn system(&self, n: usize) -> System {
+        self.system_with(n, &self.heads)
+    }
+
+    /// The system on a grid of n with the given heads (a layer of a stack).
+    fn system_with(&self, n: usize, heads: &[MeanFieldHead]) -> System {
         if self.d >= 3 {
             System::Sphere(sphere::Axisymmetric::new(
                 self.d,
                 n,
                 self.kernel,
                 self.beta,
-                &self.heads,
+                heads,
                 self.temperature,
             ))
         } else {
@@ -256,7 +264,7 @@ impl MeanFieldProblem {
                 n,
                 self.kernel,
                 self.beta,
-                &self.heads,
+                heads,
                 self.temperature,
             ))
         }
@@ -337,13 +345,12 @@ fn starting_grid(p: &MeanFieldProblem, cap: usize) -> (usize, Vec<Complex64>) {
 }
 
 /// The largest grid this problem may use.
-fn grid_cap(p: &MeanFieldProblem) -> usize {
+fn grid_cap(p: &MeanFieldProblem, schedule: &Schedule) -> usize {
     if p.d >= 3 {
         return p.max_grid.min(MAX_SPHERE_GRID);
     }
-    let all_conv = p
-        .heads
-        .iter()
+    let all_conv = schedule
+        .all_heads(p)
         .all(|h| circle::commutes_with_rotations(&h.a));
     if all_conv {
         p.max_grid
@@ -368,16 +375,35 @@ pub fn solve(
     p: &MeanFieldProblem,
     observers: &mut [&mut dyn Observer],
 ) -> io::Result<MeanFieldRun> {
+    solve_stack(p, None, observers)
+}
+
+/// [`solve`] with the heads of `stack` (when given) instead of the problem's: each layer's
+/// field acts for its duration (`stack`); `solution.boundaries` holds the order parameters at
+/// t = 0 and at every layer boundary.
+pub fn solve_stack(
+    p: &MeanFieldProblem,
+    stack: Option<&MeanFieldStack>,
+    observers: &mut [&mut dyn Observer],
+) -> io::Result<MeanFieldRun> {
     let clock = Instant::now();
-    let cap = grid_cap(p);
+    let mut schedule = Schedule::new(stack);
+    let cap = grid_cap(p, &schedule);
     let (n, c) = starting_grid(p, cap);
     let grid_start = n;
-    let mut system = p.system(n);
+    let mut system = p.system_with(n, schedule.heads(p));
     let kernel = match &system {
-        System::Circle(s) if s.convolution() => "convolution",
+        System::Circle(_)
+            if schedule
+                .all_heads(p)
+                .all(|h| circle::commutes_with_rotations(&h.a)) =>
+        {
+            "convolution"
+        }
         System::Circle(_) => "quadrature",
         System::Sphere(_) => "funk-hecke",
     };
+    schedule.begin(p.order(&c));
     let spacing = p.t_end / (p.samples - 1) as f64;
     let mut stepper = Stepper::new(c.len(), (1e-3 * spacing).min(1e-3), p.rtol, p.atol);
     for o in observers.iter_mut() {
@@ -391,7 +417,7 @@ pub fn solve(
         p,
         (n, c),
         cap.max(n),
-        &mut system,
+        (&mut system, &mut schedule),
         &mut stepper,
         observers,
         &mut observing,
@@ -413,7 +439,7 @@ pub fn solve(
             .last()
             .map(|c| p.values(c, run.n))
             .unwrap_or_default(),
-        boundaries: Vec::new(),
+        boundaries: schedule.boundaries,
         wall: clock.elapsed(),
         observing,
     };
@@ -434,12 +460,13 @@ pub fn solve(
 }
 
 /// Steps from t = 0 to t_end sample by sample, doubling the grid when its tail passes the
-/// tolerance, stopping when it would pass `cap`.
+/// tolerance, stopping when it would pass `cap`; no step crosses a layer boundary of the
+/// schedule, where the field changes.
 fn march(
     p: &MeanFieldProblem,
     (mut n, mut c): (usize, Vec<Complex64>),
     cap: usize,
-    system: &mut System,
+    (system, schedule): (&mut System, &mut Schedule),
     stepper: &mut Stepper,
     observers: &mut [&mut dyn Observer],
     observing: &mut Duration,
@@ -469,10 +496,17 @@ fn march(
                 run.status = Status::Interrupted { t };
                 break 'samples;
             }
-            let left = target - t;
+            stack::cross_if_reached(p, schedule, system, (n, &c), &mut t);
+            if target - t <= 4.0 * f64::EPSILON * t.abs().max(1.0) {
+                // A boundary within round-off before the sample.
+                t = target;
+                break;
+            }
+            let stop = target.min(schedule.next());
+            let left = stop - t;
             match stepper.step(system, &mut c, t, left) {
                 StepResult::Accepted(h) => {
-                    t = if h >= left { target } else { t + h };
+                    t = if h >= left { stop } else { t + h };
                     crate::interrupt::set_clock(t);
                 }
                 StepResult::Underflow => {
@@ -494,10 +528,12 @@ fn march(
                 n *= 2;
                 run.n = n;
                 c = p.resample(&c, n);
-                *system = p.system(n);
+                *system = p.system_with(n, schedule.heads(p));
                 stepper.resize(c.len());
             }
+            stack::cross_if_reached(p, schedule, system, (n, &c), &mut t);
         }
+        stack::cross_if_reached(p, schedule, system, (n, &c), &mut t);
         let observed = Instant::now();
         emit(p, i, t, &c, observers, &mut run)?;
         *observing += observed.elapsed();

@@ -38,20 +38,24 @@ pub fn classify_density(scenario: &Scenario, series: &OrderSeries) -> Classifica
     }
 }
 
-/// Solves the mean field of `scenario` with the `extra` observers beside the label's watch.
+/// Solves the mean field of `scenario` with the `extra` observers beside the label's watch; a
+/// stack of layers (without noise) is labelled as the full model labels it (a looped stack on
+/// its stroboscopic series).
 pub fn solve_mean_field(
     scenario: &Scenario,
     options: &RunOptions,
     extra: &mut [&mut dyn Observer],
 ) -> Result<MeanFieldOutcome, Error> {
     let problem = simulation::mean_field_problem(scenario)?;
+    let stack = simulation::mean_field_stack(scenario);
     let mut watch = CertaintyWatch::default();
     let run = {
         let mut observers: Vec<&mut dyn Observer> = vec![&mut watch];
         for o in extra.iter_mut() {
             observers.push(&mut **o);
         }
-        mean_field::solve(&problem, &mut observers).map_err(Error::io(&scenario.file))?
+        mean_field::solve_stack(&problem, stack.as_ref(), &mut observers)
+            .map_err(Error::io(&scenario.file))?
     };
     let run = MeanFieldRun {
         solution: run
@@ -60,7 +64,12 @@ pub fn solve_mean_field(
         ..run
     };
     let series = watch.series;
-    let classification = classify_density(scenario, &series);
+    let (classification, stack) = if scenario.noise.is_none() && stack.is_some() {
+        let (c, info) = crate::layers::classify_stack(scenario, &series, &run.solution.boundaries);
+        (c, Some(info))
+    } else {
+        (classify_density(scenario, &series), None)
+    };
     let mut summary = Summary::new(
         scenario,
         ModelKind::MeanField,
@@ -69,6 +78,7 @@ pub fn solve_mean_field(
         options,
     );
     summary.mean_field = Some(run.summary.clone());
+    summary.stack = stack;
     Ok(MeanFieldOutcome {
         run,
         series,

@@ -227,8 +227,8 @@ fn modes(rows: &[Vec<f64>], file: &Path) -> Result<Vec<(u32, f64, f64)>, Scenari
         .collect()
 }
 
-/// What the mean field cannot run: a mask, pre-LN, factored heads, a stack of layers; in
-/// d >= 3, A or V not a multiple of I.
+/// What the mean field cannot run: a mask, pre-LN, positions; in d >= 3, A or V (of any
+/// layer, factored heads formed) not a multiple of I.
 fn check_model(model: &ModelSpec, file: &Path) -> Result<(), ScenarioError> {
     let refuse = |key: &str, why: &str| Err(err(file, key, format!("the mean-field model {why}")));
     if model.mask != MaskKind::None {
@@ -249,27 +249,28 @@ fn check_model(model: &ModelSpec, file: &Path) -> Result<(), ScenarioError> {
             "is the density of exchangeable tokens: positions order them (remove model.position)",
         );
     }
-    if !model.factored.is_empty() {
-        return refuse(
-            "model.heads",
-            "reads heads as A and V; factored (checkpoint) heads are not supported",
-        );
-    }
-    if !model.layers.is_empty() {
-        return refuse(
-            "model.layers",
-            "follows one layer acting for ever; stacks of layers are not supported yet",
-        );
-    }
     if model.d >= 3 {
-        check_scalar_heads(model, file)?;
+        if model.layers.is_empty() {
+            check_scalar_heads(&model.heads, &model.factored, "model", model.d, file)?;
+        }
+        for (i, l) in model.layers.iter().enumerate() {
+            let key = format!("model.layers[{i}]");
+            check_scalar_heads(&l.heads, &l.factored, &key, model.d, file)?;
+        }
     }
     Ok(())
 }
 
-/// d >= 3: every head's A and V must be multiples of I (to 1e-12 relative), so that an
-/// axisymmetric density stays axisymmetric.
-fn check_scalar_heads(model: &ModelSpec, file: &Path) -> Result<(), ScenarioError> {
+/// d >= 3: every head's A and V (a factored head's A = Q K^T / sqrt(d_h), V = (V O)^T) must
+/// be multiples of I (to 1e-12 relative), so that an axisymmetric density stays axisymmetric.
+/// `at` is the key of the layer (`model` or `model.layers[i]`).
+fn check_scalar_heads(
+    heads: &[super::HeadSpec],
+    factored: &[super::FactorSpec],
+    at: &str,
+    d: usize,
+    file: &Path,
+) -> Result<(), ScenarioError> {
     let scalar = |m: &nalgebra::DMatrix<f64>| {
         let c = m[(0, 0)];
         let tol = 1e-12 * c.abs().max(1.0);
@@ -277,23 +278,34 @@ fn check_scalar_heads(model: &ModelSpec, file: &Path) -> Result<(), ScenarioErro
             (0..m.ncols()).all(|j| (m[(i, j)] - if i == j { c } else { 0.0 }).abs() <= tol)
         })
     };
-    for (i, h) in model.heads.iter().enumerate() {
-        for (m, name) in [(&h.a, "A"), (&h.v, "V")] {
-            if !scalar(m) {
-                let key = if model.heads.len() == 1 {
-                    format!("model.{name}")
-                } else {
-                    format!("model.heads[{i}].{name}")
-                };
-                return Err(err(
-                    file,
-                    &key,
-                    format!(
-                        "the mean-field model in d = {} needs A and V multiples of the identity (a I, v I: the axisymmetric problem); use d = 2 for other matrices",
-                        model.d
-                    ),
-                ));
+    let formed = factored.iter().map(|f| {
+        let scale = 1.0 / (f.q.ncols() as f64).sqrt();
+        ((&f.q * f.k.transpose()) * scale, (&f.v * &f.o).transpose())
+    });
+    let pairs: Vec<_> = heads
+        .iter()
+        .map(|h| (h.a.clone(), h.v.clone()))
+        .chain(formed)
+        .collect();
+    for (i, (a, v)) in pairs.iter().enumerate() {
+        for (m, name) in [(a, "A"), (v, "V")] {
+            if scalar(m) {
+                continue;
             }
+            let key = if i >= heads.len() {
+                format!("{at}.heads (factored head {}: its {name})", i - heads.len())
+            } else if pairs.len() == 1 {
+                format!("{at}.{name}")
+            } else {
+                format!("{at}.heads[{i}].{name}")
+            };
+            return Err(err(
+                file,
+                &key,
+                format!(
+                    "the mean-field model in d = {d} needs A and V multiples of the identity (a I, v I: the axisymmetric problem); use d = 2 for other matrices"
+                ),
+            ));
         }
     }
     Ok(())

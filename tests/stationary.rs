@@ -265,7 +265,6 @@ fn relax(beta: f64, t: f64, rho: &[f64], eps: f64, time: f64) -> f64 {
             v: identity,
         }],
         temperature: t,
-        d: 2,
         start: StartDensity {
             shape: tokdyn::scenario::DensityInit::Uniform,
             modes: vec![],

@@ -289,7 +289,8 @@ fn ensemble(
 }
 
 /// `sweep`: the texts of summary.json, sweep.csv, branches.csv, curves.csv,
-/// special_points.json and cycles.csv (the last four empty when the sweep has none).
+/// special_points.json and cycles.csv (empty when the sweep has none: a continuation of
+/// stationary densities has no grid, so no sweep.csv).
 #[pyfunction]
 #[pyo3(signature = (sweep, sets=None, out=None))]
 fn sweep(
@@ -301,7 +302,7 @@ fn sweep(
     let sets = sets_to_strings(sets)?;
     let files = &[
         "summary.json",
-        "sweep.csv",
+        "?sweep.csv",
         "?branches.csv",
         "?curves.csv",
         "?special_points.json",

@@ -1,6 +1,7 @@
 """The Python module against the tokdyn binary of the same tree and against numpy."""
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -534,3 +535,19 @@ def test_sweep_returns_cycles(tmp_path):
     assert set(result.cycles["stable"]) <= {"true", "false"}
     assert result.cycles["stable"][0] == "true"
     assert result.branches is not None
+
+
+def test_sweep_returns_the_stationary_branches_of_the_mean_field(tmp_path):
+    # A continuation of stationary densities has no grid: no sweep.csv, only the branches.
+    sweep = CASE4.parent / "sweep-meanfield-stationary.toml"
+    out = tmp_path / "cli"
+    cli("sweep", sweep, "--out", out)
+    result = tokdyn.sweep(sweep)
+    assert dict(result) == {}
+    table = read_csv(out / "branches.csv")
+    assert list(result.branches) == list(table)
+    assert np.array_equal(result.branches["r1_abs"], table["r1_abs"], equal_nan=True)
+    bp = [p for p in result.special_points if p["type"] == "BP"]
+    # The uniform state loses stability at T_c = I_1(5) / 5 (power series of I_1).
+    i1 = sum(2.5 ** (2 * k + 1) / (math.factorial(k) * math.factorial(k + 1)) for k in range(40))
+    assert abs(bp[0]["parameters"]["noise.temperature"] - i1 / 5) < 1e-6

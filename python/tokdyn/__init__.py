@@ -272,7 +272,8 @@ class SweepResult(dict):
 
 
 def sweep(sweep, *, set=None, out=None):
-    """Runs a sweep file; returns its sweep.csv as a dict of numpy columns.
+    """Runs a sweep file; returns its sweep.csv as a dict of numpy columns (empty for a
+    continuation of the mean field's stationary densities, which has no grid).
 
     Numbers are float64 (empty cells, e.g. ``period`` or ``cluster_count`` of an oa sweep, are
     NaN); ``label``, ``error`` and
@@ -290,7 +291,7 @@ def sweep(sweep, *, set=None, out=None):
     _summary, table, branches, curves, special, cycles = _native.sweep(
         path, _sets(set), _out(out)
     )
-    result = SweepResult(_columns(table, text_columns=_TEXT_COLUMNS))
+    result = SweepResult(_columns(table, text_columns=_TEXT_COLUMNS) if table else {})
     if branches:
         result.branches = _columns(branches, text_columns=("stable", "point"))
     if curves:

@@ -35,7 +35,11 @@ fn p_l(d: usize, l: usize, theta: f64) -> f64 {
             }
             ((l + 1) as f64 * theta).sin() / ((l + 1) as f64 * s)
         }
-        _ => unreachable!(),
+        // Any d, l <= 2: P_1 = u, P_2 = (d u^2 - 1) / (d - 1) (mean zero, P_2(1) = 1).
+        _ => {
+            let u = theta.cos();
+            [1.0, u, (d as f64 * u * u - 1.0) / (d as f64 - 1.0)][l]
+        }
     }
 }
 
@@ -58,8 +62,9 @@ fn simpson(n: usize) -> (Vec<f64>, Vec<f64>) {
     (u, w)
 }
 
-/// The sphere's mean of g(theta): d = 3, (1/2) int g du by Simpson in u = cos theta; d = 4,
-/// int_0^pi g sin^2 / int_0^pi sin^2 by the trapezoid rule (periodic: spectrally accurate).
+/// The sphere's mean of g(theta): d = 3, (1/2) int g du by Simpson in u = cos theta; d >= 4,
+/// int_0^pi g sin^{d-2} / int_0^pi sin^{d-2} by the trapezoid rule (periodic: spectrally
+/// accurate).
 fn sphere_mean(d: usize, g: impl Fn(f64) -> f64) -> f64 {
     if d == 3 {
         let (u, w) = simpson(20000);
@@ -149,8 +154,52 @@ fn small_modes_grow_at_the_dispersion_rate_on_the_sphere() {
 }
 
 #[test]
+fn small_modes_grow_at_the_dispersion_rate_in_high_dimension() {
+    // d = 40 and 200 (the state's orthonormal modes and the Gauss nodes must hold there):
+    // T = half of T_c = c_1 / beta (sa: c_1 / (beta c_0)), so mode 1 grows and mode 2 decays.
+    for (d, kernel) in [(40, Kernel::Usa), (200, Kernel::Usa), (200, Kernel::Sa)] {
+        let beta = 3.0;
+        let scale = |l: usize| {
+            let c = c_l(d, beta, l) / beta;
+            if kernel == Kernel::Sa {
+                c / c_l(d, beta, 0)
+            } else {
+                c
+            }
+        };
+        let t = 0.5 * scale(1);
+        for l in 1..=2usize {
+            let eps = 1e-5;
+            let dt = 0.5 / t / d as f64;
+            let mut ends = [0.0; 2];
+            for (end, sign) in ends.iter_mut().zip([1.0, -1.0]) {
+                let mut p = problem(d, kernel, beta, t, uniform_plus(l as u32, sign * eps));
+                p.grid = Some(64);
+                let mut c = vec![Complex64::new(0.0, 0.0); sphere::top_degree(64) + 1];
+                c[0].re = 1.0;
+                c[l].re = sign * eps;
+                assert!(mean_field::advance_fixed_grid(&p, &mut c, dt) > 0);
+                *end = c[l].re;
+            }
+            let measured = ((ends[0] - ends[1]) / (2.0 * eps)).ln() / dt;
+            let expected = (l * (l + d - 2)) as f64 * (scale(l) - t);
+            eprintln!("d {d} {kernel:?} l {l}: {measured:.10} vs {expected:.10}");
+            assert!(
+                (measured - expected).abs() <= 1e-4 * expected.abs(),
+                "d {d} {kernel:?} l {l}: {measured} vs {expected}"
+            );
+        }
+    }
+}
+
+#[test]
 fn mass_is_conserved_with_heads_noise_and_softmax() {
-    for (d, kernel) in [(3, Kernel::Sa), (4, Kernel::Usa), (5, Kernel::Lsa)] {
+    for (d, kernel) in [
+        (3, Kernel::Sa),
+        (4, Kernel::Usa),
+        (5, Kernel::Lsa),
+        (120, Kernel::Sa),
+    ] {
         let mut p = problem(d, kernel, 3.0, 0.2, uniform_plus(1, 0.3));
         p.heads.push(MeanFieldHead {
             a: [[-0.5, 0.0], [0.0, -0.5]],
@@ -259,7 +308,7 @@ fn the_noisy_bump_on_the_sphere_is_the_self_consistent_state() {
     let r = mean_field::solve(&p, &mut []).unwrap();
     assert!(r.solution.status.is_success());
     let last = r.history.last().unwrap();
-    let measured = last[1].re / 3.0;
+    let measured = sphere::moments(last, 3).0;
     eprintln!("<u>: run {measured:.10}, fixed point {expected:.10}");
     assert!(
         (measured - expected).abs() < 1e-7,

@@ -30,8 +30,7 @@ fn lambda(d: usize) -> f64 {
     (d as f64 - 2.0) / 2.0
 }
 
-/// Gamma(z) for z = 1/2, 1, 3/2, 2, ... (z a positive multiple of 1/2), by Gamma(z + 1) =
-/// z Gamma(z) from Gamma(1/2) = sqrt(pi) or Gamma(1) = 1.
+/// Gamma(z) for z = 1/2, 1, 3/2, 2, ... (infinite past z = 171).
 fn gamma_half(z: f64) -> f64 {
     let (mut w, mut value) = if z.fract() == 0.0 {
         (1.0, 1.0)
@@ -45,14 +44,40 @@ fn gamma_half(z: f64) -> f64 {
     value
 }
 
+/// ln Gamma(z) for z = 1/2, 1, 3/2, 2, ... (z a positive multiple of 1/2), by Gamma(z + 1) =
+/// z Gamma(z) from Gamma(1/2) = sqrt(pi) or Gamma(1) = 1 (a sum of logarithms: no overflow).
+fn ln_gamma_half(z: f64) -> f64 {
+    let (mut w, mut value) = if z.fract() == 0.0 {
+        (1.0, 0.0)
+    } else {
+        (0.5, 0.5 * PI.ln())
+    };
+    while w < z - 0.25 {
+        value += w.ln();
+        w += 1.0;
+    }
+    value
+}
+
 /// mu0 = int_{-1}^{1} (1 - u^2)^{(d-3)/2} du = |S^{d-1}| / |S^{d-2}| (d >= 3; d = 3: 2).
 pub fn weight_total(d: usize) -> f64 {
-    PI.sqrt() * gamma_half((d as f64 - 1.0) / 2.0) / gamma_half(d as f64 / 2.0)
+    let (a, b) = ((d as f64 - 1.0) / 2.0, d as f64 / 2.0);
+    let direct = PI.sqrt() * gamma_half(a) / gamma_half(b);
+    if direct.is_finite() {
+        direct
+    } else {
+        (0.5 * PI.ln() + ln_gamma_half(a) - ln_gamma_half(b)).exp()
+    }
 }
 
 /// |S^{d-1}|, the area of the unit sphere in R^d: 2 pi^{d/2} / Gamma(d/2) (d = 3: 4 pi).
 pub fn sphere_area(d: usize) -> f64 {
-    2.0 * PI.powf(d as f64 / 2.0) / gamma_half(d as f64 / 2.0)
+    let direct = 2.0 * PI.powf(d as f64 / 2.0) / gamma_half(d as f64 / 2.0);
+    if direct.is_finite() && direct > 0.0 {
+        direct
+    } else {
+        (2f64.ln() + d as f64 / 2.0 * PI.ln() - ln_gamma_half(d as f64 / 2.0)).exp()
+    }
 }
 
 /// N(d, l): the dimension of the spherical harmonics of degree l on S^{d-1}, 1 / the mean of
@@ -67,6 +92,38 @@ pub fn dimension(d: usize, l: usize) -> f64 {
         binomial *= (j + d - 2) as f64 / j as f64;
     }
     (2 * l + d - 2) as f64 / l as f64 * binomial
+}
+
+/// ln N(d, l), a sum of logarithms (N itself overflows for large d and l).
+pub fn ln_dimension(d: usize, l: usize) -> f64 {
+    if l == 0 {
+        return 0.0;
+    }
+    let binomial: f64 = (1..l).map(|j| ((j + d - 2) as f64 / j as f64).ln()).sum();
+    ((2 * l + d - 2) as f64 / l as f64).ln() + binomial
+}
+
+/// Writes p_l(u) = sqrt(N(d, l)) P_l(u), l = 0 ..= `lmax`, into `p` and p_l'(u) into `dp`: the
+/// polynomials orthonormal for sigma's law of u, by the recurrence of the monic Jacobi matrix,
+/// sqrt(b_{l+1}) p_{l+1} = u p_l - sqrt(b_l) p_{l-1} (p_0 = 1, p_1 = sqrt(d) u). They stay of
+/// order one where P_l(u) underflows and N(d, l) overflows.
+pub fn orthonormal_polynomials(d: usize, lmax: usize, u: f64, p: &mut [f64], dp: &mut [f64]) {
+    debug_assert!(d >= 3 && p.len() > lmax && dp.len() > lmax);
+    let lam = lambda(d);
+    p[0] = 1.0;
+    dp[0] = 0.0;
+    let mut sb_prev = 0.0;
+    for l in 0..lmax {
+        let sb = jacobi_b(lam, l + 1).sqrt();
+        let (below, dbelow) = if l == 0 {
+            (0.0, 0.0)
+        } else {
+            (p[l - 1], dp[l - 1])
+        };
+        p[l + 1] = (u * p[l] - sb_prev * below) / sb;
+        dp[l + 1] = (p[l] + u * dp[l] - sb_prev * dbelow) / sb;
+        sb_prev = sb;
+    }
 }
 
 /// The monic Jacobi matrix's off-diagonal squared, b_n (n >= 1).
@@ -91,36 +148,91 @@ fn orthonormal(lam: f64, mu0: f64, m: usize, u: f64) -> (f64, f64, f64) {
     (p, dp, sum)
 }
 
+/// The number of zeros of the degree-m orthonormal polynomial below x: the negative pivots of
+/// J - x I for the Jacobi matrix J (zero diagonal, off-diagonal sqrt(b_n); Sturm's count).
+fn zeros_below(lam: f64, m: usize, x: f64) -> usize {
+    let mut count = 0;
+    let mut pivot = 1.0;
+    for i in 0..m {
+        pivot = if i == 0 {
+            -x
+        } else {
+            -x - jacobi_b(lam, i) / pivot
+        };
+        if pivot == 0.0 {
+            pivot = -f64::MIN_POSITIVE;
+        }
+        if pivot < 0.0 {
+            count += 1;
+        }
+    }
+    count
+}
+
+/// The k-th zero (ascending, 0-based) of the degree-m orthonormal polynomial: bisection on
+/// Sturm's count until [lo, hi] holds it alone, then Newton's method kept inside the bracket.
+fn zero(lam: f64, mu0: f64, m: usize, k: usize) -> f64 {
+    let (mut lo, mut hi) = (-1.0, 1.0);
+    loop {
+        let mid = 0.5 * (lo + hi);
+        if zeros_below(lam, m, lo) == k && zeros_below(lam, m, hi) == k + 1 || mid == lo {
+            break;
+        }
+        if zeros_below(lam, m, mid) > k {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let low_sign = orthonormal(lam, mu0, m, lo).0.signum();
+    let mut x = 0.5 * (lo + hi);
+    for _ in 0..200 {
+        let (p, dp, _) = orthonormal(lam, mu0, m, x);
+        if p == 0.0 {
+            break;
+        }
+        if p.signum() == low_sign {
+            lo = x;
+        } else {
+            hi = x;
+        }
+        let newton = x - p / dp;
+        let next = if newton > lo && newton < hi {
+            newton
+        } else {
+            0.5 * (lo + hi)
+        };
+        let done = (next - x).abs() <= 1e-16 * x.abs().max(1e-3);
+        x = next;
+        if done {
+            break;
+        }
+    }
+    x
+}
+
 /// The m Gauss nodes (ascending, symmetric about 0) and weights for the weight
-/// (1 - u^2)^{(d-3)/2} on [-1, 1] (d >= 3, m >= 1; the weights sum to [`weight_total`]).
+/// (1 - u^2)^{(d-3)/2} on [-1, 1] (d >= 3, m >= 1; the weights sum to [`weight_total`]). Each
+/// zero is isolated by Sturm's count (so no zero is found twice, whatever d) and polished by
+/// Newton's method; the weights are Christoffel's.
 pub fn nodes(d: usize, m: usize) -> (Vec<f64>, Vec<f64>) {
     debug_assert!(d >= 3);
     let (lam, mu0) = (lambda(d), weight_total(d));
     let mut u = vec![0.0; m];
     let mut w = vec![0.0; m];
-    // Roots k = 1 ..= ceil(m/2) are u >= 0 (descending); the rest mirror them.
-    for k in 1..=m.div_ceil(2) {
-        let mut x = if 2 * k - 1 == m {
+    // The zeros k = m/2 ..= m-1 are u >= 0; the rest mirror them.
+    for k in m / 2..m {
+        let x = if 2 * k + 1 == m {
             0.0
         } else {
-            ((k as f64 + 0.5 * lam - 0.5) * PI / (m as f64 + lam)).cos()
+            zero(lam, mu0, m, k)
         };
-        if 2 * k - 1 != m {
-            for _ in 0..100 {
-                let (p, dp, _) = orthonormal(lam, mu0, m, x);
-                let dx = p / dp;
-                x -= dx;
-                if dx.abs() <= 1e-16 * x.abs().max(1e-3) {
-                    break;
-                }
-            }
-        }
         let (_, _, sum) = orthonormal(lam, mu0, m, x);
-        let (hi, lo) = (m - k, k - 1);
-        u[hi] = x;
-        u[lo] = -x;
-        w[hi] = 1.0 / sum;
-        w[lo] = 1.0 / sum;
+        let mirror = m - 1 - k;
+        u[k] = x;
+        u[mirror] = -x;
+        w[k] = 1.0 / sum;
+        w[mirror] = 1.0 / sum;
     }
     (u, w)
 }
@@ -149,10 +261,13 @@ pub fn funk_hecke_scaled(d: usize, beta: f64, lmax: usize) -> Vec<f64> {
     let mut c = if x < 1.0 {
         series(nu, x, lmax)
     } else {
-        let scale = gamma_half(nu + 1.0) * (2.0 / x).powf(nu);
-        let mut i = scaled_bessel_shifted(nu, x, lmax);
-        i.iter_mut().for_each(|v| *v *= scale);
-        i
+        // Gamma(nu + 1) (2/x)^nu e^{-x} I_{nu+l}(x) in logarithms: each factor alone leaves
+        // the doubles for large d, their product does not (c_0 e^{-x} lies in [e^{-2x}, 1]).
+        let ln_scale = ln_gamma_half(nu + 1.0) + nu * (2.0 / x).ln();
+        ln_scaled_bessel_shifted(nu, x, lmax)
+            .into_iter()
+            .map(|v| (ln_scale + v).exp())
+            .collect()
     };
     if beta < 0.0 {
         c.iter_mut().skip(1).step_by(2).for_each(|v| *v = -*v);
@@ -193,38 +308,26 @@ fn series(nu: f64, x: f64, lmax: usize) -> Vec<f64> {
     out
 }
 
-/// Values above this are scaled down during the downward recurrence.
-const RESCALE_ABOVE: f64 = 1e250;
-
-/// e^{-x} I_{nu + l}(x) for l = 0 ..= lmax, x >= 1, nu = (d - 2)/2 a non-negative integer or
-/// half-integer: Miller's downward recurrence I_{mu-1} = I_{mu+1} + (2 mu / x) I_mu over the
-/// orders nu0 + j (nu0 = 0 or 1/2) from far above, normalised at the lowest order by
-/// e^{-x} I_0(x) (`model::bessel`) or e^{-x} I_{1/2}(x) = (1 - e^{-2x}) / sqrt(2 pi x).
-fn scaled_bessel_shifted(nu: f64, x: f64, lmax: usize) -> Vec<f64> {
+/// ln(e^{-x} I_{nu + l}(x)) for l = 0 ..= lmax, x >= 1, nu = (d - 2)/2 a non-negative integer
+/// or half-integer. The ratios R_j = I_{nu0 + j} / I_{nu0 + j - 1} over the orders nu0 + j
+/// (nu0 = 0 or 1/2) follow from I_{mu-1} = I_{mu+1} + (2 mu / x) I_mu as
+/// R_j = 1 / (2 (nu0 + j) / x + R_{j+1}), started at R = 0 far above (Miller's algorithm on the
+/// ratios: stable, and no value leaves the doubles); the lowest order is e^{-x} I_0(x)
+/// (`model::bessel`) or e^{-x} I_{1/2}(x) = (1 - e^{-2x}) / sqrt(2 pi x).
+fn ln_scaled_bessel_shifted(nu: f64, x: f64, lmax: usize) -> Vec<f64> {
     let half = nu.fract() != 0.0;
     let nu0 = if half { 0.5 } else { 0.0 };
     let offset = (nu - nu0).round() as usize;
     let last = offset + lmax;
     let start = last.max(x.ceil().min(1e7) as usize) + 30 + (10.0 * x.min(1e7).sqrt()) as usize;
-    let mut f = vec![0.0; last + 1];
-    let (mut above, mut current) = (0.0, 1e-280);
+    let mut ln_ratio = vec![0.0; last + 1];
+    let mut ratio = 0.0;
     for j in (1..=start).rev() {
+        ratio = 1.0 / (2.0 * (nu0 + j as f64) / x + ratio);
         if j <= last {
-            f[j] = current;
-        }
-        let below = above + (2.0 * (nu0 + j as f64) / x) * current;
-        above = current;
-        current = below;
-        if current > RESCALE_ABOVE {
-            let s = 1.0 / RESCALE_ABOVE;
-            current *= s;
-            above *= s;
-            if j <= last {
-                f[j..].iter_mut().for_each(|v| *v *= s);
-            }
+            ln_ratio[j] = ratio.ln();
         }
     }
-    f[0] = current;
     let lowest = if half {
         -(-2.0 * x).exp_m1() / (2.0 * PI * x).sqrt()
     } else {
@@ -232,8 +335,17 @@ fn scaled_bessel_shifted(nu: f64, x: f64, lmax: usize) -> Vec<f64> {
         crate::model::bessel::scaled_bessel_i(x, &mut i0);
         i0[0]
     };
-    let factor = lowest / f[0];
-    f[offset..].iter().map(|v| v * factor).collect()
+    let mut acc = lowest.ln();
+    let mut out = Vec::with_capacity(lmax + 1);
+    for (j, r) in ln_ratio.iter().enumerate() {
+        if j > 0 {
+            acc += r;
+        }
+        if j >= offset {
+            out.push(acc);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

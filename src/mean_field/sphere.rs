@@ -1,21 +1,25 @@
 //! The axisymmetric mean field on S^{d-1}, d >= 3 (docs/MATH.md §17.2): a density
-//! f(u) = sum_l a_l P_l(u) of u = <x, e> (relative to the normalised surface measure sigma,
-//! so the uniform state is f = 1 and rho = f / |S^{d-1}|), heads A = a I, V = v I.
+//! f(u) = sum_l a_l P_l(u) = sum_l b_l p_l(u) of u = <x, e> (relative to the normalised
+//! surface measure sigma, so the uniform state is f = 1 and rho = f / |S^{d-1}|), heads
+//! A = a I, V = v I. The state is the b_l = a_l / sqrt(N(d, l)) of the orthonormal
+//! p_l = sqrt(N(d, l)) P_l: of order one for every d (N(d, l) overflows and P_l(u) underflows
+//! in high dimension), and the stepper's error norm sum |b_l| weighs every mode alike.
 //!
 //! ```text
 //! d_t f = (1 - u^2)^{-(d-3)/2} d_u[ (1 - u^2)^{(d-1)/2} ( T d_u f - f Phi'(u) ) ]
-//! a_l'  = -T l (l + d - 2) a_l + N(d, l) E_sigma[ P_l'(u) (1 - u^2) f(u) Phi'(u) ]
+//! b_l'  = -T l (l + d - 2) b_l + E_sigma[ p_l'(u) (1 - u^2) f(u) Phi'(u) ]
 //! Phi   = sum_heads (v / b) K_b * f        (usa, b = beta a; b = 0: v u a_1 / d)
 //!       = sum_heads (v / b) log K_b * f    (sa)
 //!       = sum_heads (v b / 2) (<x, y>^2 * f)  (lsa: only l = 2, G_2 = v b / (d (d + 2)))
-//! K_b * P_l = c_l(b) P_l                   (Funk–Hecke, `gegenbauer`)
+//! K_b * p_l = c_l(b) p_l                   (Funk–Hecke, `gegenbauer`; Phi's multipliers act
+//!                                          on b_l as on a_l)
 //! ```
 //!
 //! The velocity of a token is v P_x^perp grad Phi, whose u-component is (1 - u^2) Phi'(u). The
 //! expectation is the Gauss–Gegenbauer rule on m nodes, exact for polynomials of degree 2m - 1;
 //! the modes l <= L = (2m - 1) / 3 are kept, so that the usa and lsa transport
-//! (degree <= 3L) is integrated exactly (the two-thirds rule of the circle). a_0 = 1 for ever
-//! (P_0' = 0): the mass is exact.
+//! (degree <= 3L) is integrated exactly (the two-thirds rule of the circle). b_0 = 1 for ever
+//! (p_0' = 0): the mass is exact.
 
 use num_complex::Complex64;
 
@@ -41,7 +45,7 @@ struct SoftHead {
     c: Vec<f64>,
 }
 
-/// The axisymmetric system on m Gauss nodes (a [`SpectralSystem`] on the a_l, stored as
+/// The axisymmetric system on m Gauss nodes (a [`SpectralSystem`] on the b_l, stored as
 /// complex numbers with zero imaginary part).
 pub struct Axisymmetric {
     d: usize,
@@ -50,11 +54,10 @@ pub struct Axisymmetric {
     u: Vec<f64>,
     /// The weights of sigma's law of u (sum 1) times (1 - u^2).
     flux_weight: Vec<f64>,
-    /// P_l(u_k), row k.
+    /// p_l(u_k), row k.
     p: Vec<f64>,
-    /// P_l'(u_k), row k.
+    /// p_l'(u_k), row k.
     dp: Vec<f64>,
-    dimension: Vec<f64>,
     linear: Vec<f64>,
     /// The potential's multipliers G_l of the heads whose Phi is linear in f.
     potential: Vec<f64>,
@@ -63,33 +66,18 @@ pub struct Axisymmetric {
     q: Vec<f64>,
 }
 
-/// P_l(u) and P_l'(u) for l = 0 ..= top on the nodes, row-major (node, degree).
+/// p_l(u) and p_l'(u) (orthonormal) for l = 0 ..= top on the nodes, row-major (node, degree).
 pub fn tables(d: usize, u: &[f64], top: usize) -> (Vec<f64>, Vec<f64>) {
     let w = top + 1;
     let (mut p, mut dp) = (vec![0.0; u.len() * w], vec![0.0; u.len() * w]);
     for (k, &x) in u.iter().enumerate() {
-        let row = &mut p[k * w..(k + 1) * w];
-        gegenbauer::polynomials(d, top, x, row);
-        derivatives(d, row, x, &mut dp[k * w..(k + 1) * w]);
+        let rows = (&mut p[k * w..(k + 1) * w], &mut dp[k * w..(k + 1) * w]);
+        gegenbauer::orthonormal_polynomials(d, top, x, rows.0, rows.1);
     }
     (p, dp)
 }
 
-/// P_l'(u) from P_l(u) by the differentiated recurrence
-/// (l + 2 lambda) P_{l+1}' = 2 (l + lambda) (P_l + u P_l') - l P_{l-1}'.
-fn derivatives(d: usize, p: &[f64], u: f64, out: &mut [f64]) {
-    let lam = (d as f64 - 2.0) / 2.0;
-    out[0] = 0.0;
-    if out.len() > 1 {
-        out[1] = 1.0;
-    }
-    for l in 1..out.len().saturating_sub(1) {
-        let lf = l as f64;
-        out[l + 1] = (2.0 * (lf + lam) * (p[l] + u * out[l]) - lf * out[l - 1]) / (lf + 2.0 * lam);
-    }
-}
-
-/// The multiplier of a_l in Phi for one head whose Phi is linear in f (usa, lsa; b = 0 of any
+/// The multiplier of a_l (and of b_l) in Phi for one head whose Phi is linear in f (usa, lsa; b = 0 of any
 /// kernel), l = 0 ..= top.
 fn linear_potential(kernel: Kernel, d: usize, b: f64, v: f64, top: usize) -> Vec<f64> {
     let df = d as f64;
@@ -136,7 +124,6 @@ impl Axisymmetric {
             .map(|(x, w)| w / mu0 * (1.0 - x * x))
             .collect();
         let (p, dp) = tables(d, &u, top);
-        let dimension: Vec<f64> = (0..=top).map(|l| gegenbauer::dimension(d, l)).collect();
         let linear = (0..=top).map(|l| -t * (l * (l + d - 2)) as f64).collect();
         let mut potential = vec![0.0; top + 1];
         let mut soft = Vec::new();
@@ -160,7 +147,6 @@ impl Axisymmetric {
             flux_weight,
             p,
             dp,
-            dimension,
             linear,
             potential,
             soft,
@@ -220,42 +206,47 @@ impl SpectralSystem for Axisymmetric {
             }
             self.q[k] = self.flux_weight[k] * f * slope;
         }
-        // sum_k P_l'(u_k) q_k, row by row (the tables are stored by node).
+        // sum_k p_l'(u_k) q_k, row by row (the tables are stored by node).
         let sums = &mut self.scratch;
         sums.fill(0.0);
         for (row, q) in self.dp.chunks_exact(w).zip(&self.q) {
             sums.iter_mut().zip(row).for_each(|(s, d)| *s += d * q);
         }
-        for ((o, s), n) in out.iter_mut().zip(sums.iter()).zip(&self.dimension) {
-            *o = Complex64::new(n * s, 0.0);
+        for (o, s) in out.iter_mut().zip(sums.iter()) {
+            *o = Complex64::new(*s, 0.0);
         }
     }
 }
 
-/// The start's coefficients a_0 ..= a_top (f relative to sigma): uniform a_0 = 1; von Mises
-/// f = e^{kappa u} / c_0(kappa), a_l = N(d, l) c_l(kappa) / c_0(kappa); each added mode (l, a)
-/// adds a P_l (a = 1 doubles the uniform density at u = 1).
+/// The start's coefficients b_0 ..= b_top (f relative to sigma): uniform b_0 = 1; von Mises
+/// f = e^{kappa u} / c_0(kappa), `b_l = E[p_l]` = sqrt(N(d, l)) c_l(kappa) / c_0(kappa); each
+/// added mode (l, a) adds a P_l = a p_l / sqrt(N(d, l)) (a = 1 doubles the uniform density at
+/// u = 1). Products of huge and tiny factors are formed in logarithms.
 pub fn start_modes(start: &StartDensity, d: usize, top: usize) -> Vec<Complex64> {
-    let mut a = vec![0.0; top + 1];
+    let mut b = vec![0.0; top + 1];
     match start.shape {
         Shape::VonMises { kappa, .. } if kappa > 0.0 => {
             let c = gegenbauer::funk_hecke_scaled(d, kappa, top);
-            for (l, a) in a.iter_mut().enumerate() {
-                *a = gegenbauer::dimension(d, l) * c[l] / c[0];
+            for (l, b) in b.iter_mut().enumerate() {
+                if c[l] != 0.0 {
+                    let ln = 0.5 * gegenbauer::ln_dimension(d, l) + (c[l] / c[0]).ln();
+                    *b = ln.exp();
+                }
             }
         }
-        _ => a[0] = 1.0,
+        _ => b[0] = 1.0,
     }
     for &(l, amp, _) in &start.modes {
-        if let Some(x) = a.get_mut(l as usize) {
-            *x += amp;
+        if let Some(x) = b.get_mut(l as usize) {
+            *x += amp * (-0.5 * gegenbauer::ln_dimension(d, l as usize)).exp();
         }
     }
-    a.into_iter().map(|x| Complex64::new(x, 0.0)).collect()
+    b.into_iter().map(|x| Complex64::new(x, 0.0)).collect()
 }
 
 /// The start's smallest value of f (relative to sigma) on a fine grid of u, endpoints included
-/// (a density must not be negative).
+/// (a density must not be negative): the von Mises part e^{kappa (u - 1)} / (e^{-kappa} c_0)
+/// exactly (it is positive), the added modes sum a P_l(u).
 pub fn start_minimum(start: &StartDensity, d: usize) -> f64 {
     let top = start
         .modes
@@ -264,14 +255,24 @@ pub fn start_minimum(start: &StartDensity, d: usize) -> f64 {
         .max()
         .unwrap_or(0)
         .max(1);
-    let a: Vec<f64> = start_modes(start, d, top).iter().map(|z| z.re).collect();
+    let mut a = vec![0.0; top + 1];
+    for &(l, amp, _) in &start.modes {
+        a[l as usize] += amp;
+    }
+    let base: Box<dyn Fn(f64) -> f64> = match start.shape {
+        Shape::VonMises { kappa, .. } if kappa > 0.0 => {
+            let c0 = gegenbauer::funk_hecke_scaled(d, kappa, 0)[0];
+            Box::new(move |u: f64| (kappa * (u - 1.0)).exp() / c0)
+        }
+        _ => Box::new(|_| 1.0),
+    };
     let points = (16 * top).clamp(4096, 1 << 18);
     let mut p = vec![0.0; top + 1];
     (0..=points)
         .map(|j| {
             let u = -1.0 + 2.0 * j as f64 / points as f64;
             gegenbauer::polynomials(d, top, u, &mut p);
-            Axisymmetric::dot(&p, &a)
+            base(u) + Axisymmetric::dot(&p, &a)
         })
         .fold(f64::INFINITY, f64::min)
 }
@@ -280,12 +281,12 @@ pub fn start_minimum(start: &StartDensity, d: usize) -> f64 {
 pub fn density_on(c: &[Complex64], d: usize, u: &[f64]) -> Vec<f64> {
     let top = c.len().saturating_sub(1);
     let area = gegenbauer::sphere_area(d);
-    let a: Vec<f64> = c.iter().map(|z| z.re).collect();
-    let mut p = vec![0.0; top + 1];
+    let b: Vec<f64> = c.iter().map(|z| z.re).collect();
+    let (mut p, mut dp) = (vec![0.0; top + 1], vec![0.0; top + 1]);
     u.iter()
         .map(|&x| {
-            gegenbauer::polynomials(d, top, x, &mut p);
-            Axisymmetric::dot(&p, &a) / area
+            gegenbauer::orthonormal_polynomials(d, top, x, &mut p, &mut dp);
+            Axisymmetric::dot(&p, &b) / area
         })
         .collect()
 }
@@ -297,8 +298,8 @@ pub fn resample(c: &[Complex64], m: usize) -> Vec<Complex64> {
     out
 }
 
-/// The weight of the top third of the modes (l > 2L/3) relative to all, sum of |a_l| (a bound
-/// of the sup norm: |P_l| <= 1).
+/// The weight of the top third of the modes (l > 2L/3) relative to all, sum of |b_l| (a bound
+/// of the L2(sigma) norm).
 pub fn tail(c: &[Complex64]) -> f64 {
     let top = c.len().saturating_sub(1);
     let (mut high, mut all) = (0.0, 0.0);
@@ -315,12 +316,13 @@ pub fn tail(c: &[Complex64]) -> f64 {
     }
 }
 
-/// `<u> = a_1 / d` and `<u^2> = 1/d + (d - 1)/d a_2 / N(d, 2)`: exact moments of f.
+/// `<u> = b_1 / sqrt(d)` and `<u^2> = 1/d + (d - 1)/d b_2 / sqrt(N(d, 2))` (u = p_1 / sqrt(d),
+/// u^2 = 1/d + (d - 1)/d P_2): exact moments of f.
 pub fn moments(c: &[Complex64], d: usize) -> (f64, f64) {
     let df = d as f64;
-    let a = |l: usize| c.get(l).map_or(0.0, |z| z.re);
-    let mean = a(1) / df;
-    let square = 1.0 / df + (df - 1.0) / df * a(2) / gegenbauer::dimension(d, 2);
+    let b = |l: usize| c.get(l).map_or(0.0, |z| z.re);
+    let mean = b(1) / df.sqrt();
+    let square = 1.0 / df + (df - 1.0) / df * b(2) / gegenbauer::dimension(d, 2).sqrt();
     (mean, square)
 }
 
@@ -368,22 +370,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn derivatives_match_differences() {
-        let d = 5;
-        let (top, u, h) = (12, 0.37, 1e-6);
-        let (mut lo, mut hi, mut p, mut dp) =
-            (vec![0.0; 13], vec![0.0; 13], vec![0.0; 13], vec![0.0; 13]);
-        gegenbauer::polynomials(d, top, u - h, &mut lo);
-        gegenbauer::polynomials(d, top, u + h, &mut hi);
-        gegenbauer::polynomials(d, top, u, &mut p);
-        derivatives(d, &p, u, &mut dp);
-        for l in 0..=top {
-            let fd = (hi[l] - lo[l]) / (2.0 * h);
-            assert!(
-                (fd - dp[l]).abs() < 1e-7 * (1.0 + fd.abs()),
-                "l {l}: {fd} vs {}",
-                dp[l]
+    fn orthonormal_polynomials_are_scaled_gegenbauer_with_their_derivatives() {
+        for d in [3, 5, 40] {
+            let (top, u, h) = (12, 0.37, 1e-6);
+            let (mut p, mut dp, mut lo, mut hi, mut gp) = (
+                vec![0.0; 13],
+                vec![0.0; 13],
+                vec![0.0; 13],
+                vec![0.0; 13],
+                vec![0.0; 13],
             );
+            let mut scratch = vec![0.0; 13];
+            gegenbauer::orthonormal_polynomials(d, top, u, &mut p, &mut dp);
+            gegenbauer::orthonormal_polynomials(d, top, u - h, &mut lo, &mut scratch);
+            gegenbauer::orthonormal_polynomials(d, top, u + h, &mut hi, &mut scratch);
+            gegenbauer::polynomials(d, top, u, &mut gp);
+            for l in 0..=top {
+                let scaled = gegenbauer::dimension(d, l).sqrt() * gp[l];
+                assert!(
+                    (p[l] - scaled).abs() < 1e-12 * (1.0 + scaled.abs()),
+                    "d {d} l {l}"
+                );
+                let fd = (hi[l] - lo[l]) / (2.0 * h);
+                assert!(
+                    (fd - dp[l]).abs() < 1e-7 * (1.0 + fd.abs()),
+                    "d {d} l {l}: {fd} vs {}",
+                    dp[l]
+                );
+            }
         }
     }
 
@@ -397,10 +411,11 @@ mod tests {
             v: [[1.0, 0.0], [0.0, 1.0]],
         }];
         let mut s = Axisymmetric::new(d, m, Kernel::Usa, beta, &heads, 0.0);
+        // The state holds b_l = a_l / sqrt(N(3, l)) = a_l / sqrt(2l + 1).
         let mut c = vec![Complex64::new(0.0, 0.0); s.len()];
         c[0].re = 1.0;
-        c[1].re = 0.3;
-        c[2].re = 0.2;
+        c[1].re = 0.3 / 3f64.sqrt();
+        c[2].re = 0.2 / 5f64.sqrt();
         let mut out = c.clone();
         s.nonlinear(&c, &mut out);
         // Independent: Phi = (1/beta) sum_l c_l a_l P_l with d = 3 closed forms of c_0..c_2.
@@ -426,11 +441,8 @@ mod tests {
                 sum += rate(u) * p[l] * 2.0 / n as f64;
             }
             let want = (2 * l + 1) as f64 / 2.0 * sum;
-            assert!(
-                (out[l].re - want).abs() < 1e-6,
-                "l {l}: {} vs {want}",
-                out[l].re
-            );
+            let got = out[l].re * ((2 * l + 1) as f64).sqrt();
+            assert!((got - want).abs() < 1e-6, "l {l}: {got} vs {want}");
         }
     }
 }

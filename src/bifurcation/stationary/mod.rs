@@ -15,10 +15,10 @@
 //!   ([`branch`], the self-consistency in [`self_consistency`]), the stability of each of its
 //!   states from the spectrum of the linearised operator ([`stability`]).
 //!
-//! On S^{d-1}, d >= 3 (`Family::d`), the same for axisymmetric densities rho(u), u = <x, e>,
+//! On S^{d-1}, d >= 3 (`Family::d`), the same for axisymmetric densities rho(u), `u = <x, e>`,
 //! with the Funk–Hecke coefficients c_l in place of I_l, the growth rates
 //! l (l + d - 2)(c_l / beta - T) of the uniform state, the self-consistency in the Gegenbauer
-//! moments R_l = <P_l(u)> (|R1| = <u>) and the stability on axisymmetric perturbations only
+//! moments `R_l = <P_l(u)>` (`|R1| = <u>`) and the stability on axisymmetric perturbations only
 //! ([`stability_sphere`]).
 
 pub mod branch;

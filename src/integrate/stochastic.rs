@@ -5,21 +5,27 @@
 //! dX_k = F_k(X) dt + sqrt(2 T) P_{X_k} o dW_k,        P_x v = v - <x, v> x,
 //! ```
 //!
-//! one step of size h with the increments xi_k = sqrt(2 T) (W_k(t + h) - W_k(t)):
+//! one step of size h with the increments xi_k = sqrt(2 T h c) N(0, I_d) (c the curvature
+//! factor) is the geodesic Heun step of docs/MATH.md §15:
 //!
 //! ```text
-//! Y_k     = X_k + h F_k(X) + P_{X_k} xi_k                                   (predictor)
-//! Z_k     = X_k + h/2 (F_k(X) + F_k(Y)) + 1/2 (P_{X_k} + P_{Y_k/|Y_k|}) xi_k  (corrector)
-//! X_k(t + h) = Z_k / |Z_k|                                                   (back on the sphere)
+//! eta_k      = P_{X_k} xi_k
+//! Y_k        = exp_{X_k}(h F_k(X) + eta_k)                                  (predictor)
+//! X_k(t + h) = exp_{X_k}(h/2 (F_k(X) + back(F_k(Y))) + eta_k)               (corrector)
 //! ```
+//!
+//! with exp and back (the transport from Y_k to X_k) from [`super::geodesic`]; on the circle
+//! it is a step of the angle. The tokens go in blocks of [`LANES`] (their sines and cosines
+//! together), and a final normalisation removes round-off.
 //!
 //! Weak order 1 for every d (and for T = 0 the deterministic Heun method, order 2); strong
 //! order 1/2 for every d (the projected noise P_x dW does not commute, even on the circle,
 //! and no Lévy areas are drawn). The field F is the model's
 //! [`Dynamics::rhs`], called as a black box, so every kernel, head, mask and layer applies.
 //! The increments come from [`super::gaussian`] by (seed, step, token): the same bytes for any
-//! thread count. Each output interval of length L is split into m = ceil(L / dt) equal steps,
-//! so that the steps land on the samples and on every layer boundary.
+//! thread count. Steps are at most dt and shorter where the field is fast (§15); the time to
+//! the next sample is split into equal steps, so that they land on the samples and on every
+//! layer boundary.
 
 use rayon::prelude::*;
 

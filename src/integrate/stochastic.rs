@@ -14,8 +14,8 @@
 //! X_k(t + h) = exp_{X_k}(h/2 (F_k(X) + back(F_k(Y))) + eta_k)               (corrector)
 //! ```
 //!
-//! with exp and back (the transport from Y_k to X_k) from [`super::geodesic`]; on the circle
-//! it is a step of the angle. The tokens go in blocks of [`LANES`] (their sines and cosines
+//! with exp and back (the transport from Y_k to X_k) from `geodesic.rs`; on the circle
+//! it is a step of the angle. The tokens go in blocks of 8 (their sines and cosines
 //! together), and a final normalisation removes round-off.
 //!
 //! Weak order 1 for every d (and for T = 0 the deterministic Heun method, order 2); strong

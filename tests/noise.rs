@@ -79,7 +79,10 @@ fn brownian_motion_on_the_sphere_matches_exp_minus_d_minus_1_t_t_at_any_temperat
     // The default step, T from 0.1 to 50, d = 2, 3, 8: E <X_t, X_0> = exp(-(d - 1) T t) = 1/2
     // within the sampling error of 2e4 tokens (~0.004). The step-then-normalise increment of
     // the previous scheme failed this at T = 5 and 50 (an effective temperature 13% low at
-    // T = 5, d = 2: 0.55 instead of 0.5).
+    // T = 5, d = 2: 0.55 instead of 0.5). With a zero field, the default step at T = 5 and 50
+    // is set by (d - 1) T h = 0.05 alone, so these two runs are the same run in the time T t
+    // (the same increments: the same numbers up to round-off); T = 0.1 runs at dt = 0.01,
+    // (d - 1) T h = 0.001 or less.
     let n = 20_000;
     for d in [2, 3, 8] {
         for temperature in [0.1, 5.0, 50.0] {

@@ -27,11 +27,20 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The turn of `v` (tangent at the point it will be applied to).
+    /// The turn of `v` (tangent at the point it will be applied to), one token at a time (the
+    /// steps take their turns in blocks with `sin_cos_lanes`; this is their reference).
+    #[cfg(test)]
     pub fn of(v: &[f64]) -> Turn {
         let r2 = dot(v, v);
         let r = r2.sqrt();
         let (sin, cos) = sin_cos(r, r2);
+        Turn::with(r, r2, sin, cos)
+    }
+
+    /// The turn of a vector of length `r` (`r2` its squared length as summed, r = sqrt(r2))
+    /// whose sine and cosine are known (from [`sin_cos_lanes`]).
+    #[inline(always)]
+    pub fn with(r: f64, r2: f64, sin: f64, cos: f64) -> Turn {
         if r < 1e-4 {
             // Taylor to r^4: the quotients lose digits for small r.
             return Turn {
@@ -51,10 +60,28 @@ impl Turn {
         }
     }
 
+    /// No turn (v = 0).
+    pub const ZERO: Turn = Turn {
+        r: 0.0,
+        cos: 1.0,
+        sin: 0.0,
+        sinc: 1.0,
+        versinc: 0.5,
+    };
+
     /// out = exp_x(v) = cos r x + sin r u.
+    #[cfg(test)]
     pub fn exp(&self, x: &[f64], v: &[f64], out: &mut [f64]) {
         for ((o, a), b) in out.iter_mut().zip(x).zip(v) {
             *o = self.cos * a + self.sinc * b;
+        }
+    }
+
+    /// v <- exp_x(v) = cos r x + sin r u, in place.
+    #[inline(always)]
+    pub fn exp_in_place(&self, x: &[f64], v: &mut [f64]) {
+        for (b, a) in v.iter_mut().zip(x) {
+            *b = self.cos * a + self.sinc * *b;
         }
     }
 
@@ -76,7 +103,9 @@ const TAYLOR_ANGLE: f64 = 1.0;
 
 /// (sin r, cos r) for r >= 0 with r2 = r^2: Horner's rule on the Taylor polynomials (to degree
 /// 17 and 18 at most) when r <= [`TAYLOR_ANGLE`] (the step's turns; one pass instead of two libm calls),
-/// libm otherwise.
+/// libm otherwise. The steps use [`sin_cos_lanes`], which gives the same bits for blocks of
+/// angles; this one-angle form is its reference in the tests.
+#[cfg(test)]
 pub fn sin_cos(r: f64, r2: f64) -> (f64, f64) {
     if r > TAYLOR_ANGLE {
         return r.sin_cos();
@@ -97,6 +126,45 @@ pub fn sin_cos(r: f64, r2: f64) -> (f64, f64) {
         c = 1.0 - r2 * COS_FACTORS[k] * c;
     }
     (r * s, c)
+}
+
+/// Angles handled together by [`sin_cos_lanes`] (two 4-wide vectors).
+pub const LANES: usize = 8;
+
+/// `sin_cos` of [`LANES`] angles at once, bit for bit: every lane runs the nine Horner steps
+/// with the factors beyond its own number of terms multiplied by zero (a step s <- 1 - r^2 0 s
+/// keeps s = 1 exactly, so the lane's first real step starts from the same 1), which makes one
+/// straight loop over the lanes that the compiler turns into vector instructions, without the
+/// branch on each angle's number of terms; angles above [`TAYLOR_ANGLE`] are then taken from
+/// libm. `r >= 0`, `r2` = r^2 as the caller computed it.
+#[inline(always)]
+pub fn sin_cos_lanes(r: &[f64; LANES], r2: &[f64; LANES]) -> ([f64; LANES], [f64; LANES]) {
+    // 1 where the lane uses the factors of k = 5, 6 (r > 1/8) or k = 7, 8 (r > 1/2), else 0.
+    let seven = r.map(|v| if v > 0.125 { 1.0 } else { 0.0 });
+    let nine = r.map(|v| if v > 0.5 { 1.0 } else { 0.0 });
+    let (mut s, mut c) = ([1.0; LANES], [1.0; LANES]);
+    for k in (0..9).rev() {
+        let used = match k {
+            0..=4 => [1.0; LANES],
+            5 | 6 => seven,
+            _ => nine,
+        };
+        for l in 0..LANES {
+            s[l] = 1.0 - r2[l] * (SIN_FACTORS[k] * used[l]) * s[l];
+            c[l] = 1.0 - r2[l] * (COS_FACTORS[k] * used[l]) * c[l];
+        }
+    }
+    for l in 0..LANES {
+        s[l] *= r[l];
+    }
+    if r.iter().any(|&v| v > TAYLOR_ANGLE) {
+        for l in 0..LANES {
+            if r[l] > TAYLOR_ANGLE {
+                (s[l], c[l]) = r[l].sin_cos();
+            }
+        }
+    }
+    (s, c)
 }
 
 /// 1 / ((2k) (2k + 1)) for k = 1..=9.
@@ -148,6 +216,32 @@ mod tests {
                 (s - r.sin()).abs() < 3e-16 && (c - r.cos()).abs() < 3e-16,
                 "r = {r}"
             );
+        }
+    }
+
+    #[test]
+    fn sin_cos_lanes_gives_the_bits_of_sin_cos() {
+        // Angles across every number of terms, the branch points and libm's range.
+        let mut angles: Vec<f64> = (0..=1600).map(|i| 1.6 * i as f64 / 1600.0).collect();
+        angles.extend([
+            0.125,
+            0.5,
+            1.0,
+            0.125f64.next_up(),
+            0.5f64.next_up(),
+            1e-300,
+            7.0,
+        ]);
+        for block in angles.chunks(LANES) {
+            let mut r = [0.0; LANES];
+            r[..block.len()].copy_from_slice(block);
+            let r2 = r.map(|v| v * v);
+            let (s, c) = sin_cos_lanes(&r, &r2);
+            for l in 0..LANES {
+                let (es, ec) = sin_cos(r[l], r2[l]);
+                assert_eq!(s[l].to_bits(), es.to_bits(), "sin {}", r[l]);
+                assert_eq!(c[l].to_bits(), ec.to_bits(), "cos {}", r[l]);
+            }
         }
     }
 

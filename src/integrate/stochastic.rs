@@ -5,26 +5,32 @@
 //! dX_k = F_k(X) dt + sqrt(2 T) P_{X_k} o dW_k,        P_x v = v - <x, v> x,
 //! ```
 //!
-//! one step of size h with the increments xi_k = sqrt(2 T) (W_k(t + h) - W_k(t)):
+//! one step of size h with the increments xi_k = sqrt(2 T h c) N(0, I_d) (c the curvature
+//! factor) is the geodesic Heun step of docs/MATH.md §15:
 //!
 //! ```text
-//! Y_k     = X_k + h F_k(X) + P_{X_k} xi_k                                   (predictor)
-//! Z_k     = X_k + h/2 (F_k(X) + F_k(Y)) + 1/2 (P_{X_k} + P_{Y_k/|Y_k|}) xi_k  (corrector)
-//! X_k(t + h) = Z_k / |Z_k|                                                   (back on the sphere)
+//! eta_k      = P_{X_k} xi_k
+//! Y_k        = exp_{X_k}(h F_k(X) + eta_k)                                  (predictor)
+//! X_k(t + h) = exp_{X_k}(h/2 (F_k(X) + back(F_k(Y))) + eta_k)               (corrector)
 //! ```
+//!
+//! with exp and back (the transport from Y_k to X_k) from `geodesic.rs`; on the circle
+//! it is a step of the angle. The tokens go in blocks of 8 (their sines and cosines
+//! together), and a final normalisation removes round-off.
 //!
 //! Weak order 1 for every d (and for T = 0 the deterministic Heun method, order 2); strong
 //! order 1/2 for every d (the projected noise P_x dW does not commute, even on the circle,
 //! and no Lévy areas are drawn). The field F is the model's
 //! [`Dynamics::rhs`], called as a black box, so every kernel, head, mask and layer applies.
 //! The increments come from [`super::gaussian`] by (seed, step, token): the same bytes for any
-//! thread count. Each output interval of length L is split into m = ceil(L / dt) equal steps,
-//! so that the steps land on the samples and on every layer boundary.
+//! thread count. Steps are at most dt and shorter where the field is fast (§15); the time to
+//! the next sample is split into equal steps, so that they land on the samples and on every
+//! layer boundary.
 
 use rayon::prelude::*;
 
 use super::gaussian::TokenStream;
-use super::geodesic::{sin_cos, Turn};
+use super::geodesic::{sin_cos_lanes, Turn, LANES};
 use super::{Counts, Dynamics, Status};
 use crate::parallel::TOKENS_PER_CHUNK;
 use crate::simd::dot;
@@ -45,17 +51,20 @@ pub struct NoiseSettings {
     pub d: usize,
 }
 
-/// Buffers of one Heun step (the field at the start and at the predictor, the predictor).
+/// Buffers of one Heun step (the field at the start and at the predictor, the predictor, and
+/// in d >= 3 the predictor's turn of every token, which the corrector's transport reuses).
 #[derive(Debug, Default)]
 pub struct HeunScratch {
     f0: Vec<f64>,
     f1: Vec<f64>,
     predictor: Vec<f64>,
+    turns: Vec<Turn>,
 }
 
 /// One geodesic Heun step of size `h` with the increments `xi` (n x d, already scaled);
-/// `y` (tokens of unit length) is advanced in place. Returns the largest | |x_k| - 1 | before
-/// the final normalisation (round-off only: the exponential map stays on the sphere).
+/// `y` (tokens of unit length) is advanced in place and `xi` is used as scratch. Returns the
+/// largest | |x_k| - 1 | before the final normalisation (round-off only: the exponential map
+/// stays on the sphere), infinite if a token is not finite.
 pub fn heun_step(
     dynamics: &dyn Dynamics,
     d: usize,
@@ -66,15 +75,18 @@ pub fn heun_step(
 ) -> f64 {
     s.f0.resize(y.len(), 0.0);
     dynamics.rhs(y, &mut s.f0);
-    heun_step_from_field(dynamics, d, h, y, xi, s)
+    heun_step_from_field(dynamics, (d, h, None), y, xi, s)
 }
 
-/// [`heun_step`] with the field at the start already in `s.f0`; `xi` is projected onto the
-/// tangent spaces in place.
+/// The increments of step `.1` of a run with the noise `.0`: drawn into `xi` chunk by chunk
+/// just before the predictor reads them (one pass over the tokens instead of two).
+type Draw<'n> = Option<(&'n NoiseSettings, u64)>;
+
+/// [`heun_step`] with the field at the start already in `s.f0`; with `draw`, the increments
+/// are drawn into `xi` here (the same numbers as [`draw_increments`]).
 fn heun_step_from_field(
     dynamics: &dyn Dynamics,
-    d: usize,
-    h: f64,
+    (d, h, draw): (usize, f64, Draw),
     y: &mut [f64],
     xi: &mut [f64],
     s: &mut HeunScratch,
@@ -82,135 +94,269 @@ fn heun_step_from_field(
     let len = y.len();
     s.f1.resize(len, 0.0);
     s.predictor.resize(len, 0.0);
+    if d == 2 {
+        return circle_step(dynamics, (h, draw), y, xi, s);
+    }
+    s.turns.resize(len / d, Turn::ZERO);
     let (x, f0) = (&*y, &s.f0);
-    pair_chunks(xi, &mut s.predictor, d, |first, xi, out| {
-        let range = first * d..first * d + out.len();
-        match d {
-            2 => circle_predictor(h, &x[range.clone()], &f0[range], xi, out),
-            _ => predictor(d, h, &x[range.clone()], &f0[range], xi, out),
+    triple_chunks(
+        xi,
+        &mut s.predictor,
+        &mut s.turns,
+        d,
+        |first, xi, out, turns| {
+            let range = first * d..first * d + out.len();
+            if let Some((noise, step)) = draw {
+                fill_increments(noise, step, h, first, xi);
+            }
+            predictor(d, h, (&x[range.clone()], &f0[range]), xi, out, turns);
+        },
+    );
+    dynamics.rhs(&s.predictor, &mut s.f1);
+    let (f0, xi, turns) = (&s.f0, &*xi, &s.turns);
+    pair_chunks(y, &mut s.f1, d, |first, rows, f1| {
+        let range = first * d..first * d + rows.len();
+        let turns = &turns[first..first + rows.len() / d];
+        corrector(d, h, rows, (&f0[range.clone()], f1), &xi[range], turns)
+    })
+}
+
+/// The geodesic Heun step on the circle (d = 2), by the angle.
+fn circle_step(
+    dynamics: &dyn Dynamics,
+    (h, draw): (f64, Draw),
+    y: &mut [f64],
+    xi: &mut [f64],
+    s: &mut HeunScratch,
+) -> f64 {
+    let (x, f0) = (&*y, &s.f0);
+    pair_chunks(xi, &mut s.predictor, 2, |first, xi, out| {
+        let range = 2 * first..2 * first + out.len();
+        if let Some((noise, step)) = draw {
+            fill_increments(noise, step, h, first, xi);
         }
+        circle_predictor(h, &x[range.clone()], &f0[range], xi, out);
         0.0
     });
     dynamics.rhs(&s.predictor, &mut s.f1);
-    let (f0, f1, xi, y1) = (&s.f0, &mut s.f1, &*xi, &s.predictor);
-    pair_chunks(y, f1, d, |first, rows, f1| {
-        let range = first * d..first * d + rows.len();
-        match d {
-            2 => circle_corrector(
-                h,
-                rows,
-                (&f0[range.clone()], f1),
-                &xi[range.clone()],
-                &y1[range],
-            ),
-            _ => corrector(d, h, rows, (&f0[range.clone()], f1), &xi[range]),
-        }
+    let (f1, parts, y1) = (&s.f1, &*xi, &s.predictor);
+    chunks(y, 2, |first, rows| {
+        let range = 2 * first..2 * first + rows.len();
+        circle_corrector(
+            h,
+            rows,
+            &f1[range.clone()],
+            &parts[range.clone()],
+            &y1[range],
+        )
     })
+}
+
+/// Signed angles of a block: (sin s, cos s) from [`sin_cos_lanes`] on |s|.
+#[inline(always)]
+fn signed_sin_cos(angle: &[f64; LANES]) -> ([f64; LANES], [f64; LANES]) {
+    let (r, r2) = (angle.map(f64::abs), angle.map(|s| s * s));
+    let (mut sin, cos) = sin_cos_lanes(&r, &r2);
+    for (v, s) in sin.iter_mut().zip(angle) {
+        if *s < 0.0 {
+            *v = -*v;
+        }
+    }
+    (sin, cos)
 }
 
 /// [`predictor`] on the circle (d = 2), by the angle: with x^perp = (-x_2, x_1) and
 /// s = <h F_k + eta_k, x^perp>, Y_k = cos s x + sin s x^perp (the exponential map turns the
-/// angle by s; one sine and cosine a token, no square root).
+/// angle by s; one sine and cosine a token, no square root). The tokens go in blocks of
+/// [`LANES`] (the sines and cosines of a block together). The row of `xi` keeps what the
+/// corrector needs of the start: (<F_k(X), x^perp>, <eta_k, x^perp>).
 fn circle_predictor(h: f64, x: &[f64], f0: &[f64], xi: &mut [f64], out: &mut [f64]) {
-    for (((x, f), e), o) in x
-        .chunks_exact(2)
-        .zip(f0.chunks_exact(2))
-        .zip(xi.chunks_exact_mut(2))
-        .zip(out.chunks_exact_mut(2))
-    {
-        let along = x[0] * e[0] + x[1] * e[1];
-        e[0] -= along * x[0];
-        e[1] -= along * x[1];
-        let s = -(h * f[0] + e[0]) * x[1] + (h * f[1] + e[1]) * x[0];
-        let (sin, cos) = sin_cos(s.abs(), s * s);
-        let sin = if s < 0.0 { -sin } else { sin };
-        o[0] = cos * x[0] - sin * x[1];
-        o[1] = cos * x[1] + sin * x[0];
-    }
+    crate::simd::vectorized(
+        #[inline(always)]
+        || {
+            for (((x, f), e), o) in x
+                .chunks(2 * LANES)
+                .zip(f0.chunks(2 * LANES))
+                .zip(xi.chunks_mut(2 * LANES))
+                .zip(out.chunks_mut(2 * LANES))
+            {
+                let mut angle = [0.0; LANES];
+                for (l, s) in angle.iter_mut().enumerate().take(x.len() / 2) {
+                    let (x, f, e) = (
+                        &x[2 * l..2 * l + 2],
+                        &f[2 * l..2 * l + 2],
+                        &mut e[2 * l..2 * l + 2],
+                    );
+                    let along = x[0] * e[0] + x[1] * e[1];
+                    e[0] -= along * x[0];
+                    e[1] -= along * x[1];
+                    *s = -(h * f[0] + e[0]) * x[1] + (h * f[1] + e[1]) * x[0];
+                    let at_x = -f[0] * x[1] + f[1] * x[0];
+                    let noise = -e[0] * x[1] + e[1] * x[0];
+                    e[0] = at_x;
+                    e[1] = noise;
+                }
+                let (sin, cos) = signed_sin_cos(&angle);
+                for (l, (x, o)) in x.chunks_exact(2).zip(o.chunks_exact_mut(2)).enumerate() {
+                    o[0] = cos[l] * x[0] - sin[l] * x[1];
+                    o[1] = cos[l] * x[1] + sin[l] * x[0];
+                }
+            }
+        },
+    )
 }
 
 /// [`corrector`] on the circle: the transport back along the circle keeps angular velocities,
-/// so the corrector turns x by s = h/2 (<F_k(X), x^perp> + <F_k(Y), y^perp>) + <eta_k, x^perp>,
-/// then normalises; returns the largest | |X_k| - 1 | before the normalisation.
-fn circle_corrector(
-    h: f64,
-    x: &mut [f64],
-    (f0, f1): (&[f64], &[f64]),
-    eta: &[f64],
-    y: &[f64],
-) -> f64 {
-    let mut drift: f64 = 0.0;
-    for ((((x, a), b), e), y) in x
-        .chunks_exact_mut(2)
-        .zip(f0.chunks_exact(2))
-        .zip(f1.chunks_exact(2))
-        .zip(eta.chunks_exact(2))
-        .zip(y.chunks_exact(2))
-    {
-        let at_x = -a[0] * x[1] + a[1] * x[0];
-        let at_y = -b[0] * y[1] + b[1] * y[0];
-        let noise = -e[0] * x[1] + e[1] * x[0];
-        let s = 0.5 * h * (at_x + at_y) + noise;
-        let (sin, cos) = sin_cos(s.abs(), s * s);
-        let sin = if s < 0.0 { -sin } else { sin };
-        let n0 = cos * x[0] - sin * x[1];
-        let n1 = cos * x[1] + sin * x[0];
-        let r = (n0 * n0 + n1 * n1).sqrt();
-        drift = drift.max((r - 1.0).abs());
-        x[0] = n0 / r;
-        x[1] = n1 / r;
+/// so the corrector turns x by s = h/2 (<F_k(X), x^perp> + <F_k(Y), y^perp>) + <eta_k, x^perp>
+/// (`parts` holds the first and last term from the predictor), then normalises; returns the
+/// largest | |X_k| - 1 | before the normalisation, infinite if a token is not finite.
+fn circle_corrector(h: f64, x: &mut [f64], f1: &[f64], parts: &[f64], y: &[f64]) -> f64 {
+    crate::simd::vectorized(
+        #[inline(always)]
+        || {
+            let mut drift = [0.0; LANES];
+            for (((x, b), p), y) in x
+                .chunks_mut(2 * LANES)
+                .zip(f1.chunks(2 * LANES))
+                .zip(parts.chunks(2 * LANES))
+                .zip(y.chunks(2 * LANES))
+            {
+                let mut angle = [0.0; LANES];
+                for (l, s) in angle.iter_mut().enumerate().take(x.len() / 2) {
+                    let (b, p, y) = (
+                        &b[2 * l..2 * l + 2],
+                        &p[2 * l..2 * l + 2],
+                        &y[2 * l..2 * l + 2],
+                    );
+                    let at_y = -b[0] * y[1] + b[1] * y[0];
+                    *s = 0.5 * h * (p[0] + at_y) + p[1];
+                }
+                let (sin, cos) = signed_sin_cos(&angle);
+                for (l, x) in x.chunks_exact_mut(2).enumerate() {
+                    let n0 = cos[l] * x[0] - sin[l] * x[1];
+                    let n1 = cos[l] * x[1] + sin[l] * x[0];
+                    let r = (n0 * n0 + n1 * n1).sqrt();
+                    let off = off_the_sphere(r);
+                    drift[l] = if off > drift[l] { off } else { drift[l] };
+                    x[0] = n0 / r;
+                    x[1] = n1 / r;
+                }
+            }
+            drift.iter().fold(0.0, |a, &b| if b > a { b } else { a })
+        },
+    )
+}
+
+/// | r - 1 | for a token of length r before its normalisation; infinite when r is not a
+/// positive finite number (the normalised token is finite exactly when r is).
+#[inline(always)]
+fn off_the_sphere(r: f64) -> f64 {
+    if r > 0.0 && r < f64::INFINITY {
+        (r - 1.0).abs()
+    } else {
+        f64::INFINITY
     }
-    drift
 }
 
 /// For the rows of one chunk: eta_k = P_{X_k} xi_k (in place) and
-/// Y_k = exp_{X_k}(h F_k + eta_k).
-fn predictor(d: usize, h: f64, x: &[f64], f0: &[f64], xi: &mut [f64], out: &mut [f64]) {
-    let mut v = [0.0; MAX_STACK_D];
-    let mut heap = Vec::new();
-    let v = row_buffer(d, &mut v, &mut heap);
-    for (((x, f), e), o) in x
-        .chunks_exact(d)
-        .zip(f0.chunks_exact(d))
-        .zip(xi.chunks_exact_mut(d))
-        .zip(out.chunks_exact_mut(d))
+/// Y_k = exp_{X_k}(h F_k + eta_k), in blocks of [`LANES`] tokens (their sines and cosines
+/// together); the turns go to `turns` for the corrector.
+fn predictor(
+    d: usize,
+    h: f64,
+    (x, f0): (&[f64], &[f64]),
+    xi: &mut [f64],
+    out: &mut [f64],
+    turns: &mut [Turn],
+) {
+    let width = LANES * d;
+    for ((((x, f), e), o), turns) in x
+        .chunks(width)
+        .zip(f0.chunks(width))
+        .zip(xi.chunks_mut(width))
+        .zip(out.chunks_mut(width))
+        .zip(turns.chunks_mut(LANES))
     {
-        let along = dot(x, e);
-        for i in 0..d {
-            e[i] -= along * x[i];
-            v[i] = h * f[i] + e[i];
+        let (mut r, mut r2) = ([0.0; LANES], [0.0; LANES]);
+        for (l, ((x, f), (e, v))) in x
+            .chunks_exact(d)
+            .zip(f.chunks_exact(d))
+            .zip(e.chunks_exact_mut(d).zip(o.chunks_exact_mut(d)))
+            .enumerate()
+        {
+            let along = dot(x, e);
+            for i in 0..d {
+                e[i] -= along * x[i];
+                v[i] = h * f[i] + e[i];
+            }
+            r2[l] = dot(v, v);
+            r[l] = r2[l].sqrt();
         }
-        Turn::of(v).exp(x, v, o);
+        let (sin, cos) = sin_cos_lanes(&r, &r2);
+        for (l, ((x, v), turn)) in x
+            .chunks_exact(d)
+            .zip(o.chunks_exact_mut(d))
+            .zip(turns.iter_mut())
+            .enumerate()
+        {
+            *turn = Turn::with(r[l], r2[l], sin[l], cos[l]);
+            turn.exp_in_place(x, v);
+        }
     }
 }
 
 /// The corrector for the rows of one chunk: with v_k = h F_k(X) + eta_k (the predictor's
-/// step), X_k <- exp_{X_k}(h/2 (F_k(X) + back(F_k(Y))) + eta_k), then normalised; returns the
-/// largest | |X_k| - 1 | before the normalisation. `f1` is overwritten.
-fn corrector(d: usize, h: f64, x: &mut [f64], (f0, f1): (&[f64], &mut [f64]), eta: &[f64]) -> f64 {
+/// step, whose turn is in `turns`), X_k <- exp_{X_k}(h/2 (F_k(X) + back(F_k(Y))) + eta_k),
+/// then normalised; returns the largest | |X_k| - 1 | before the normalisation, infinite if a
+/// token is not finite. `f1` is overwritten.
+fn corrector(
+    d: usize,
+    h: f64,
+    x: &mut [f64],
+    (f0, f1): (&[f64], &mut [f64]),
+    eta: &[f64],
+    turns: &[Turn],
+) -> f64 {
     let mut v = [0.0; MAX_STACK_D];
     let mut heap = Vec::new();
     let v = row_buffer(d, &mut v, &mut heap);
     let mut drift: f64 = 0.0;
-    for (((x, a), b), e) in x
-        .chunks_exact_mut(d)
-        .zip(f0.chunks_exact(d))
-        .zip(f1.chunks_exact_mut(d))
-        .zip(eta.chunks_exact(d))
+    let width = LANES * d;
+    for ((((x, a), b), e), turns) in x
+        .chunks_mut(width)
+        .zip(f0.chunks(width))
+        .zip(f1.chunks_mut(width))
+        .zip(eta.chunks(width))
+        .zip(turns.chunks(LANES))
     {
-        for i in 0..d {
-            v[i] = h * a[i] + e[i];
+        let (mut r, mut r2) = ([0.0; LANES], [0.0; LANES]);
+        for (l, (((x, a), b), e)) in x
+            .chunks_exact(d)
+            .zip(a.chunks_exact(d))
+            .zip(b.chunks_exact_mut(d))
+            .zip(e.chunks_exact(d))
+            .enumerate()
+        {
+            for i in 0..d {
+                v[i] = h * a[i] + e[i];
+            }
+            turns[l].transport_back(x, v, b);
+            // b becomes the corrector's step, then (below) the new token before it replaces x.
+            for i in 0..d {
+                b[i] = 0.5 * h * (a[i] + b[i]) + e[i];
+            }
+            r2[l] = dot(b, b);
+            r[l] = r2[l].sqrt();
         }
-        Turn::of(v).transport_back(x, v, b);
-        for i in 0..d {
-            v[i] = 0.5 * h * (a[i] + b[i]) + e[i];
-        }
-        // b is free again: the new token goes there before it replaces x.
-        Turn::of(v).exp(x, v, b);
-        let r = dot(b, b).sqrt();
-        drift = drift.max((r - 1.0).abs());
-        for (xi, bi) in x.iter_mut().zip(b.iter()) {
-            *xi = bi / r;
+        let (sin, cos) = sin_cos_lanes(&r, &r2);
+        for (l, (x, b)) in x.chunks_exact_mut(d).zip(b.chunks_exact_mut(d)).enumerate() {
+            Turn::with(r[l], r2[l], sin[l], cos[l]).exp_in_place(x, b);
+            let r = dot(b, b).sqrt();
+            let off = off_the_sphere(r);
+            drift = if off > drift { off } else { drift };
+            for (xi, bi) in x.iter_mut().zip(b.iter()) {
+                *xi = bi / r;
+            }
         }
     }
     drift
@@ -251,6 +397,24 @@ where
         .reduce(|| 0.0, f64::max)
 }
 
+/// Applies `f(first_token, a_rows, b_rows, turns)` to matching chunks of [`TOKENS_PER_CHUNK`]
+/// tokens of `a`, `b` (d numbers a token) and `turns` (one a token), in parallel when there is
+/// more than one.
+fn triple_chunks<F>(a: &mut [f64], b: &mut [f64], turns: &mut [Turn], d: usize, f: F)
+where
+    F: Fn(usize, &mut [f64], &mut [f64], &mut [Turn]) + Sync + Send,
+{
+    let width = TOKENS_PER_CHUNK * d;
+    if a.len() <= width {
+        return f(0, a, b, turns);
+    }
+    a.par_chunks_mut(width)
+        .zip(b.par_chunks_mut(width))
+        .zip(turns.par_chunks_mut(TOKENS_PER_CHUNK))
+        .enumerate()
+        .for_each(|(c, ((a, b), t))| f(c * TOKENS_PER_CHUNK, a, b, t));
+}
+
 /// Applies `f(first_token, rows)` to fixed chunks of [`TOKENS_PER_CHUNK`] rows of `data`, in
 /// parallel when there is more than one, and returns the largest value it returns.
 fn chunks<F>(data: &mut [f64], d: usize, f: F) -> f64
@@ -281,15 +445,19 @@ fn curvature_factor(d: usize, temperature: f64, h: f64) -> f64 {
 /// Writes the increments xi_k = sqrt(2 T h c) N(0, I_d) of step `step` for every token, c the
 /// `curvature_factor`.
 pub fn draw_increments(noise: &NoiseSettings, step: u64, h: f64, xi: &mut [f64]) {
-    let d = noise.d;
-    let t = noise.temperature;
-    let scale = (2.0 * t * h * curvature_factor(d, t, h)).sqrt();
-    chunks(xi, d, |first, rows| {
-        for (i, row) in rows.chunks_exact_mut(d).enumerate() {
-            TokenStream::new(noise.seed, step, (first + i) as u64).fill_normals(scale, row);
-        }
+    chunks(xi, noise.d, |first, rows| {
+        fill_increments(noise, step, h, first, rows);
         0.0
     });
+}
+
+/// [`draw_increments`] for the rows of the tokens `first`, `first + 1`, ...
+fn fill_increments(noise: &NoiseSettings, step: u64, h: f64, first: usize, rows: &mut [f64]) {
+    let (d, t) = (noise.d, noise.temperature);
+    let scale = (2.0 * t * h * curvature_factor(d, t, h)).sqrt();
+    for (i, row) in rows.chunks_exact_mut(d).enumerate() {
+        TokenStream::new(noise.seed, step, (first + i) as u64).fill_normals(scale, row);
+    }
 }
 
 /// The largest |F_k| over the tokens.
@@ -375,11 +543,9 @@ impl<'a> StochasticStepper<'a> {
         self.scratch.f0.resize(self.y.len(), 0.0);
         self.dynamics.rhs(&self.y, &mut self.scratch.f0);
         let h = next_step(&self.noise, largest_speed(&self.scratch.f0, d), t - self.t);
-        draw_increments(&self.noise, self.step, h, &mut self.xi);
         let drift = heun_step_from_field(
             self.dynamics,
-            d,
-            h,
+            (d, h, Some((&self.noise, self.step))),
             &mut self.y,
             &mut self.xi,
             &mut self.scratch,
@@ -389,7 +555,8 @@ impl<'a> StochasticStepper<'a> {
         self.counts.rhs_evals += 2;
         let last = h >= t - self.t;
         self.t = if last { t } else { self.t + h };
-        if !drift.is_finite() || self.y.iter().any(|v| !v.is_finite()) {
+        // The step's drift is infinite exactly when a token is not finite.
+        if !drift.is_finite() {
             return Err(Status::NonFinite { t: self.t });
         }
         self.step_drift_max = self.step_drift_max.max(drift);
@@ -508,6 +675,71 @@ mod tests {
         let sxy: f64 = lx.iter().zip(&ly).map(|(a, b)| (a - mx) * (b - my)).sum();
         let sxx: f64 = lx.iter().map(|a| (a - mx) * (a - mx)).sum();
         sxy / sxx
+    }
+
+    /// The geodesic Heun step token by token, written plainly (one `Turn::of` per stage, the
+    /// predictor's turn computed again in the corrector): the reference of the blocked step.
+    fn plain_step(f: &SphereField, d: usize, h: f64, x: &mut [f64], xi: &[f64]) {
+        let n = x.len();
+        let (mut f0, mut f1, mut y, mut eta) =
+            (vec![0.0; n], vec![0.0; n], vec![0.0; n], xi.to_vec());
+        f.rhs(x, &mut f0);
+        for k in 0..n / d {
+            let r = k * d..k * d + d;
+            let (x, e) = (&x[r.clone()], &mut eta[r.clone()]);
+            let along = dot(x, e);
+            let v: Vec<f64> = (0..d)
+                .map(|i| {
+                    e[i] -= along * x[i];
+                    h * f0[k * d + i] + e[i]
+                })
+                .collect();
+            Turn::of(&v).exp(x, &v, &mut y[r]);
+        }
+        f.rhs(&y, &mut f1);
+        for k in 0..n / d {
+            let r = k * d..k * d + d;
+            let (a, b, e) = (&f0[r.clone()], &mut f1[r.clone()], &eta[r.clone()]);
+            let x = &mut x[r];
+            let v: Vec<f64> = (0..d).map(|i| h * a[i] + e[i]).collect();
+            Turn::of(&v).transport_back(x, &v, b);
+            let v: Vec<f64> = (0..d).map(|i| 0.5 * h * (a[i] + b[i]) + e[i]).collect();
+            let mut z = vec![0.0; d];
+            Turn::of(&v).exp(x, &v, &mut z);
+            let norm = dot(&z, &z).sqrt();
+            x.iter_mut().zip(&z).for_each(|(a, b)| *a = b / norm);
+        }
+    }
+
+    #[test]
+    fn the_blocked_step_gives_the_bits_of_the_plain_one_in_d_3_and_5() {
+        // 37 tokens: blocks of LANES and a partial one; T h large enough that some turns take
+        // 7 and 9 Taylor terms and a few go to libm (r > 1).
+        let n = 37;
+        for d in [3, 5] {
+            let mut rng = ChaCha8Rng::seed_from_u64(21 + d as u64);
+            let f = field(n, d);
+            let x0 = tokens(n, d, &mut rng);
+            let xi: Vec<f64> = (0..n * d)
+                .map(|_| {
+                    let z: f64 = StandardNormal.sample(&mut rng);
+                    0.5 * z
+                })
+                .collect();
+            let mut plain = x0.clone();
+            plain_step(&f, d, 0.05, &mut plain, &xi);
+            let mut blocked = x0.clone();
+            let mut noise = xi.clone();
+            heun_step(
+                &f,
+                d,
+                0.05,
+                &mut blocked,
+                &mut noise,
+                &mut HeunScratch::default(),
+            );
+            assert_eq!(plain, blocked, "d = {d}");
+        }
     }
 
     #[test]

@@ -435,6 +435,77 @@ fn bad_lyapunov_settings_are_one_error_line_and_exit_2() {
     }
 }
 
+/// The bound on `lyapunov.exponents` is the tangent dimension: n (d - 1) for tokens on the
+/// spheres (post-LN, nGPT), n d for a pre- or peri-LN stream; the error line states the one
+/// that applies, and the bound itself is accepted.
+#[test]
+fn the_exponents_bound_is_the_tangent_dimension_of_the_normalisation() {
+    let dir = tempfile::tempdir().unwrap();
+    // n = 4, d = 3: n (d - 1) = 8, n d = 12.
+    for (norm, bound, formula) in [
+        ("post", 8, "n (d - 1) = 8"),
+        ("ngpt", 8, "n (d - 1) = 8"),
+        (
+            "pre",
+            12,
+            "n d (a pre- or peri-LN stream is not on the spheres) = 12",
+        ),
+        (
+            "peri",
+            12,
+            "n d (a pre- or peri-LN stream is not on the spheres) = 12",
+        ),
+    ] {
+        let text = small_scenario(&format!("exponents = {}", bound + 1))
+            .replace(
+                "[model]\n",
+                &format!("[model]\nnormalization = \"{norm}\"\n"),
+            )
+            .replace("t_end = 40.0", "t_end = 4.0")
+            .replace("samples = 401", "samples = 41");
+        let path = dir.path().join(format!("{norm}.toml"));
+        std::fs::write(&path, &text).unwrap();
+        let out = dir.path().join(format!("{norm}-refused"));
+        let assert = tokdyn()
+            .arg("run")
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .code(2);
+        let stderr = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{norm}: {stderr}");
+        assert!(
+            stderr.starts_with("error:")
+                && stderr.contains("lyapunov.exponents")
+                && stderr.contains(formula)
+                && stderr.contains(&format!("found {}", bound + 1)),
+            "{norm}: {stderr}"
+        );
+        assert!(!out.exists(), "{norm}: nothing may be written");
+        // The bound itself: every exponent of the tangent spaces.
+        std::fs::write(
+            &path,
+            text.replace(
+                &format!("exponents = {}", bound + 1),
+                &format!("exponents = {bound}"),
+            ),
+        )
+        .unwrap();
+        let out = dir.path().join(norm);
+        tokdyn()
+            .arg("run")
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .success();
+        let csv = std::fs::read_to_string(out.join("lyapunov.csv")).unwrap();
+        let header = csv.lines().next().unwrap();
+        assert_eq!(header.split(',').count(), 1 + bound, "{norm}: {header}");
+    }
+}
+
 #[test]
 fn a_run_writes_lyapunov_csv_and_the_summary_identically_for_any_thread_count() {
     let dir = tempfile::tempdir().unwrap();

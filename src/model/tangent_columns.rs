@@ -11,15 +11,16 @@
 //! ```
 //!
 //! The keys kappa_j, values u_j and their variations come as columns (coordinate c of every
-//! token contiguous), so that each sum over j is one pass over contiguous numbers kept in
-//! `LANES` partial sums: the scores, weights and exponentials of the state are formed once per
-//! query token and shared by the field and every tangent vector. The order of every sum is
-//! fixed, so the result does not depend on the number of threads.
+//! token contiguous). The scores of the state are formed once per query token; then, for chunks
+//! of `CHUNK` tokens (kept in L1), the unnormalised weights (e^{s - max} for sa, e^s for usa,
+//! s for lsa) and every sum of the field and of each vector, each one pass over the chunk into
+//! `LANES` partial sums; the softmax's denominator (sa) or c_k divides them at the end. The
+//! order of every sum is fixed, so the result does not depend on the number of threads.
 
 use super::exp::{exp_in_place, exp_shifted_sum};
-use super::pairwise::{dot_in_lanes, scores};
+use super::pairwise::{dot_in_lanes, scores, CHUNK};
 use super::Kernel;
-use crate::simd::{vectorized, LANES};
+use crate::simd::{add_in_lanes, vectorized, LANES};
 
 /// One head's keys, values and their variations along each vector, by columns.
 pub(super) struct HeadColumns {
@@ -68,8 +69,12 @@ fn transpose(rows: &[f64], n: usize) -> Vec<f64> {
 #[derive(Default)]
 pub(super) struct TokenScratch {
     scores: Vec<f64>,
+    /// The unnormalised weights of one chunk of tokens.
     weights: Vec<f64>,
+    /// ds_kj (then w_kj ds_kj) of one chunk.
     ds: Vec<f64>,
+    /// The partial sums: a's p, then for each vector S1's p, S2's p and the mean.
+    acc: Vec<[f64; LANES]>,
 }
 
 /// One query token k: the queries (n x m rows) and their variations along each vector, how
@@ -107,94 +112,106 @@ fn token_sums_inner(
     out: &mut [f64],
 ) {
     let (n, count, m, k) = (cols.n, query.count, query.m, query.k);
-    let p = cols.val.len() / n;
+    let (p, kv) = (cols.val.len() / n, query.dq.len());
     let q = &query.q[k * m..(k + 1) * m];
     s.scores.resize(count, 0.0);
-    s.weights.resize(count, 0.0);
-    s.ds.resize(count, 0.0);
     scores(q, &cols.key, n, 0..count, &mut s.scores);
     add_bias(query.slope, k, &mut s.scores);
-    weights(kernel, &s.scores, &mut s.weights);
+    let top = match kernel {
+        Kernel::Sa => s.scores.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        _ => 0.0,
+    };
+    s.acc.clear();
+    s.acc.resize(p + kv * (2 * p + 1), [0.0; LANES]);
+    let mut total = 0.0;
+    for start in (0..count).step_by(CHUNK) {
+        let range = start..(start + CHUNK).min(count);
+        total += chunk_weights(kernel, &s.scores[range.clone()], top, &mut s.weights);
+        for c in 0..p {
+            let column = &cols.val[c * n + range.start..c * n + range.end];
+            dot_in_lanes(&mut s.acc[c], &s.weights, column);
+        }
+        for i in 0..kv {
+            let dq = &query.dq[i][k * m..(k + 1) * m];
+            chunk_tangent_sums(kernel, cols, (q, dq), (i, range.clone()), s);
+        }
+    }
+    // sa: the softmax's denominator; usa and lsa: c_k.
+    let norm = if kernel == Kernel::Sa {
+        total
+    } else {
+        count as f64
+    };
+    let sum = |acc: &[f64; LANES]| acc.iter().sum::<f64>() / norm;
     let (a, da) = out.split_at_mut(p);
-    for (c, ac) in a.iter_mut().enumerate() {
-        *ac = lane_dot(&s.weights, &cols.val[c * n..c * n + count]);
+    for (ac, acc) in a.iter_mut().zip(&s.acc) {
+        *ac = sum(acc);
     }
     for (i, dai) in da.chunks_exact_mut(p).enumerate() {
-        let dq = &query.dq[i][k * m..(k + 1) * m];
-        sums_by_passes(kernel, cols, (q, dq), i, s, (a, dai));
+        let base = p + i * (2 * p + 1);
+        let mean = if kernel == Kernel::Sa {
+            sum(&s.acc[base + 2 * p])
+        } else {
+            0.0
+        };
+        for (c, dac) in dai.iter_mut().enumerate() {
+            *dac = sum(&s.acc[base + c]) - mean * a[c] + sum(&s.acc[base + p + c]);
+        }
     }
 }
 
-/// Along vector i: ds_kj, then each sum of the module's formula, one pass over j each (a loop
-/// fusing them all for small m = p was slower: its sums did not stay in vector registers).
+/// The unnormalised weights of the scores of one chunk into `w`: e^{s - top} (sa), e^s (usa),
+/// s (lsa); returns their sum for sa (0 otherwise).
 #[inline(always)]
-fn sums_by_passes(
+fn chunk_weights(kernel: Kernel, scores: &[f64], top: f64, w: &mut Vec<f64>) -> f64 {
+    w.clear();
+    w.extend_from_slice(scores);
+    match kernel {
+        Kernel::Lsa => 0.0,
+        Kernel::Usa => {
+            exp_in_place(w);
+            0.0
+        }
+        Kernel::Sa => exp_shifted_sum(w, top),
+    }
+}
+
+/// Adds one chunk of tokens (`range`) to vector i's partial sums of S1 = sum_j w_kj ds_kj u_j,
+/// S2 = sum_j w_kj du_j and sum_j w_kj ds_kj (unnormalised w; lsa: S1 = sum_j ds_kj u_j,
+/// S2 = sum_j s_kj du_j).
+#[inline(always)]
+fn chunk_tangent_sums(
     kernel: Kernel,
     cols: &HeadColumns,
     (q, dq): (&[f64], &[f64]),
-    i: usize,
+    (i, range): (usize, std::ops::Range<usize>),
     s: &mut TokenScratch,
-    (a, da): (&[f64], &mut [f64]),
 ) {
-    let (n, count) = (cols.n, s.scores.len());
+    let (n, len) = (cols.n, range.len());
+    let p = cols.val.len() / n;
     // ds_kj = <dq_k, kappa_j> + <q_k, dkappa_j>.
-    scores(dq, &cols.key, n, 0..count, &mut s.ds);
+    s.ds.resize(len, 0.0);
+    scores(dq, &cols.key, n, range.clone(), &mut s.ds);
     let dkey = &cols.dkey[i];
     for (c, &qc) in q.iter().enumerate() {
-        let column = &dkey[c * n..c * n + count];
+        let column = &dkey[c * n + range.start..c * n + range.end];
         s.ds.iter_mut().zip(column).for_each(|(x, k)| *x += qc * k);
     }
-    let dval = &cols.dval[i];
-    if kernel == Kernel::Lsa {
-        let inv = 1.0 / count as f64;
-        for (c, dac) in da.iter_mut().enumerate() {
-            let range = c * n..c * n + count;
-            let first = lane_dot(&s.ds, &cols.val[range.clone()]);
-            *dac = (first + lane_dot(&s.scores, &dval[range])) * inv;
-        }
-        return;
-    }
-    // w_kj ds_kj in place of ds_kj.
-    s.ds.iter_mut().zip(&s.weights).for_each(|(x, w)| *x *= w);
-    let mean = if kernel == Kernel::Sa {
-        let mut acc = [0.0; LANES];
-        crate::simd::add_in_lanes(&mut acc, &s.ds);
-        acc.iter().sum()
+    let second = if kernel == Kernel::Lsa {
+        &s.scores[range.clone()]
     } else {
-        0.0
+        // w_kj ds_kj in place of ds_kj.
+        s.ds.iter_mut().zip(&s.weights).for_each(|(x, w)| *x *= w);
+        &s.weights[..]
     };
-    for (c, dac) in da.iter_mut().enumerate() {
-        let range = c * n..c * n + count;
-        let first = lane_dot(&s.ds, &cols.val[range.clone()]);
-        *dac = first - mean * a[c] + lane_dot(&s.weights, &dval[range]);
+    let base = p + i * (2 * p + 1);
+    let (dval, acc) = (&cols.dval[i], &mut s.acc[base..base + 2 * p + 1]);
+    for c in 0..p {
+        let columns = c * n + range.start..c * n + range.end;
+        dot_in_lanes(&mut acc[c], &s.ds, &cols.val[columns.clone()]);
+        dot_in_lanes(&mut acc[p + c], second, &dval[columns]);
     }
-}
-
-/// The weights w_kj of the scores: s / c_k (lsa), e^s / c_k (usa), the softmax (sa).
-#[inline(always)]
-fn weights(kernel: Kernel, scores: &[f64], w: &mut [f64]) {
-    w.copy_from_slice(scores);
-    let count = scores.len() as f64;
-    match kernel {
-        Kernel::Lsa => w.iter_mut().for_each(|x| *x /= count),
-        Kernel::Usa => {
-            exp_in_place(w);
-            w.iter_mut().for_each(|x| *x /= count);
-        }
-        Kernel::Sa => {
-            let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let total = exp_shifted_sum(w, top);
-            w.iter_mut().for_each(|x| *x /= total);
-        }
-    }
-}
-
-/// sum_j a_j b_j in `LANES` partial sums, added in lane order.
-#[inline(always)]
-fn lane_dot(a: &[f64], b: &[f64]) -> f64 {
-    let mut acc = [0.0; LANES];
-    dot_in_lanes(&mut acc, a, b);
-    acc.iter().sum()
+    add_in_lanes(&mut acc[2 * p], &s.ds);
 }
 
 /// ALiBi: s_kj <- s_kj - m |k - j| for the scores of query token k (j from 0).

@@ -142,6 +142,43 @@ fn the_derivative_matches_finite_differences_for_every_kernel_head_mask_and_norm
     }
 }
 
+/// More tokens than one chunk of the pair sums (256) and a tail: the field and its derivative
+/// against the production field and its central differences, every kernel, with and without
+/// the causal mask, formed and factored heads.
+#[test]
+fn the_derivative_over_several_chunks_of_tokens_matches_finite_differences() {
+    let (n, d) = (600, 3);
+    for kernel in [Kernel::Lsa, Kernel::Usa, Kernel::Sa] {
+        for (mask, factored) in [(Mask::None, true), (Mask::Causal, false)] {
+            let att = attention(kernel, d, factored, 5).with_mask(mask);
+            let field = SphereField::new(att, n);
+            let x = unit_tokens(n, d, 23);
+            let mut v = unit_tokens(n, d, 61);
+            tangent(&x, &mut v, d);
+            let lin = field.linearization().expect("a derivative");
+            let (mut dy, mut dv) = (vec![0.0; n * d], vec![0.0; n * d]);
+            lin.field_and_derivatives(&x, &v, &mut dy, &mut dv);
+            let mut f = vec![0.0; n * d];
+            field.eval(&x, &mut f);
+            let max_diff = |a: &[f64], b: &[f64]| {
+                a.iter()
+                    .zip(b)
+                    .map(|(p, q)| (p - q).abs())
+                    .fold(0.0, f64::max)
+            };
+            let what = format!("{kernel:?} {mask:?} factored {factored}");
+            assert!(max_diff(&dy, &f) < 1e-12, "{what}: F differs");
+            let expected = difference_quotient(&field, &x, &v, 1e-5);
+            let scale = expected.iter().fold(1e-3, |m: f64, e| m.max(e.abs()));
+            let err = max_diff(&dv, &expected);
+            assert!(
+                err < 1e-7 * scale,
+                "{what}: DF v off by {err:e} (scale {scale:e})"
+            );
+        }
+    }
+}
+
 /// y' = B y in R^4 with B = P diag(lambda) P^{-1}: its exponents are the lambda, sorted.
 struct Linear {
     b: DMatrix<f64>,

@@ -142,6 +142,43 @@ fn the_derivative_matches_finite_differences_for_every_kernel_head_mask_and_norm
     }
 }
 
+/// More tokens than one chunk of the pair sums (256) and a tail: the field and its derivative
+/// against the production field and its central differences, every kernel, with and without
+/// the causal mask, formed and factored heads.
+#[test]
+fn the_derivative_over_several_chunks_of_tokens_matches_finite_differences() {
+    let (n, d) = (600, 3);
+    for kernel in [Kernel::Lsa, Kernel::Usa, Kernel::Sa] {
+        for (mask, factored) in [(Mask::None, true), (Mask::Causal, false)] {
+            let att = attention(kernel, d, factored, 5).with_mask(mask);
+            let field = SphereField::new(att, n);
+            let x = unit_tokens(n, d, 23);
+            let mut v = unit_tokens(n, d, 61);
+            tangent(&x, &mut v, d);
+            let lin = field.linearization().expect("a derivative");
+            let (mut dy, mut dv) = (vec![0.0; n * d], vec![0.0; n * d]);
+            lin.field_and_derivatives(&x, &v, &mut dy, &mut dv);
+            let mut f = vec![0.0; n * d];
+            field.eval(&x, &mut f);
+            let max_diff = |a: &[f64], b: &[f64]| {
+                a.iter()
+                    .zip(b)
+                    .map(|(p, q)| (p - q).abs())
+                    .fold(0.0, f64::max)
+            };
+            let what = format!("{kernel:?} {mask:?} factored {factored}");
+            assert!(max_diff(&dy, &f) < 1e-12, "{what}: F differs");
+            let expected = difference_quotient(&field, &x, &v, 1e-5);
+            let scale = expected.iter().fold(1e-3, |m: f64, e| m.max(e.abs()));
+            let err = max_diff(&dv, &expected);
+            assert!(
+                err < 1e-7 * scale,
+                "{what}: DF v off by {err:e} (scale {scale:e})"
+            );
+        }
+    }
+}
+
 /// y' = B y in R^4 with B = P diag(lambda) P^{-1}: its exponents are the lambda, sorted.
 struct Linear {
     b: DMatrix<f64>,
@@ -432,6 +469,77 @@ fn bad_lyapunov_settings_are_one_error_line_and_exit_2() {
             "{lines}: {stderr}"
         );
         assert!(!out.exists(), "{lines}: nothing may be written");
+    }
+}
+
+/// The bound on `lyapunov.exponents` is the tangent dimension: n (d - 1) for tokens on the
+/// spheres (post-LN, nGPT), n d for a pre- or peri-LN stream; the error line states the one
+/// that applies, and the bound itself is accepted.
+#[test]
+fn the_exponents_bound_is_the_tangent_dimension_of_the_normalisation() {
+    let dir = tempfile::tempdir().unwrap();
+    // n = 4, d = 3: n (d - 1) = 8, n d = 12.
+    for (norm, bound, formula) in [
+        ("post", 8, "n (d - 1) = 8"),
+        ("ngpt", 8, "n (d - 1) = 8"),
+        (
+            "pre",
+            12,
+            "n d (a pre- or peri-LN stream is not on the spheres) = 12",
+        ),
+        (
+            "peri",
+            12,
+            "n d (a pre- or peri-LN stream is not on the spheres) = 12",
+        ),
+    ] {
+        let text = small_scenario(&format!("exponents = {}", bound + 1))
+            .replace(
+                "[model]\n",
+                &format!("[model]\nnormalization = \"{norm}\"\n"),
+            )
+            .replace("t_end = 40.0", "t_end = 4.0")
+            .replace("samples = 401", "samples = 41");
+        let path = dir.path().join(format!("{norm}.toml"));
+        std::fs::write(&path, &text).unwrap();
+        let out = dir.path().join(format!("{norm}-refused"));
+        let assert = tokdyn()
+            .arg("run")
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .code(2);
+        let stderr = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{norm}: {stderr}");
+        assert!(
+            stderr.starts_with("error:")
+                && stderr.contains("lyapunov.exponents")
+                && stderr.contains(formula)
+                && stderr.contains(&format!("found {}", bound + 1)),
+            "{norm}: {stderr}"
+        );
+        assert!(!out.exists(), "{norm}: nothing may be written");
+        // The bound itself: every exponent of the tangent spaces.
+        std::fs::write(
+            &path,
+            text.replace(
+                &format!("exponents = {}", bound + 1),
+                &format!("exponents = {bound}"),
+            ),
+        )
+        .unwrap();
+        let out = dir.path().join(norm);
+        tokdyn()
+            .arg("run")
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .success();
+        let csv = std::fs::read_to_string(out.join("lyapunov.csv")).unwrap();
+        let header = csv.lines().next().unwrap();
+        assert_eq!(header.split(',').count(), 1 + bound, "{norm}: {header}");
     }
 }
 

@@ -31,6 +31,7 @@ pub mod position;
 pub mod spectral;
 pub(crate) mod symmetric;
 pub mod tangent;
+pub(crate) mod tangent_columns;
 pub(crate) mod tangent_norm;
 // The tiled kernels are public only to the `gemm` benchmark (cargo feature `bench-internals`).
 #[cfg(feature = "bench-internals")]

@@ -25,15 +25,17 @@
 //!
 //! For `lsa` without a mask and without ALiBi the sums go through the moments
 //! M = (1/n) sum_j u_j kappa_j^T and dM = (1/n) sum_j (W_v dz_j kappa_j^T + u_j (W_k dz_j)^T): a_k = W_o M q_k,
-//! da_k = W_o (M W_q dz_k + dM q_k), O(n d m) work. The other kernels are O(n^2 m) per vector;
-//! each query token's sums run sequentially over j and query tokens go in fixed blocks, so the
-//! result does not depend on the number of threads.
+//! da_k = W_o (M W_q dz_k + dM q_k), O(n d m) work. The other kernels are O(n^2 m) per vector,
+//! summed token by token over columns of keys and values (`tangent_columns`: the scores and
+//! weights of the state are formed once per query token and shared by the field and every
+//! vector); query tokens go in fixed blocks, so the result does not depend on the number of
+//! threads.
 
 use nalgebra::DMatrix;
 use rayon::prelude::*;
 
-use super::exp::exp_in_place;
 use super::position::{Position, RopeTable};
+use super::tangent_columns::{token_sums, HeadColumns, Query, TokenScratch};
 use super::tangent_norm::normalise;
 use super::{Attention, Kernel, Mask, Normalization};
 use crate::integrate::Linearization;
@@ -269,21 +271,22 @@ impl TangentField {
             return self.linear_sums(h);
         }
         let (n, p, kv) = (self.n, h.p, h.dq.len());
+        let cols = HeadColumns::of((&h.key, &h.dkey), (&h.val, &h.dval), n);
         let width = p * (1 + kv);
         let mut per_token = vec![0.0; n * width];
         let block = |(b, out): (usize, &mut [f64])| {
-            let mut scratch = PairScratch::default();
+            let mut scratch = TokenScratch::default();
             for (i, o) in out.chunks_exact_mut(width).enumerate() {
                 let k = b * BLOCK + i;
-                match (h.m == h.p).then_some(h.m) {
-                    Some(2) => self.token_sums_small::<2>(h, k, &mut scratch, o),
-                    Some(3) => self.token_sums_small::<3>(h, k, &mut scratch, o),
-                    Some(4) => self.token_sums_small::<4>(h, k, &mut scratch, o),
-                    Some(5) => self.token_sums_small::<5>(h, k, &mut scratch, o),
-                    Some(6) => self.token_sums_small::<6>(h, k, &mut scratch, o),
-                    Some(7) => self.token_sums_small::<7>(h, k, &mut scratch, o),
-                    _ => self.token_sums(h, k, &mut scratch, o),
-                }
+                let query = Query {
+                    q: &h.q,
+                    dq: &h.dq,
+                    m: h.m,
+                    k,
+                    count: if self.causal { k + 1 } else { n },
+                    slope: h.slope,
+                };
+                token_sums(self.kernel, &cols, &query, &mut scratch, o);
             }
         };
         if n * n * (h.m + p) * (1 + kv) < SEQUENTIAL_WORK {
@@ -298,141 +301,6 @@ impl TangentField {
                 .for_each(block);
         }
         split_rows(&per_token, n, p, kv)
-    }
-
-    /// [`Self::token_sums`] for queries, keys and values of one small size D (= m = p), the
-    /// sizes known at compile time: one pass over j per vector, with
-    /// da_k = S1 + S2 (usa), (S1 + S2) / c_k (lsa) or S1 - (sum_j w_kj ds_kj) a_k + S2 (sa),
-    /// S1 = sum_j w_kj ds_kj u_j (lsa: sum_j ds_kj u_j), S2 = sum_j w_kj W_v dz_j (lsa: sum_j s_kj W_v dz_j).
-    fn token_sums_small<const D: usize>(
-        &self,
-        h: &HeadData,
-        k: usize,
-        s: &mut PairScratch,
-        out: &mut [f64],
-    ) {
-        let count = if self.causal { k + 1 } else { self.n };
-        let (key, _) = h.key[..count * D].as_chunks::<D>();
-        let (val, _) = h.val[..count * D].as_chunks::<D>();
-        let qk: [f64; D] = h.q[k * D..(k + 1) * D].try_into().expect("D numbers");
-        s.scores.clear();
-        s.scores.extend(key.iter().map(|kj| dot_n(&qk, kj)));
-        add_bias(h.slope, k, &mut s.scores);
-        self.weights_of_scores(s, count);
-        let mut a = [0.0; D];
-        for (w, v) in s.weights.iter().zip(val) {
-            for c in 0..D {
-                a[c] += w * v[c];
-            }
-        }
-        out[..D].copy_from_slice(&a);
-        let lsa = self.kernel == Kernel::Lsa;
-        for (i, da) in out[D..].chunks_exact_mut(D).enumerate() {
-            let dq: [f64; D] = h.dq[i][k * D..(k + 1) * D].try_into().expect("D numbers");
-            let (dkey, _) = h.dkey[i][..count * D].as_chunks::<D>();
-            let (dval, _) = h.dval[i][..count * D].as_chunks::<D>();
-            let (mut s1, mut s2, mut mean) = ([0.0; D], [0.0; D], 0.0);
-            for j in 0..count {
-                let ds = dot_n(&dq, &key[j]) + dot_n(&qk, &dkey[j]);
-                let (c1, c2) = if lsa {
-                    (ds, s.scores[j])
-                } else {
-                    let w = s.weights[j];
-                    mean += w * ds;
-                    (w * ds, w)
-                };
-                for c in 0..D {
-                    s1[c] += c1 * val[j][c];
-                    s2[c] += c2 * dval[j][c];
-                }
-            }
-            for c in 0..D {
-                da[c] = match self.kernel {
-                    Kernel::Lsa => (s1[c] + s2[c]) / count as f64,
-                    Kernel::Usa => s1[c] + s2[c],
-                    Kernel::Sa => s1[c] - mean * a[c] + s2[c],
-                };
-            }
-        }
-    }
-
-    /// The weights w_kj of the scores in `s` (over `count` tokens) into `s.weights`.
-    fn weights_of_scores(&self, s: &mut PairScratch, count: usize) {
-        s.weights.clear();
-        s.weights.extend_from_slice(&s.scores);
-        match self.kernel {
-            Kernel::Lsa => s.weights.iter_mut().for_each(|w| *w /= count as f64),
-            Kernel::Usa => {
-                exp_in_place(&mut s.weights);
-                s.weights.iter_mut().for_each(|w| *w /= count as f64);
-            }
-            Kernel::Sa => {
-                let top = s.scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                s.weights.iter_mut().for_each(|w| *w -= top);
-                exp_in_place(&mut s.weights);
-                let total: f64 = s.weights.iter().sum();
-                s.weights.iter_mut().for_each(|w| *w /= total);
-            }
-        }
-    }
-
-    /// Token k's a_k and da_k (p numbers each, one after the other) by the pairwise sums.
-    fn token_sums(&self, h: &HeadData, k: usize, s: &mut PairScratch, out: &mut [f64]) {
-        let (m, p) = (h.m, h.p);
-        let count = if self.causal { k + 1 } else { self.n };
-        let qk = &h.q[k * m..(k + 1) * m];
-        s.scores.clear();
-        s.scores
-            .extend((0..count).map(|j| dot(qk, &h.key[j * m..(j + 1) * m])));
-        add_bias(h.slope, k, &mut s.scores);
-        self.weights_of_scores(s, count);
-        let (a, da) = out.split_at_mut(p);
-        a.fill(0.0);
-        for (j, w) in s.weights.iter().enumerate() {
-            axpy(*w, &h.val[j * p..(j + 1) * p], a);
-        }
-        for (i, dai) in da.chunks_exact_mut(p).enumerate() {
-            self.tangent_token_sums(h, (k, i, count), s, dai);
-        }
-    }
-
-    /// da_k along vector i (see the module's formula).
-    fn tangent_token_sums(
-        &self,
-        h: &HeadData,
-        (k, i, count): (usize, usize, usize),
-        s: &mut PairScratch,
-        da: &mut [f64],
-    ) {
-        let (m, p) = (h.m, h.p);
-        let (qk, dqk) = (&h.q[k * m..(k + 1) * m], &h.dq[i][k * m..(k + 1) * m]);
-        let dval = &h.dval[i];
-        s.dscores.clear();
-        s.dscores.extend((0..count).map(|j| {
-            dot(dqk, &h.key[j * m..(j + 1) * m]) + dot(qk, &h.dkey[i][j * m..(j + 1) * m])
-        }));
-        da.fill(0.0);
-        match self.kernel {
-            Kernel::Lsa => {
-                let inv = 1.0 / count as f64;
-                for j in 0..count {
-                    axpy(s.dscores[j] * inv, &h.val[j * p..(j + 1) * p], da);
-                    axpy(s.scores[j] * inv, &dval[j * p..(j + 1) * p], da);
-                }
-            }
-            Kernel::Usa | Kernel::Sa => {
-                let mean = if self.kernel == Kernel::Sa {
-                    dot(&s.weights, &s.dscores)
-                } else {
-                    0.0
-                };
-                for j in 0..count {
-                    let w = s.weights[j];
-                    axpy(w * (s.dscores[j] - mean), &h.val[j * p..(j + 1) * p], da);
-                    axpy(w, &dval[j * p..(j + 1) * p], da);
-                }
-            }
-        }
     }
 
     /// The `lsa` sums without a mask through the moments M and dM (O(n m p)).
@@ -522,23 +390,6 @@ impl Linearization for TangentField {
     }
 }
 
-/// Per-thread buffers of the pairwise sums.
-#[derive(Default)]
-struct PairScratch {
-    scores: Vec<f64>,
-    weights: Vec<f64>,
-    dscores: Vec<f64>,
-}
-
-/// ALiBi: s_kj <- s_kj - m |k - j| for the scores of query token k (j from 0).
-fn add_bias(slope: Option<f64>, k: usize, scores: &mut [f64]) {
-    if let Some(m) = slope {
-        for (j, s) in scores.iter_mut().enumerate() {
-            *s -= m * (k as f64 - j as f64).abs();
-        }
-    }
-}
-
 /// Splits per-token rows [a_k, da_k(1), ..., da_k(kv)] into a and the da of each vector.
 fn split_rows(rows: &[f64], n: usize, p: usize, kv: usize) -> (Vec<f64>, Vec<Vec<f64>>) {
     let width = p * (1 + kv);
@@ -565,15 +416,6 @@ fn add_output(output: Option<&Map>, a: &[f64], p: usize, d: usize, out: &mut [f6
             }
         }
     }
-}
-
-#[inline(always)]
-fn dot_n<const D: usize>(a: &[f64; D], b: &[f64; D]) -> f64 {
-    let mut sum = 0.0;
-    for c in 0..D {
-        sum += a[c] * b[c];
-    }
-    sum
 }
 
 fn axpy(c: f64, x: &[f64], y: &mut [f64]) {

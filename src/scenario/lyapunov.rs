@@ -88,9 +88,14 @@ pub fn lyapunov_spec(
     let dimension = tangent_dimension(model, tokens);
     let k = raw.exponents.unwrap_or(1);
     if k < 1 || k as u64 > dimension as u64 {
+        let bound = if model.normalization.on_sphere() {
+            "n (d - 1)"
+        } else {
+            "n d (a pre- or peri-LN stream is not on the spheres)"
+        };
         return err(
             "lyapunov.exponents",
-            format!("must be an integer from 1 to n (d - 1) = {dimension} (the tangent dimension), found {k}"),
+            format!("must be an integer from 1 to {bound} = {dimension} (the tangent dimension), found {k}"),
         );
     }
     let transient = raw.transient.unwrap_or(time.t_end / 10.0);

@@ -14,8 +14,11 @@
 //! sqrt(n) keeps a few scattered tokens (small n, spacing above theta) from counting as
 //! clusters of one.
 //!
-//! Cost, no n x n matrix: d = 2 sorts the angles (the components are the arcs between gaps
-//! larger than theta, a component's diameter is its arc), O(n log n), exact. d >= 3 makes
+//! Cost, no n x n matrix: d = 2 takes the angles (the components are the arcs between gaps
+//! larger than theta of the sorted angles, a component's diameter is its arc, last angle minus
+//! first) and finds those gaps from angle bins at most theta / 2 wide without sorting, O(n +
+//! 4 pi / theta), exact: the same partition and the same diameters as the sort (docs/MATH.md
+//! §11.2; the sort remains for thresholds so small that the bins outnumber 4 n). d >= 3 makes
 //! groups by one leader pass (a token joins the first leader within theta, else leads a new
 //! group; more leaders than the cap means not clustered), O(n k d), then verifies: a group is
 //! tight when twice its radius about its centre is <= theta, not tight when a true pair is
@@ -29,7 +32,7 @@
 //! limit. In a clustered state the leader pass finds exactly the components. Angles are
 //! formed as 2 asin(|x - y| / 2), accurate for the tiny angles of tight clusters.
 
-use std::f64::consts::PI;
+use std::f64::consts::{PI, TAU};
 
 /// The default angle (radians) below which tokens count as one tight cluster.
 pub const DEFAULT_THRESHOLD: f64 = 0.1;
@@ -248,19 +251,69 @@ pub fn angle_between(x: &[f64], y: &[f64]) -> f64 {
     2.0 * (chord2.sqrt() / 2.0).min(1.0).asin()
 }
 
-/// d = 2: the arcs between gaps wider than theta, when each arc is at most theta long.
+/// d = 2: the arcs between gaps wider than theta of the sorted angles, when each arc is at most
+/// theta long; by angle bins in O(n + bins) when the bins are few enough, else by sorting.
 fn circle_groups(tokens: &[f64], theta: f64) -> Option<Vec<Group>> {
-    let n = tokens.len() / 2;
-    let mut order: Vec<(f64, usize)> = tokens
-        .chunks_exact(2)
-        .enumerate()
-        .map(|(k, x)| (x[1].atan2(x[0]), k))
-        .collect();
+    let angles = circle_angles(tokens);
+    let n = angles.len();
+    match angle_bins(theta) {
+        Some(bins)
+            if bins <= MAX_BINS_PER_TOKEN * n + MIN_BINS
+                && angles.iter().all(|a| a.is_finite()) =>
+        {
+            binned_angle_groups(&angles, theta, bins)
+        }
+        _ => sorted_angle_groups(&angles, theta),
+    }
+}
+
+/// The angles atan2(x_2, x_1) in [-pi, pi] of d = 2 tokens (elementwise, so the same numbers
+/// whatever the thread count).
+fn circle_angles(tokens: &[f64]) -> Vec<f64> {
+    use rayon::prelude::*;
+    let mut angles = Vec::with_capacity(tokens.len() / 2);
+    tokens
+        .par_chunks_exact(2)
+        .with_min_len(1 << 14)
+        .map(|x| x[1].atan2(x[0]))
+        .collect_into_vec(&mut angles);
+    angles
+}
+
+/// The binned partition is used while bins <= MAX_BINS_PER_TOKEN n + MIN_BINS (else the sort is
+/// as cheap and needs no table of bins).
+const MAX_BINS_PER_TOKEN: usize = 4;
+/// See [`MAX_BINS_PER_TOKEN`].
+const MIN_BINS: usize = 256;
+
+/// The number of angle bins over [-pi, pi]: ceil(4 pi / theta), so a bin is at most theta / 2
+/// wide and no gap wider than theta fits inside one (docs/MATH.md §11.2); `None` when that is
+/// not a usable count.
+fn angle_bins(theta: f64) -> Option<usize> {
+    let bins = (2.0 * TAU / theta).ceil();
+    (1.0..1e12).contains(&bins).then_some(bins as usize)
+}
+
+/// The span of an arc from its first angle to its last (in sorted order), `wrapped` when it
+/// runs through the cut at +-pi: (last + 2 pi) - first, else last - first.
+fn arc_span(first: f64, last: f64, wrapped: bool) -> f64 {
+    if wrapped {
+        (last + TAU) - first
+    } else {
+        last - first
+    }
+}
+
+/// The definition: sort the angles, cut after every gap wider than theta (the gap after the
+/// last angle wraps around: first + 2 pi - last); each arc is a group, at most theta wide.
+fn sorted_angle_groups(angles: &[f64], theta: f64) -> Option<Vec<Group>> {
+    let n = angles.len();
+    let mut order: Vec<(f64, usize)> = angles.iter().copied().zip(0..).collect();
     order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let gap = |i: usize| -> f64 {
         // The gap after sorted position i (the last one wraps around).
         let next = if i + 1 == n {
-            order[0].0 + 2.0 * PI
+            order[0].0 + TAU
         } else {
             order[i + 1].0
         };
@@ -270,7 +323,7 @@ fn circle_groups(tokens: &[f64], theta: f64) -> Option<Vec<Group>> {
     let start = (0..n).find(|&i| gap(i) > theta).map(|i| (i + 1) % n)?;
     let mut groups = Vec::new();
     let mut members = Vec::new();
-    let mut span = 0.0;
+    let mut first = start;
     for step in 0..n {
         // (start + step) mod n, without a division per token.
         let i = if start + step >= n {
@@ -280,6 +333,7 @@ fn circle_groups(tokens: &[f64], theta: f64) -> Option<Vec<Group>> {
         };
         members.push(order[i].1);
         if gap(i) > theta {
+            let span = arc_span(order[first].0, order[i].0, i < first);
             if span > theta {
                 return None;
             }
@@ -287,10 +341,63 @@ fn circle_groups(tokens: &[f64], theta: f64) -> Option<Vec<Group>> {
                 members: std::mem::take(&mut members),
                 diameter: span,
             });
-            span = 0.0;
-        } else {
-            span += gap(i);
+            first = if i + 1 == n { 0 } else { i + 1 };
         }
+    }
+    Some(groups)
+}
+
+/// The same partition from `bins` angle bins (bins >= ceil(4 pi / theta)) in O(n + bins): inside
+/// a bin no gap exceeds theta, so only the gaps between consecutive non-empty bins (the next
+/// one's smallest angle minus this one's largest, the same two doubles the sort would subtract)
+/// decide; an arc's span is its last bin's largest angle minus its first bin's smallest
+/// (docs/MATH.md §11.2). The angles must be finite.
+fn binned_angle_groups(angles: &[f64], theta: f64, bins: usize) -> Option<Vec<Group>> {
+    let scale = bins as f64 / TAU;
+    let bin = |a: f64| (((a + PI) * scale) as usize).min(bins - 1);
+    let mut lowest = vec![f64::INFINITY; bins];
+    let mut highest = vec![f64::NEG_INFINITY; bins];
+    for &a in angles {
+        let b = bin(a);
+        lowest[b] = lowest[b].min(a);
+        highest[b] = highest[b].max(a);
+    }
+    let filled: Vec<usize> = (0..bins).filter(|&b| lowest[b] <= highest[b]).collect();
+    let m = filled.len();
+    let gap = |j: usize| -> f64 {
+        // The gap after the j-th non-empty bin (the last one wraps around).
+        let next = if j + 1 == m {
+            lowest[filled[0]] + TAU
+        } else {
+            lowest[filled[j + 1]]
+        };
+        next - highest[filled[j]]
+    };
+    let start = (0..m).find(|&j| gap(j) > theta).map(|j| (j + 1) % m)?;
+    let mut label = vec![u32::MAX; bins];
+    let mut spans = Vec::new();
+    let mut first = start;
+    for step in 0..m {
+        let j = (start + step) % m;
+        label[filled[j]] = spans.len() as u32;
+        if gap(j) > theta {
+            let span = arc_span(lowest[filled[first]], highest[filled[j]], j < first);
+            if span > theta || spans.len() >= u32::MAX as usize - 1 {
+                return None;
+            }
+            spans.push(span);
+            first = (j + 1) % m;
+        }
+    }
+    let mut groups: Vec<Group> = spans
+        .into_iter()
+        .map(|diameter| Group {
+            members: Vec::new(),
+            diameter,
+        })
+        .collect();
+    for (k, &a) in angles.iter().enumerate() {
+        groups[label[bin(a)] as usize].members.push(k);
     }
     Some(groups)
 }
@@ -438,9 +545,16 @@ fn apart(tokens: &[f64], d: usize, a: (&Group, &Cap), b: (&Group, &Cap), theta: 
     })
 }
 
-/// Puts each group's members in increasing order: by one pass over the tokens when the groups
-/// hold every token once (O(n)), else by sorting.
+/// Puts each group's members in increasing order: nothing to do when they are (the binned
+/// partition lists them so), by one pass over the tokens when the groups hold every token once
+/// (O(n)), else by sorting.
 fn sort_members(groups: &mut [Group], n: usize) {
+    if groups
+        .iter()
+        .all(|g| g.members.windows(2).all(|w| w[0] < w[1]))
+    {
+        return;
+    }
     let total: usize = groups.iter().map(|g| g.members.len()).sum();
     if total != n || groups.len() >= u32::MAX as usize {
         groups.iter_mut().for_each(|g| g.members.sort_unstable());
@@ -594,6 +708,110 @@ mod tests {
             clustered += (c.count > 0) as usize;
         }
         assert!(clustered > 50 && clustered < 290, "{clustered}");
+    }
+
+    /// Groups as (members ascending, diameter's bits), ordered by their first member.
+    fn canonical(groups: Option<Vec<Group>>) -> Option<Vec<(Vec<usize>, u64)>> {
+        let mut out: Vec<(Vec<usize>, u64)> = groups?
+            .into_iter()
+            .map(|mut g| {
+                g.members.sort_unstable();
+                (g.members, g.diameter.to_bits())
+            })
+            .collect();
+        out.sort();
+        Some(out)
+    }
+
+    /// k arcs of angles in [-pi, pi) of width `width`, the first ending at the cut when
+    /// `across` (so it runs through +-pi), and the last arc's first angle `after` the previous
+    /// arc's last plus `gap` (the gap near the threshold, to the ulp).
+    fn arcs(rng: &mut ChaCha8Rng, n: usize, k: usize, width: f64, gap: f64) -> Vec<f64> {
+        use rand::RngExt;
+        let wrap = |a: f64| (a + PI).rem_euclid(TAU) - PI;
+        let centres: Vec<f64> = (0..k).map(|_| rng.random_range(-PI..PI)).collect();
+        let mut angles: Vec<f64> = (0..n)
+            .map(|i| wrap(centres[i % k] + width * (rng.random::<f64>() - 0.5)))
+            .collect();
+        // One more arc of two angles `gap` apart at the end of the first arc.
+        let last = angles
+            .iter()
+            .step_by(k)
+            .fold(f64::NEG_INFINITY, |m, &a| m.max(a));
+        if last.is_finite() && last + gap < PI {
+            angles.push(last + gap);
+        }
+        angles
+    }
+
+    #[test]
+    fn binned_partition_is_the_sorted_one() {
+        let mut rng = ChaCha8Rng::seed_from_u64(38);
+        let (mut clustered, mut wrapped) = (0, 0);
+        for trial in 0..600 {
+            let theta = [0.1, 0.3, 0.02, 1.0][trial % 4];
+            let k = 1 + trial % 7;
+            let n = 1 + (trial * 13) % 400;
+            let width = [0.0, 0.3, 0.9, 1.0, 1.5, 8.0][trial % 6] * theta;
+            // Gaps at the threshold: exactly, and one or two ulps either side.
+            let ulp = f64::EPSILON * 4.0;
+            let gap = theta + [0.0, -ulp, ulp, -2.0 * ulp, 2.0 * ulp, 0.5][trial % 6];
+            let mut angles = arcs(&mut rng, n, k, width, gap);
+            if trial % 3 == 0 {
+                // An arc through the cut: angles near -pi and near pi.
+                let m = angles.len();
+                for a in angles.iter_mut().take(m / 2).step_by(2) {
+                    *a = (PI - 0.4 * theta * (*a + PI) / TAU).min(PI);
+                }
+                for a in angles.iter_mut().skip(m / 2).step_by(3) {
+                    *a = -PI + 0.4 * theta * (*a + PI) / TAU;
+                }
+            }
+            let sorted = canonical(sorted_angle_groups(&angles, theta));
+            let bins = angle_bins(theta).unwrap();
+            for b in [bins, 3 * bins + 1] {
+                let binned = canonical(binned_angle_groups(&angles, theta, b));
+                assert_eq!(binned, sorted, "trial {trial}: theta {theta}, bins {b}");
+            }
+            clustered += sorted.is_some() as usize;
+            wrapped += (trial % 3 == 0 && sorted.is_some()) as usize;
+        }
+        assert!(clustered > 100 && clustered < 550, "{clustered}");
+        assert!(wrapped > 30, "{wrapped}");
+    }
+
+    #[test]
+    fn a_gap_equal_to_the_threshold_links() {
+        // Exact doubles: the gap 0.625 - 0.5 is 0.125 = theta, one ulp more is wider.
+        let theta = 0.125;
+        let bins = angle_bins(theta).unwrap();
+        for groups in [
+            sorted_angle_groups(&[0.5, 0.625], theta),
+            binned_angle_groups(&[0.5, 0.625], theta, bins),
+        ] {
+            assert_eq!(
+                canonical(groups),
+                Some(vec![(vec![0, 1], 0.125f64.to_bits())])
+            );
+        }
+        let wider = [0.5, f64::from_bits(0.625f64.to_bits() + 1)];
+        for groups in [
+            sorted_angle_groups(&wider, theta),
+            binned_angle_groups(&wider, theta, bins),
+        ] {
+            let sizes: Vec<usize> = groups.unwrap().iter().map(|g| g.members.len()).collect();
+            assert_eq!(sizes, vec![1, 1]);
+        }
+        // Around the cut: pi - 0.0625 and -pi + 0.03125 are one arc 0.09375 wide.
+        let across = [PI - 0.0625, -PI + 0.03125];
+        let span = (-PI + 0.03125 + TAU) - (PI - 0.0625);
+        assert!((span - 0.09375).abs() < 1e-15);
+        let expected = Some(vec![(vec![0, 1], span.to_bits())]);
+        assert_eq!(canonical(sorted_angle_groups(&across, theta)), expected);
+        assert_eq!(
+            canonical(binned_angle_groups(&across, theta, bins)),
+            expected
+        );
     }
 
     #[test]

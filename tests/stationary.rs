@@ -450,6 +450,11 @@ fn bad_continuations_are_one_error_line_and_no_folder() {
             TEMPERATURE.replace("noise.temperature", "model.beta"),
             "noise.temperature",
         ),
+        (
+            base_scenario("").replace("d = 2", "d = 40"),
+            TEMPERATURE.into(),
+            "model.d",
+        ),
     ];
     for (base, sw, key) in cases {
         let (code, err, out, _keep) = sweep(&base, &sw);

@@ -1073,6 +1073,9 @@ fn stationary_family(
             t
         }
     };
+    if model.d > MAX_STATIONARY_D {
+        return Err(at(file, "model.d", format!("stationary densities are followed for d <= {MAX_STATIONARY_D}: beyond, a concentrated bump needs more quadrature than the continuation's grid gives and its stability is not reliable (`run --model mean-field` has no such bound), found {}", model.d)));
+    }
     Ok(StationaryFamily {
         kernel,
         parameter,
@@ -1080,6 +1083,11 @@ fn stationary_family(
         d: model.d,
     })
 }
+
+/// The largest d of a stationary-density continuation: the stability of the bump states was
+/// checked against the time stepper up to d = 20; from d = 30 on the continuation's fixed grid
+/// of Gauss nodes does not resolve a concentrated bump's linearisation.
+const MAX_STATIONARY_D: usize = 20;
 
 /// `[codim2]`: two distinct real parameters of an OA-analysable base, a box of positive size
 /// in both, a step > 0, curve types `fold` and `hopf`.

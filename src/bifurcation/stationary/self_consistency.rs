@@ -135,7 +135,9 @@ pub struct SelfConsistency {
     m: usize,
     /// b_k at the nodes for each k in ks (rows), j < m: cos(k theta_j) or P_k(u_j).
     cos: Vec<Vec<f64>>,
-    /// cos(m/4 theta_j) or P_{m/2}(u_j) (the resolution probe).
+    /// cos(m/4 theta_j) or the orthonormal p_{m/2}(u_j) = sqrt(N(d, m/2)) P_{m/2}(u_j) (the
+    /// resolution probe; with P_{m/2} itself its mean is of order N(d, m/2)^{-1/2} and the probe
+    /// never fires in high dimension).
     probe: Vec<f64>,
     /// Quadrature weights of the nodes (sum 1).
     weights: Vec<f64>,
@@ -173,6 +175,7 @@ impl SelfConsistency {
         let total: f64 = w.iter().sum();
         let top = ks.iter().copied().max().unwrap_or(0).max(m / 2);
         let mut p = vec![0.0; top + 1];
+        let (mut orthonormal, mut slope) = (vec![0.0; m / 2 + 1], vec![0.0; m / 2 + 1]);
         let mut cos = vec![vec![0.0; m]; ks.len()];
         let mut probe = vec![0.0; m];
         for (j, &x) in u.iter().enumerate() {
@@ -180,7 +183,8 @@ impl SelfConsistency {
             for (row, &k) in cos.iter_mut().zip(&ks) {
                 row[j] = p[k];
             }
-            probe[j] = p[m / 2];
+            gegenbauer::orthonormal_polynomials(d, m / 2, x, &mut orthonormal, &mut slope);
+            probe[j] = orthonormal[m / 2];
         }
         SelfConsistency {
             family,

@@ -7,17 +7,20 @@
 //! Phi'[rho] delta = (1 / beta) K * delta (usa),  (1 / beta) K * delta / K * rho (sa),
 //! ```
 //!
-//! by Galerkin on P_1 .. P_n (the Gegenbauer polynomials, P_l(1) = 1; zero mass), in the weak
-//! form: for axisymmetric f, g, grad f . grad g = (1 - u^2) f'(u) g'(u), so
+//! by Galerkin on p_1 .. p_n (the orthonormal Gegenbauer polynomials p_l = sqrt(N(d, l)) P_l;
+//! zero mass), in the weak form: for axisymmetric f, g, grad f . grad g = (1 - u^2) f'(u) g'(u),
+//! so
 //!
 //! ```text
-//! <P_k, L[P_l]> = <(1 - u^2) P_k' J_l> - T k (k + d - 2) / N(d, k) [k = l],
-//! J_l = P_l Phi_u[rho] + rho d_u(Phi'[rho] P_l),   K * P_l = c_l P_l (Funk–Hecke),
+//! <p_k, L[p_l]> = <(1 - u^2) p_k' J_l> - T k (k + d - 2) [k = l],
+//! J_l = p_l Phi_u[rho] + rho d_u(Phi'[rho] p_l),   K * p_l = c_l p_l (Funk–Hecke),
 //! ```
 //!
-//! <.> the mean against the normalised surface measure (Gauss sums in u), and the Gram matrix
-//! <P_k P_l> = [k = l] / N(d, k): the generator on the coefficients is diag(N) A. At the uniform
-//! state its eigenvalues are l (l + d - 2)(c_l / beta - T). Rotations of the bump away from e
+//! `<.>` the mean against the normalised surface measure (Gauss sums in u); the Gram matrix is
+//! the identity, so this matrix is the generator on the coefficients (the similar matrix
+//! diag(N) A of the P_l's basis has entries of scales N(d, k) apart, which spoiled its
+//! eigenvalues in high dimension). At the uniform state its eigenvalues are
+//! l (l + d - 2)(c_l / beta - T). Rotations of the bump away from e
 //! are not axisymmetric and are not in this block: the stability read here is on axisymmetric
 //! perturbations only (the rotation mode is neutral there).
 
@@ -27,20 +30,10 @@ use super::self_consistency::{scaled_coefficients, Family};
 use crate::mean_field::gegenbauer;
 use crate::mean_field::Kernel;
 
-/// P_l(u) and P_l'(u) for l = 0 ..= lmax (P_l(1) = 1) by the three-term recurrence and its
-/// derivative.
+/// p_l(u) and p_l'(u) for l = 0 ..= lmax (orthonormal).
 fn values_and_slopes(d: usize, lmax: usize, u: f64) -> (Vec<f64>, Vec<f64>) {
-    let mut p = vec![0.0; lmax + 1];
-    gegenbauer::polynomials(d, lmax, u, &mut p);
-    let mut dp = vec![0.0; lmax + 1];
-    if lmax >= 1 {
-        dp[1] = 1.0;
-    }
-    let two_lam = d as f64 - 2.0;
-    for l in 1..lmax {
-        let lf = l as f64;
-        dp[l + 1] = ((2.0 * lf + two_lam) * (p[l] + u * dp[l]) - lf * dp[l - 1]) / (lf + two_lam);
-    }
+    let (mut p, mut dp) = (vec![0.0; lmax + 1], vec![0.0; lmax + 1]);
+    gegenbauer::orthonormal_polynomials(d, lmax, u, &mut p, &mut dp);
     (p, dp)
 }
 
@@ -60,14 +53,14 @@ pub fn leading_rate(family: &Family, beta: f64, t: f64, rho: &[f64], n: usize) -
         c.iter_mut().for_each(|x| *x *= e);
     }
     let table: Vec<(Vec<f64>, Vec<f64>)> = u.iter().map(|&x| values_and_slopes(d, n, x)).collect();
-    // K * rho and its u-derivative at the nodes from rho's moments R_l = <rho P_l>.
+    // K * rho and its u-derivative at the nodes from rho's moments <rho p_l>.
     let moments: Vec<f64> = (0..=n)
         .map(|l| (0..m).map(|j| q[j] * rho[j] * table[j].0[l]).sum())
         .collect();
     let (mut k_rho, mut k_rho_u) = (vec![0.0; m], vec![0.0; m]);
     for j in 0..m {
         for l in 0..=n {
-            let a = gegenbauer::dimension(d, l) * c[l] * moments[l];
+            let a = c[l] * moments[l];
             k_rho[j] += a * table[j].0[l];
             k_rho_u[j] += a * table[j].1[l];
         }
@@ -103,14 +96,13 @@ pub fn leading_rate(family: &Family, beta: f64, t: f64, rho: &[f64], n: usize) -
             })
             .collect();
         for k in 1..=n {
-            let nk = gegenbauer::dimension(d, k);
             let mut a: f64 = (0..m)
                 .map(|j| q[j] * (1.0 - u[j] * u[j]) * table[j].1[k] * j_l[j])
                 .sum();
             if k == l {
-                a -= t * (k * (k + d - 2)) as f64 / nk;
+                a -= t * (k * (k + d - 2)) as f64;
             }
-            b[(k - 1, l - 1)] = nk * a;
+            b[(k - 1, l - 1)] = a;
         }
     }
     let rates: Vec<f64> = b.complex_eigenvalues().iter().map(|z| z.re).collect();

@@ -11,6 +11,7 @@ pub mod base;
 pub(crate) mod codim2;
 pub(crate) mod coefficient_model;
 pub(crate) mod continuation;
+pub(crate) mod corrector;
 pub(crate) mod cycles;
 pub mod normal_form;
 pub mod periodic;

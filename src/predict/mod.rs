@@ -217,7 +217,7 @@ pub fn predict(sh: &SecondHarmonic, start: Complex64, horizon: f64) -> Predictio
         continuum,
         circle,
     };
-    let field = Field { sh: *sh, sign: 1.0 };
+    let field = Field::new(*sh, 1.0);
     let (outcome, end) = follow(&field, &objects, start, horizon);
     let (label, reason) = verdict(&outcome);
     let limit_cycles = match outcome {
@@ -287,7 +287,7 @@ fn phase_space(
 /// The ring search of [`limit_cycles`] among the given phase-space objects.
 fn ring_cycles(sh: &SecondHarmonic, objects: &Objects, horizon: f64, known: &mut Vec<LimitCycle>) {
     for sign in [1.0, -1.0] {
-        let field = Field { sh: *sh, sign };
+        let field = Field::new(*sh, sign);
         for radius in [0.2, 0.5, 0.8, 0.95] {
             for m in 0..4 {
                 let s0 =

@@ -515,33 +515,15 @@ fn locate(
     sigma1: f64,
     g: &TestFn<'_>,
 ) -> Result<Option<Vector4<f64>>, Error> {
-    let (mut lo, mut hi) = (0.0, sigma1);
-    let mut g_lo = g(y).map_err(Error::Input)?;
-    let mut best = None;
-    for _ in 0..LOCATE_STEPS {
-        let mid = 0.5 * (lo + hi);
-        let Some(ym) = sys
-            .correct(y + t * mid, *t, t.dot(y) + mid)
-            .map_err(Error::Input)?
-        else {
-            return Ok(best);
+    let at = |mid: f64| -> Result<_, String> {
+        let Some(ym) = sys.correct(y + t * mid, *t, t.dot(y) + mid)? else {
+            return Ok(None);
         };
-        best = Some(ym);
-        let gm = g(&ym).map_err(Error::Input)?;
-        if gm == 0.0 || !gm.is_finite() {
-            break;
-        }
-        if gm * g_lo < 0.0 {
-            hi = mid;
-        } else {
-            lo = mid;
-            g_lo = gm;
-        }
-        if (hi - lo).abs() < 1e-14 {
-            break;
-        }
-    }
-    Ok(best)
+        Ok(Some((ym, g(&ym)?)))
+    };
+    let g0 = g(y).map_err(Error::Input)?;
+    corrector::bisect_arclength(sigma1, g0, LOCATE_STEPS, at, |g| !g.is_finite())
+        .map_err(Error::Input)
 }
 
 /// A start point: y on the curve of `curve`, found on a search line.

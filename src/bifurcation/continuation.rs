@@ -397,30 +397,13 @@ fn locate(
     sigma1: f64,
     g: &dyn Fn(Vector3<f64>) -> Result<f64, String>,
 ) -> Result<Option<Vector3<f64>>, String> {
-    let (mut lo, mut hi) = (0.0, sigma1);
-    let mut g_lo = g(y)?;
-    let mut best = None;
-    for _ in 0..LOCATE_STEPS {
-        let mid = 0.5 * (lo + hi);
+    let at = |mid: f64| -> Result<_, String> {
         let Some(ym) = fam.correct(y + t * mid, t, t.dot(&y) + mid)? else {
-            return Ok(best);
+            return Ok(None);
         };
-        best = Some(ym);
-        let gm = g(ym)?;
-        if gm == 0.0 {
-            break;
-        }
-        if gm * g_lo < 0.0 {
-            hi = mid;
-        } else {
-            lo = mid;
-            g_lo = gm;
-        }
-        if (hi - lo).abs() < 1e-14 {
-            break;
-        }
-    }
-    Ok(best)
+        Ok(Some((ym, g(ym)?)))
+    };
+    corrector::bisect_arclength(sigma1, g(y)?, LOCATE_STEPS, at, |_| false)
 }
 
 /// Whether (p, x) lies on a traced branch (within `tol`, by linear interpolation in p between

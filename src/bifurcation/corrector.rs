@@ -130,6 +130,42 @@ where
         .then(|| t.normalize())
 }
 
+/// Bisection along the arclength sigma in [0, `sigma1`] for a sign change of a test function
+/// g with g(0) = `g0`: `at(sigma)` corrects the point at sigma and gives it with its g
+/// (`None`: the corrector failed there, and the last point found is the answer). It stops after
+/// `steps`, at g = 0 or where `stop(g)`, or when the interval is shorter than 1e-14.
+pub(crate) fn bisect_arclength<Y, E>(
+    sigma1: f64,
+    g0: f64,
+    steps: usize,
+    mut at: impl FnMut(f64) -> Result<Option<(Y, f64)>, E>,
+    stop: impl Fn(f64) -> bool,
+) -> Result<Option<Y>, E> {
+    let (mut lo, mut hi) = (0.0, sigma1);
+    let mut g_lo = g0;
+    let mut best = None;
+    for _ in 0..steps {
+        let mid = 0.5 * (lo + hi);
+        let Some((ym, gm)) = at(mid)? else {
+            return Ok(best);
+        };
+        best = Some(ym);
+        if gm == 0.0 || stop(gm) {
+            break;
+        }
+        if gm * g_lo < 0.0 {
+            hi = mid;
+        } else {
+            lo = mid;
+            g_lo = gm;
+        }
+        if (hi - lo).abs() < 1e-14 {
+            break;
+        }
+    }
+    Ok(best)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +204,17 @@ mod tests {
         }
         // The hyperplane x = 2 misses the circle: Newton does not converge.
         assert!(circle(2.0).is_none());
+    }
+
+    #[test]
+    fn the_bisection_finds_the_sign_change_of_the_test_function() {
+        // Along the circle's arc y = (cos s, sin s) the test x - 0.6 changes sign at
+        // s = acos(0.6).
+        let at = |s: f64| -> Result<_, ()> { Ok(Some((s, s.cos() - 0.6))) };
+        let s = bisect_arclength(1.5, 0.4, 60, at, |_| false)
+            .unwrap()
+            .unwrap();
+        assert!((s - 0.6_f64.acos()).abs() < 1e-13, "{s}");
     }
 
     #[test]

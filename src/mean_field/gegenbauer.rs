@@ -25,6 +25,8 @@
 
 use std::f64::consts::PI;
 
+use crate::model::bessel::miller_downward;
+
 /// lambda = (d - 2) / 2 (d >= 3).
 fn lambda(d: usize) -> f64 {
     (d as f64 - 2.0) / 2.0
@@ -207,23 +209,14 @@ fn scaled_bessel_shifted(nu: f64, x: f64, lmax: usize) -> Vec<f64> {
     let last = offset + lmax;
     let start = last.max(x.ceil().min(1e7) as usize) + 30 + (10.0 * x.min(1e7).sqrt()) as usize;
     let mut f = vec![0.0; last + 1];
-    let (mut above, mut current) = (0.0, 1e-280);
-    for j in (1..=start).rev() {
-        if j <= last {
-            f[j] = current;
-        }
-        let below = above + (2.0 * (nu0 + j as f64) / x) * current;
-        above = current;
-        current = below;
-        if current > RESCALE_ABOVE {
-            let s = 1.0 / RESCALE_ABOVE;
-            current *= s;
-            above *= s;
-            if j <= last {
-                f[j..].iter_mut().for_each(|v| *v *= s);
-            }
-        }
-    }
+    let (current, _) = miller_downward(
+        start,
+        1e-280,
+        &mut f,
+        (RESCALE_ABOVE, 1.0 / RESCALE_ABOVE),
+        |j| 2.0 * (nu0 + j as f64) / x,
+        |_| 0.0,
+    );
     f[0] = current;
     let lowest = if half {
         -(-2.0 * x).exp_m1() / (2.0 * PI * x).sqrt()

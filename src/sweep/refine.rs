@@ -257,26 +257,7 @@ mod tests {
     use super::*;
     use crate::sweep::row::RESULT_COLUMNS;
     use crate::sweep::spec;
-
-    const BASE: &str = r#"
-name = "base"
-[params]
-v11 = 0.2
-v12 = 1.0
-[model]
-kernel = "lsa"
-beta = 1.0
-d = 2
-A = "identity"
-V = [["v11", "v12"], ["-v12", "-v11"]]
-[tokens]
-n = 16
-init = "poisson"
-r0 = 0.3
-[time]
-t_end = 1.0
-samples = 11
-"#;
+    use crate::sweep::spec::tests::BASE;
 
     fn plan(axes: &str, refine: &str) -> Plan {
         let dir = tempfile::tempdir().unwrap();

@@ -281,6 +281,16 @@ mod tests {
         Outcome::from_cells(&cells).unwrap()
     }
 
+    /// The rule labelling the first coordinate by bands: the label of the first cut it is
+    /// below, "converged-clusters" above every cut.
+    fn bands(cuts: &'static [(f64, &'static str)]) -> impl Fn(&[f64]) -> &'static str + Sync {
+        move |c: &[f64]| {
+            cuts.iter()
+                .find(|(cut, _)| c[0] < *cut)
+                .map_or("converged-clusters", |(_, label)| *label)
+        }
+    }
+
     /// Labels by a rule on the coordinates, counting the runs.
     fn run_all(
         plan: &Plan,
@@ -352,29 +362,13 @@ mod tests {
             "v11 = { from = 0.0, to = 1.0, steps = 2 }",
             "relative_tolerance = 1e-3",
         );
-        let rule = |c: &[f64]| {
-            if c[0] < 0.3 {
-                "oscillation"
-            } else if c[0] < 0.6 {
-                "interior-point"
-            } else {
-                "converged-clusters"
-            }
-        };
+        let rule = bands(&[(0.3, "oscillation"), (0.6, "interior-point")]);
         let (b, _) = run_all(&p, &rule);
         assert_eq!(b.len(), 2, "{b:?}");
         assert!((b[0].position() - 0.3).abs() < 1e-3 && b[0].label_hi == "interior-point");
         assert!((b[1].position() - 0.6).abs() < 1e-3 && b[1].label_lo == "interior-point");
 
-        let rule = |c: &[f64]| {
-            if c[0] < 0.4 {
-                "oscillation"
-            } else if c[0] < 0.45 {
-                "undetermined"
-            } else {
-                "converged-clusters"
-            }
-        };
+        let rule = bands(&[(0.4, "oscillation"), (0.45, "undetermined")]);
         let (b, _) = run_all(&p, &rule);
         assert_eq!(b.len(), 1);
         assert!(
@@ -391,13 +385,7 @@ mod tests {
     #[test]
     fn integer_axes_stop_at_a_bracket_of_one() {
         let p = plan("tokens.n = { from = 10, to = 100, steps = 2 }", "");
-        let rule = |c: &[f64]| {
-            if c[0] < 37.0 {
-                "oscillation"
-            } else {
-                "converged-clusters"
-            }
-        };
+        let rule = bands(&[(37.0, "oscillation")]);
         let (b, _) = run_all(&p, &rule);
         assert_eq!(b.len(), 1);
         assert_eq!((b[0].lo, b[0].hi), (36.0, 37.0));

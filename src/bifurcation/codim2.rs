@@ -47,6 +47,7 @@ use crate::simulation;
 use super::base::BaseScenario;
 use super::coefficient_model::QuadraticModel;
 use super::continuation::{self, BranchPoint};
+use super::corrector::{self, small_step, unit_null_vector};
 use super::spec::{Codim2Spec, ContinuationSpec, CurveType};
 use crate::cells::{csv_text, fmt_f64};
 
@@ -224,36 +225,26 @@ impl System<'_> {
             t[i] = if i % 2 == 0 { 1.0 } else { -1.0 } * m.determinant();
         }
         let scale = dg.row(0).norm() * dg.row(1).norm() * dg.row(2).norm();
-        if t.norm().partial_cmp(&(1e-12 * scale.max(1e-300))) != Some(std::cmp::Ordering::Greater) {
-            return Ok(None);
-        }
-        Ok(Some(t.normalize()))
+        Ok(unit_null_vector(t, scale, 1e-12))
     }
 
-    /// Newton on G(y) = 0, n . y = c from `guess`.
+    /// Newton on G(y) = 0, n . y = c from `guess` (the shared corrector).
     fn correct(
         &self,
         guess: Vector4<f64>,
         n: Vector4<f64>,
         c: f64,
     ) -> Result<Option<Vector4<f64>>, String> {
-        let mut y = guess;
-        for _ in 0..NEWTON_MAX {
-            let lin = self.linearise(&y)?;
-            let m = Matrix4::from_fn(|r, col| if r < 3 { lin.dg[(r, col)] } else { n[col] });
-            let rhs = Vector4::new(lin.g[0], lin.g[1], lin.g[2], n.dot(&y) - c);
-            let Some(step) = m.lu().solve(&rhs) else {
-                return Ok(None);
-            };
-            y -= step;
-            if !y.iter().all(|v| v.is_finite()) {
-                return Ok(None);
-            }
-            if step.norm() < NEWTON_TOL * (1.0 + y.norm()) {
-                return Ok((self.residual(&y)? < RESIDUAL).then_some(y));
-            }
-        }
-        Ok(None)
+        let bordered = |y: &Vector4<f64>| -> Result<_, String> {
+            let lin = self.linearise(y)?;
+            let m = Matrix4::from_fn(|r, col| if r < 3 { lin.dg[(r, col)] } else { 0.0 });
+            Ok(Some((m, Vector4::new(lin.g[0], lin.g[1], lin.g[2], 0.0))))
+        };
+        let judge = small_step(NEWTON_TOL);
+        let Some(y) = corrector::correct(guess, &n, c, NEWTON_MAX, bordered, judge)? else {
+            return Ok(None);
+        };
+        Ok((self.residual(&y)? < RESIDUAL).then_some(y))
     }
 
     /// The test functions at y: (BT test, CP or GH test) and the fold's null vector.
@@ -524,33 +515,15 @@ fn locate(
     sigma1: f64,
     g: &TestFn<'_>,
 ) -> Result<Option<Vector4<f64>>, Error> {
-    let (mut lo, mut hi) = (0.0, sigma1);
-    let mut g_lo = g(y).map_err(Error::Input)?;
-    let mut best = None;
-    for _ in 0..LOCATE_STEPS {
-        let mid = 0.5 * (lo + hi);
-        let Some(ym) = sys
-            .correct(y + t * mid, *t, t.dot(y) + mid)
-            .map_err(Error::Input)?
-        else {
-            return Ok(best);
+    let at = |mid: f64| -> Result<_, String> {
+        let Some(ym) = sys.correct(y + t * mid, *t, t.dot(y) + mid)? else {
+            return Ok(None);
         };
-        best = Some(ym);
-        let gm = g(&ym).map_err(Error::Input)?;
-        if gm == 0.0 || !gm.is_finite() {
-            break;
-        }
-        if gm * g_lo < 0.0 {
-            hi = mid;
-        } else {
-            lo = mid;
-            g_lo = gm;
-        }
-        if (hi - lo).abs() < 1e-14 {
-            break;
-        }
-    }
-    Ok(best)
+        Ok(Some((ym, g(&ym)?)))
+    };
+    let g0 = g(y).map_err(Error::Input)?;
+    corrector::bisect_arclength(sigma1, g0, LOCATE_STEPS, at, |g| !g.is_finite())
+        .map_err(Error::Input)
 }
 
 /// A start point: y on the curve of `curve`, found on a search line.

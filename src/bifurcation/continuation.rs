@@ -49,6 +49,7 @@ use crate::scenario::{set_value, ModelKind, Scenario};
 use crate::simulation;
 
 use super::base::BaseScenario;
+use super::corrector::{self, small_step, unit_null_vector};
 use super::spec::ContinuationSpec;
 use crate::cells::{csv_text, fmt_f64};
 
@@ -216,25 +217,22 @@ impl<'a> Family<'a> {
         let (_, j, fp) = self.linearise(y)?;
         let r1 = Vector3::new(j[(0, 0)], j[(0, 1)], fp[0]);
         let r2 = Vector3::new(j[(1, 0)], j[(1, 1)], fp[1]);
-        let t = r1.cross(&r2);
-        let scale = r1.norm() * r2.norm();
-        // (NaN fails the test too.)
-        if t.norm().partial_cmp(&(1e-10 * scale.max(1e-300))) != Some(std::cmp::Ordering::Greater) {
-            return Ok(None);
-        }
-        Ok(Some(t.normalize()))
+        Ok(unit_null_vector(
+            r1.cross(&r2),
+            r1.norm() * r2.norm(),
+            1e-10,
+        ))
     }
 
-    /// Newton on F(y) = 0, n . y = c from `guess`.
+    /// Newton on F(y) = 0, n . y = c from `guess` (the shared corrector).
     fn correct(
         &self,
         guess: Vector3<f64>,
         n: Vector3<f64>,
         c: f64,
     ) -> Result<Option<Vector3<f64>>, String> {
-        let mut y = guess;
-        for _ in 0..NEWTON_MAX {
-            let (f, j, fp) = self.linearise(y)?;
+        let bordered = |y: &Vector3<f64>| -> Result<_, String> {
+            let (f, j, fp) = self.linearise(*y)?;
             let m = Matrix3::new(
                 j[(0, 0)],
                 j[(0, 1)],
@@ -242,24 +240,18 @@ impl<'a> Family<'a> {
                 j[(1, 0)],
                 j[(1, 1)],
                 fp[1],
-                n[0],
-                n[1],
-                n[2],
+                0.0,
+                0.0,
+                0.0,
             );
-            let rhs = Vector3::new(f[0], f[1], n.dot(&y) - c);
-            let Some(step) = m.lu().solve(&rhs) else {
-                return Ok(None);
-            };
-            y -= step;
-            if !y.iter().all(|v| v.is_finite()) {
-                return Ok(None);
-            }
-            if step.norm() < NEWTON_TOL * (1.0 + y.norm()) {
-                let (f, _, _) = self.linearise(y)?;
-                return Ok((f.norm() < 1e-9).then_some(y));
-            }
-        }
-        Ok(None)
+            Ok(Some((m, Vector3::new(f[0], f[1], 0.0))))
+        };
+        let judge = small_step(NEWTON_TOL);
+        let Some(y) = corrector::correct(guess, &n, c, NEWTON_MAX, bordered, judge)? else {
+            return Ok(None);
+        };
+        let (f, _, _) = self.linearise(y)?;
+        Ok((f.norm() < 1e-9).then_some(y))
     }
 
     /// The branch point at y.
@@ -405,30 +397,13 @@ fn locate(
     sigma1: f64,
     g: &dyn Fn(Vector3<f64>) -> Result<f64, String>,
 ) -> Result<Option<Vector3<f64>>, String> {
-    let (mut lo, mut hi) = (0.0, sigma1);
-    let mut g_lo = g(y)?;
-    let mut best = None;
-    for _ in 0..LOCATE_STEPS {
-        let mid = 0.5 * (lo + hi);
+    let at = |mid: f64| -> Result<_, String> {
         let Some(ym) = fam.correct(y + t * mid, t, t.dot(&y) + mid)? else {
-            return Ok(best);
+            return Ok(None);
         };
-        best = Some(ym);
-        let gm = g(ym)?;
-        if gm == 0.0 {
-            break;
-        }
-        if gm * g_lo < 0.0 {
-            hi = mid;
-        } else {
-            lo = mid;
-            g_lo = gm;
-        }
-        if (hi - lo).abs() < 1e-14 {
-            break;
-        }
-    }
-    Ok(best)
+        Ok(Some((ym, g(ym)?)))
+    };
+    corrector::bisect_arclength(sigma1, g(y)?, LOCATE_STEPS, at, |_| false)
 }
 
 /// Whether (p, x) lies on a traced branch (within `tol`, by linear interpolation in p between

@@ -46,6 +46,7 @@ use crate::predict::CycleKind;
 
 use super::base::BaseScenario;
 use super::continuation::{BranchPoint, Family};
+use super::corrector::{self, Step};
 use super::spec::ContinuationSpec;
 use crate::cells::{csv_text, fmt_f64};
 
@@ -304,7 +305,8 @@ impl Tracer<'_> {
         })
     }
 
-    /// Newton on the shooting system and row . y = c from `guess`.
+    /// Newton on the shooting system and row . y = c from `guess` (the shared corrector; the
+    /// convergence is judged on the step in the arclength weights).
     fn correct(
         &self,
         guess: DVector<f64>,
@@ -312,37 +314,32 @@ impl Tracer<'_> {
         row: &DVector<f64>,
         c: f64,
     ) -> Result<Option<Solved>, String> {
-        let mut y = guess;
-        let n = y.len();
-        for _ in 0..NEWTON_MAX {
+        let n = guess.len();
+        let bordered = |y: &DVector<f64>| {
             if crate::interrupt::is_requested() {
                 return Err(INTERRUPTED.to_string());
             }
-            let field = self.field(Unknowns::parameter(&y))?;
-            let Some((r, a, _)) = shooting_system(&field, &y, section) else {
-                return Ok(None);
-            };
-            let mut m = a.clone().insert_row(n - 1, 0.0);
-            m.row_mut(n - 1).copy_from(&row.transpose());
-            let mut rhs = r.clone().insert_row(n - 1, 0.0);
-            rhs[n - 1] = row.dot(&y) - c;
-            let Some(step) = m.lu().solve(&rhs) else {
-                return Ok(None);
-            };
-            y -= &step;
-            if !y.iter().all(|v| v.is_finite()) || Unknowns::period(&y) <= 0.0 {
-                return Ok(None);
+            let field = self.field(Unknowns::parameter(y))?;
+            Ok(shooting_system(&field, y, section)
+                .map(|(r, a, _)| (a.insert_row(n - 1, 0.0), r.insert_row(n - 1, 0.0))))
+        };
+        let judge = |step: &DVector<f64>, y: &DVector<f64>| {
+            if Unknowns::period(y) <= 0.0 {
+                Step::Abandon
+            } else if step.component_mul(&Self::scale(y)).norm() < 1e-10 {
+                Step::Converged
+            } else {
+                Step::Again
             }
-            let scaled = step.component_mul(&Self::scale(&y)).norm();
-            if scaled < 1e-10 {
-                let field = self.field(Unknowns::parameter(&y))?;
-                let Some((r, a, segments)) = shooting_system(&field, &y, section) else {
-                    return Ok(None);
-                };
-                return Ok((r.norm() < 1e-8).then_some(Solved { y, a, segments }));
-            }
-        }
-        Ok(None)
+        };
+        let Some(y) = corrector::correct(guess, row, c, NEWTON_MAX, bordered, judge)? else {
+            return Ok(None);
+        };
+        let field = self.field(Unknowns::parameter(&y))?;
+        let Some((r, a, segments)) = shooting_system(&field, &y, section) else {
+            return Ok(None);
+        };
+        Ok((r.norm() < 1e-8).then_some(Solved { y, a, segments }))
     }
 
     /// The unit tangent (in scaled coordinates) at a solved cycle, oriented along `prev`.
@@ -358,15 +355,7 @@ impl Tracer<'_> {
             let w = scale[j];
             a.column_mut(j).scale_mut(1.0 / w);
         }
-        let mut m = a.insert_row(n - 1, 0.0);
-        m.row_mut(n - 1).copy_from(&prev.transpose());
-        let mut rhs = DVector::zeros(n);
-        rhs[n - 1] = 1.0;
-        let Some(v) = m.lu().solve(&rhs) else {
-            return Ok(None);
-        };
-        let norm = v.norm();
-        Ok((norm.is_finite() && norm > 0.0).then(|| v / norm))
+        Ok(corrector::tangent(a.insert_row(n - 1, 0.0), prev))
     }
 
     /// Period, |R2| range and multiplier of a solved cycle.

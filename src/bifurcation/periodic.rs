@@ -7,8 +7,9 @@
 //! F(u_ref, p_ref) . (u_0 - u_ref) = 0                          (phase: a Poincaré section)
 //! ```
 //!
-//! phi the flow of F(., p), integrated by the crate's DOP853. The derivatives of phi come
-//! from the variational equations, integrated with the orbit:
+//! phi the flow of F(., p), integrated by the orbits of `predict::orbit` (the crate's DOP853;
+//! `tokdyn predict` integrates its cycles there too). The derivatives of phi come from the
+//! variational equations, integrated with the orbit:
 //!
 //! ```text
 //! Phi' = J(x) Phi, Phi(0) = I;   w' = J(x) w + F_p(x), w(0) = 0;   s' = tr J(x), s(0) = 0,
@@ -23,17 +24,11 @@
 
 use nalgebra::{DMatrix, DVector, Matrix2, Vector2};
 use num_complex::Complex64;
-use std::borrow::Cow;
 
-use crate::integrate::dop853::Dop853;
-use crate::integrate::Dynamics;
-use crate::observe::OrderParameters;
 use crate::predict::oa_jacobian;
+use crate::predict::orbit::{Field, Orbit};
 use crate::reduced::SecondHarmonic;
 
-/// Relative and absolute tolerance of the shooting integrations.
-const RTOL: f64 = 1e-11;
-const ATOL: f64 = 1e-13;
 /// Most accepted steps of one segment.
 const MAX_STEPS: u64 = 200_000;
 
@@ -88,42 +83,6 @@ impl PlanarField {
     }
 }
 
-/// The orbit with its variational equations: state (x, Phi column-major, w, s), 9 unknowns.
-struct Variational<'a>(&'a PlanarField);
-
-impl Dynamics for Variational<'_> {
-    fn dimension(&self) -> usize {
-        9
-    }
-
-    fn rhs(&self, y: &[f64], dy: &mut [f64]) {
-        let x = Vector2::new(y[0], y[1]);
-        let f = self.0.f(x);
-        let j = self.0.j(x);
-        let phi = Matrix2::new(y[2], y[4], y[3], y[5]);
-        let dphi = j * phi;
-        let w = Vector2::new(y[6], y[7]);
-        let dw = j * w + self.0.fp(x);
-        dy[0] = f[0];
-        dy[1] = f[1];
-        dy[2] = dphi[(0, 0)];
-        dy[3] = dphi[(1, 0)];
-        dy[4] = dphi[(0, 1)];
-        dy[5] = dphi[(1, 1)];
-        dy[6] = dw[0];
-        dy[7] = dw[1];
-        dy[8] = j.trace();
-    }
-
-    fn order_parameters(&self, y: &[f64]) -> OrderParameters {
-        OrderParameters::from_r2(Complex64::new(y[0], y[1]))
-    }
-
-    fn tokens<'a>(&self, _y: &'a [f64]) -> Option<Cow<'a, [f64]>> {
-        None
-    }
-}
-
 /// One shooting segment: where it ends and its derivatives.
 #[derive(Debug, Clone, Copy)]
 pub struct Segment {
@@ -137,8 +96,16 @@ pub struct Segment {
     pub trace_integral: f64,
 }
 
-fn initial_state(u: Vector2<f64>) -> [f64; 9] {
-    [u[0], u[1], 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+impl PlanarField {
+    /// The flow with its variational equations, integrated by the orbits `tokdyn predict`
+    /// follows too (`predict::orbit`).
+    fn flow(&self) -> Field {
+        Field {
+            sh: self.sh,
+            sign: 1.0,
+            variational: Some(self.dsh),
+        }
+    }
 }
 
 /// Integrates the segment from u over the time tau > 0; None when the integrator fails.
@@ -146,16 +113,15 @@ pub fn shoot(field: &PlanarField, u: Vector2<f64>, tau: f64) -> Option<Segment> 
     if !(tau > 0.0 && tau.is_finite()) {
         return None;
     }
-    let dynamics = Variational(field);
-    let mut solver = Dop853::new(&dynamics, &initial_state(u), tau, RTOL, ATOL);
-    while solver.t() < tau {
-        solver.step(&dynamics).ok()?;
-        if solver.accepted > MAX_STEPS {
+    let flow = field.flow();
+    let mut orbit = Orbit::until(&flow, complex(u), tau, MAX_STEPS);
+    while orbit.t() < tau {
+        if !orbit.step() {
             return None;
         }
     }
-    let y = solver.y();
-    y.iter().all(|v| v.is_finite()).then(|| Segment {
+    let y = orbit.y();
+    Some(Segment {
         end: Vector2::new(y[0], y[1]),
         phi: Matrix2::new(y[2], y[4], y[3], y[5]),
         w: Vector2::new(y[6], y[7]),
@@ -172,18 +138,16 @@ pub fn sample(
     tau: f64,
     k: usize,
 ) -> Option<Vec<(f64, Vector2<f64>)>> {
-    let dynamics = Variational(field);
-    let mut solver = Dop853::new(&dynamics, &initial_state(u), tau, RTOL, ATOL);
+    let flow = field.flow();
+    let mut orbit = Orbit::until(&flow, complex(u), tau, MAX_STEPS);
     let mut out = vec![(0.0, u)];
-    let mut y = [0.0; 9];
     let mut next_grid = 1;
-    while solver.t() < tau {
-        let t_old = solver.t();
-        solver.step(&dynamics).ok()?;
-        if solver.accepted > MAX_STEPS {
+    while orbit.t() < tau {
+        let t_old = orbit.t();
+        if !orbit.step() {
             return None;
         }
-        let t_new = solver.t().min(tau);
+        let t_new = orbit.t().min(tau);
         let mut times: Vec<f64> = (1..=4)
             .map(|q| t_old + (t_new - t_old) * q as f64 / 4.0)
             .filter(|t| *t < tau)
@@ -194,7 +158,7 @@ pub fn sample(
         }
         times.sort_by(f64::total_cmp);
         for t in times {
-            solver.interpolate(&dynamics, t, &mut y);
+            let y = orbit.at(t);
             out.push((t, Vector2::new(y[0], y[1])));
         }
     }

@@ -45,16 +45,7 @@ fn start_order(last: usize, x: f64) -> usize {
 /// Writes e^{-x} I_m(x) into `out[m]` for m = 0 .. out.len() - 1 (x finite and >= 0; for other x
 /// every entry is NaN). Example: e^{-1} I_0(1) = 0.46575960759364... (the test `value_at_one`).
 pub fn scaled_bessel_i(x: f64, out: &mut [f64]) {
-    if out.is_empty() {
-        return;
-    }
-    if !(x.is_finite() && x >= 0.0) {
-        out.fill(f64::NAN);
-        return;
-    }
-    out.fill(0.0);
-    if x == 0.0 {
-        out[0] = 1.0;
+    if settled_without_recurrence(x, out) {
         return;
     }
     let start = start_order(out.len() - 1, x);
@@ -62,32 +53,73 @@ pub fn scaled_bessel_i(x: f64, out: &mut [f64]) {
         leading_terms(out, 1.0, |previous, m| previous * (0.5 * x) / m);
         return;
     }
-    let (mut above, mut current) = (0.0, f64::MIN_POSITIVE * 1e10);
     // Sum of f_m over m >= 1 (the normalisation is f_0 + 2 * this).
-    let mut sum = 0.0;
-    for m in (1..=start).rev() {
-        if m < out.len() {
-            out[m] = current;
-        }
-        sum += current;
-        let below = above + (2.0 * m as f64 / x) * current;
-        above = current;
-        current = below;
-        if current > RESCALE_ABOVE {
-            let s = 1.0 / RESCALE_ABOVE;
-            current *= s;
-            above *= s;
-            sum *= s;
-            // The orders stored so far are m and above.
-            if m < out.len() {
-                out[m..].iter_mut().for_each(|v| *v *= s);
-            }
-        }
-    }
+    let (current, sum) = miller_downward(
+        start,
+        f64::MIN_POSITIVE * 1e10,
+        out,
+        (RESCALE_ABOVE, 1.0 / RESCALE_ABOVE),
+        |m| 2.0 * m as f64 / x,
+        |_| 1.0,
+    );
     // `current` is now f_0.
     out[0] = current;
     let total = current + 2.0 * sum;
     out.iter_mut().for_each(|v| *v /= total);
+}
+
+/// Fills `out` where no recurrence is needed and says so: nothing to fill, x not finite or
+/// negative (every entry NaN), x = 0 (1, 0, 0, ...). Otherwise `out` is left all zero.
+pub(crate) fn settled_without_recurrence(x: f64, out: &mut [f64]) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    if !(x.is_finite() && x >= 0.0) {
+        out.fill(f64::NAN);
+        return true;
+    }
+    out.fill(0.0);
+    if x == 0.0 {
+        out[0] = 1.0;
+        return true;
+    }
+    false
+}
+
+/// Miller's downward recurrence f_{k-1} = f_{k+1} + c(k) f_k from f_{start+1} = 0,
+/// f_start = `seed` down to k = 0: stores f_k in out[k] for k < out.len() and returns f_0 and
+/// sum_{k >= 1} w(k) f_k. Whenever a value exceeds `rescale.0` the run so far (stored values
+/// and sum included) is multiplied by `rescale.1`, so only the ratios are meaningful.
+pub(crate) fn miller_downward(
+    start: usize,
+    seed: f64,
+    out: &mut [f64],
+    rescale: (f64, f64),
+    c: impl Fn(usize) -> f64,
+    w: impl Fn(usize) -> f64,
+) -> (f64, f64) {
+    let (mut above, mut current) = (0.0, seed);
+    let mut sum = 0.0;
+    for k in (1..=start).rev() {
+        if k < out.len() {
+            out[k] = current;
+        }
+        sum += w(k) * current;
+        let below = above + c(k) * current;
+        above = current;
+        current = below;
+        if current > rescale.0 {
+            let s = rescale.1;
+            current *= s;
+            above *= s;
+            sum *= s;
+            // The orders stored so far are k and above.
+            if k < out.len() {
+                out[k..].iter_mut().for_each(|v| *v *= s);
+            }
+        }
+    }
+    (current, sum)
 }
 
 /// Whether one step of the downward recurrence from `start`, whose values reach `rescale_above`

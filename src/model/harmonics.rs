@@ -54,6 +54,7 @@ use std::sync::Mutex;
 use nalgebra::{DMatrix, Matrix3, SymmetricEigen};
 use rayon::prelude::*;
 
+use super::bessel::{miller_downward, settled_without_recurrence};
 use super::{Attention, Kernel, Mask, Normalization};
 use crate::parallel::{chunk_count, for_each_chunk, TOKENS_PER_CHUNK};
 use crate::simd;
@@ -173,41 +174,20 @@ pub fn why_not(attention: &Attention) -> Option<String> {
 /// e^{-x} i_l(x) for l = 0..out.len() (x finite, >= 0), by Miller's downward recurrence
 /// i_{l-1} = i_{l+1} + (2l + 1) / x i_l normalised by sum_l (2l + 1) e^{-x} i_l(x) = 1.
 pub fn scaled_spherical_bessel_i(x: f64, out: &mut [f64]) {
-    if out.is_empty() {
-        return;
-    }
-    if !(x.is_finite() && x >= 0.0) {
-        out.fill(f64::NAN);
-        return;
-    }
-    out.fill(0.0);
-    if x == 0.0 {
-        out[0] = 1.0;
+    if settled_without_recurrence(x, out) {
         return;
     }
     let reach = x.ceil().min(1e7) as usize;
     let start = (out.len() - 1).max(reach) + 40 + (10.0 * x.min(1e7).sqrt()).ceil() as usize;
-    let (mut above, mut current) = (0.0_f64, 1e-280_f64);
     // sum_l (2l + 1) f_l over the orders above the current one.
-    let mut sum = 0.0;
-    for l in (1..=start).rev() {
-        if l < out.len() {
-            out[l] = current;
-        }
-        sum += (2 * l + 1) as f64 * current;
-        let below = above + ((2 * l + 1) as f64 / x) * current;
-        above = current;
-        current = below;
-        if current > 1e250 {
-            let s = 1e-250;
-            current *= s;
-            above *= s;
-            sum *= s;
-            if l < out.len() {
-                out[l..].iter_mut().for_each(|v| *v *= s);
-            }
-        }
-    }
+    let (current, sum) = miller_downward(
+        start,
+        1e-280,
+        out,
+        (1e250, 1e-250),
+        |l| (2 * l + 1) as f64 / x,
+        |l| (2 * l + 1) as f64,
+    );
     out[0] = current;
     let total = current + sum;
     out.iter_mut().for_each(|v| *v /= total);

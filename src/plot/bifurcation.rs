@@ -18,6 +18,25 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 pub use super::portrait::FixedKind;
+
+/// A branch's polyline split where its kind (stability) changes: each new piece starts at the
+/// last point of the one before, so the drawn branch has no gap.
+pub fn pieces_by_kind(
+    points: impl IntoIterator<Item = ((f64, f64), FixedKind)>,
+) -> Vec<(Vec<(f64, f64)>, FixedKind)> {
+    let mut pieces: Vec<(Vec<(f64, f64)>, FixedKind)> = Vec::new();
+    for (xy, kind) in points {
+        match pieces.last_mut() {
+            Some((line, k)) if *k == kind => line.push(xy),
+            Some((line, _)) => {
+                let last = *line.last().unwrap_or(&xy);
+                pieces.push((vec![last, xy], kind));
+            }
+            None => pieces.push((vec![xy], kind)),
+        }
+    }
+    pieces
+}
 use super::portrait::CENTRE_COLOR;
 use super::{
     desc_size, diamond, draw_legend, draw_title, finite_range, label_color, label_name, padded,

@@ -249,32 +249,26 @@ impl Picture for RegimePicture<'_> {
             let (l, r) = area.split_horizontally(w.saturating_sub(px(340)));
             (l, Some(r))
         };
-        let xr = padded(
-            finite_range(
-                xe.iter()
-                    .flat_map(|e| [e.0, e.1])
-                    .chain(self.boundary.iter().map(|b| b.0))
-                    .chain(
-                        self.overlay
-                            .into_iter()
-                            .flat_map(|o| o.coordinates().map(|c| c.0)),
-                    ),
-            ),
-            0.0,
-        );
-        let yr = padded(
-            finite_range(
-                ye.iter()
-                    .flat_map(|e| [e.0, e.1])
-                    .chain(self.boundary.iter().map(|b| b.1))
-                    .chain(
-                        self.overlay
-                            .into_iter()
-                            .flat_map(|o| o.coordinates().map(|c| c.1)),
-                    ),
-            ),
-            0.0,
-        );
+        // The range of one coordinate (`pick`) over the cells' edges, the boundary and the
+        // overlay's curves.
+        let range = |edges: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| {
+            padded(
+                finite_range(
+                    edges
+                        .iter()
+                        .flat_map(|e| [e.0, e.1])
+                        .chain(self.boundary.iter().map(pick))
+                        .chain(
+                            self.overlay
+                                .into_iter()
+                                .flat_map(|o| o.coordinates().map(|c| pick(&c))),
+                        ),
+                ),
+                0.0,
+            )
+        };
+        let xr = range(&xe, |c| c.0);
+        let yr = range(&ye, |c| c.1);
         let (margin, xl, yl) = (px(15), px(65), px(95));
         let mut chart = ChartBuilder::on(&left)
             .margin(margin)

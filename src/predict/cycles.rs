@@ -151,10 +151,7 @@ pub(crate) fn sample_orbit(
     start: Complex64,
     period: f64,
 ) -> (Vec<Complex64>, f64, f64) {
-    let forward = Field {
-        sh: field.sh,
-        sign: 1.0,
-    };
+    let forward = Field::new(field.sh, 1.0);
     let mut orbit = Orbit::new(&forward, start, period);
     let mut points = vec![start];
     let (mut lo, mut hi) = (start.norm(), start.norm());
@@ -253,7 +250,7 @@ samples = 11
         assert_eq!(c.kind, CycleKind::Stable);
         // The minima of |R2| of a long simulation are 221.4 apart (tests/labels.rs).
         assert!((c.period / 221.4 - 1.0).abs() < 0.02, "period {}", c.period);
-        let field = Field { sh, sign: 1.0 };
+        let field = Field::new(sh, 1.0);
         // The section through the point of the cycle farthest from the boundary (the cycle
         // passes within 1e-6 of a boundary saddle).
         let inner = c

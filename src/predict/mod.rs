@@ -210,25 +210,19 @@ fn verdict(outcome: &Outcome) -> (Label, String) {
 /// Fixed points, boundary zeros, and the label of the attractor the OA flow reaches from
 /// R(0) = `start` within `horizon` (other limit cycles: [`limit_cycles`], which costs more).
 pub fn predict(sh: &SecondHarmonic, start: Complex64, horizon: f64) -> Prediction {
-    let (fixed, zeros, continuum, circle) = phase_space(sh);
-    let objects = Objects {
-        fixed: &fixed,
-        zeros: &zeros,
-        continuum,
-        circle,
-    };
-    let field = Field { sh: *sh, sign: 1.0 };
-    let (outcome, end) = follow(&field, &objects, start, horizon);
+    let space = PhaseSpace::of(sh);
+    let field = Field::new(*sh, 1.0);
+    let (outcome, end) = follow(&field, &space.objects(), start, horizon);
     let (label, reason) = verdict(&outcome);
     let limit_cycles = match outcome {
         Outcome::Cycle(c) => vec![c],
         _ => Vec::new(),
     };
     Prediction {
-        fixed_points: fixed,
-        boundary_zeros: zeros,
-        boundary_continuum: continuum,
-        boundary_circle: circle,
+        fixed_points: space.fixed,
+        boundary_zeros: space.zeros,
+        boundary_continuum: space.continuum,
+        boundary_circle: space.circle,
         limit_cycles,
         start,
         end,
@@ -242,14 +236,7 @@ pub fn predict(sh: &SecondHarmonic, start: Complex64, horizon: f64) -> Predictio
 /// each) forward in time (stable, neutral and centre cycles) and backward (unstable ones),
 /// added to `known` when new.
 pub fn limit_cycles(sh: &SecondHarmonic, horizon: f64, known: &mut Vec<LimitCycle>) {
-    let (fixed, zeros, continuum, circle) = phase_space(sh);
-    let objects = Objects {
-        fixed: &fixed,
-        zeros: &zeros,
-        continuum,
-        circle,
-    };
-    ring_cycles(sh, &objects, horizon, known);
+    ring_cycles(sh, &PhaseSpace::of(sh).objects(), horizon, known);
 }
 
 impl Prediction {
@@ -268,26 +255,43 @@ impl Prediction {
 
 /// The fixed points in the disk, the zeros of g on the boundary circle (or whether it is a
 /// continuum of them) and, without zeros, the boundary circle as a periodic orbit.
-fn phase_space(
-    sh: &SecondHarmonic,
-) -> (
-    Vec<FixedPoint>,
-    Vec<BoundaryZero>,
-    bool,
-    Option<BoundaryCircle>,
-) {
-    let fixed = fixed_points(sh);
-    let (zeros, continuum) = boundary_zeros(sh);
-    let circle = (zeros.is_empty() && !continuum)
-        .then(|| boundary_circle(sh))
-        .flatten();
-    (fixed, zeros, continuum, circle)
+struct PhaseSpace {
+    fixed: Vec<FixedPoint>,
+    zeros: Vec<BoundaryZero>,
+    continuum: bool,
+    circle: Option<BoundaryCircle>,
+}
+
+impl PhaseSpace {
+    fn of(sh: &SecondHarmonic) -> Self {
+        let fixed = fixed_points(sh);
+        let (zeros, continuum) = boundary_zeros(sh);
+        let circle = (zeros.is_empty() && !continuum)
+            .then(|| boundary_circle(sh))
+            .flatten();
+        PhaseSpace {
+            fixed,
+            zeros,
+            continuum,
+            circle,
+        }
+    }
+
+    /// The objects an orbit may reach.
+    fn objects(&self) -> Objects<'_> {
+        Objects {
+            fixed: &self.fixed,
+            zeros: &self.zeros,
+            continuum: self.continuum,
+            circle: self.circle,
+        }
+    }
 }
 
 /// The ring search of [`limit_cycles`] among the given phase-space objects.
 fn ring_cycles(sh: &SecondHarmonic, objects: &Objects, horizon: f64, known: &mut Vec<LimitCycle>) {
     for sign in [1.0, -1.0] {
-        let field = Field { sh: *sh, sign };
+        let field = Field::new(*sh, sign);
         for radius in [0.2, 0.5, 0.8, 0.95] {
             for m in 0..4 {
                 let s0 =

@@ -1,9 +1,12 @@
-//! One orbit of the OA flow with its divergence integral, and its crossings of a section.
+//! One orbit of the OA flow with its divergence integral, and its crossings of a section: the
+//! one integration of periodic orbits, for `tokdyn predict` (return maps) and for the multiple
+//! shooting of `bifurcation::periodic` (with the variational equations).
 //!
-//! The state is (Re R, Im R, q) with
+//! The state is (Re R, Im R, q), or with the variational equations (Re R, Im R, Phi, w, q), with
 //!
 //! ```text
-//! R' = s F(R),    q' = s tr J(R),
+//! R' = s F(R),   Phi' = s J(R) Phi, Phi(0) = I,   w' = s (J(R) w + F_p(R)), w(0) = 0,
+//! q' = s tr J(R),
 //! ```
 //!
 //! s = +1 forward in time, -1 backward (unstable objects attract backward). In the plane the
@@ -15,6 +18,7 @@
 
 use std::borrow::Cow;
 
+use nalgebra::{Matrix2, Vector2};
 use num_complex::Complex64;
 
 use super::fixed::oa_jacobian;
@@ -27,22 +31,65 @@ use crate::reduced::SecondHarmonic;
 const RTOL: f64 = 1e-11;
 const ATOL: f64 = 1e-13;
 
-/// The OA field with the divergence integral, in the direction `sign`.
+/// The OA field with the divergence integral, in the direction `sign`, and with the
+/// variational equations when `variational` holds F_p (the field of the coefficients'
+/// derivative in the parameter p).
 pub(crate) struct Field {
     pub sh: SecondHarmonic,
     pub sign: f64,
+    pub variational: Option<SecondHarmonic>,
+}
+
+/// The most components of a state: R (2), Phi (4), w (2), q.
+const MAX_DIMENSION: usize = 9;
+
+impl Field {
+    /// The field of `sh` in the direction `sign`, without variational equations.
+    pub fn new(sh: SecondHarmonic, sign: f64) -> Self {
+        Field {
+            sh,
+            sign,
+            variational: None,
+        }
+    }
+
+    /// The state at R = `start` with q = 0 (and Phi = I, w = 0).
+    fn initial_state(&self, start: Complex64) -> Vec<f64> {
+        if self.variational.is_some() {
+            vec![start.re, start.im, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+        } else {
+            vec![start.re, start.im, 0.0]
+        }
+    }
 }
 
 impl Dynamics for Field {
     fn dimension(&self) -> usize {
-        3
+        if self.variational.is_some() {
+            MAX_DIMENSION
+        } else {
+            3
+        }
     }
     fn rhs(&self, y: &[f64], dy: &mut [f64]) {
         let r = Complex64::new(y[0], y[1]);
         let f = self.sh.ott_antonsen_rhs(r);
+        let j = oa_jacobian(&self.sh, r);
         dy[0] = self.sign * f.re;
         dy[1] = self.sign * f.im;
-        dy[2] = self.sign * oa_jacobian(&self.sh, r).trace();
+        if let Some(dsh) = &self.variational {
+            let phi = Matrix2::new(y[2], y[4], y[3], y[5]);
+            let dphi = j * phi;
+            let fp = dsh.ott_antonsen_rhs(r);
+            let dw = j * Vector2::new(y[6], y[7]) + Vector2::new(fp.re, fp.im);
+            dy[2] = self.sign * dphi[(0, 0)];
+            dy[3] = self.sign * dphi[(1, 0)];
+            dy[4] = self.sign * dphi[(0, 1)];
+            dy[5] = self.sign * dphi[(1, 1)];
+            dy[6] = self.sign * dw[0];
+            dy[7] = self.sign * dw[1];
+        }
+        dy[y.len() - 1] = self.sign * j.trace();
     }
     fn order_parameters(&self, y: &[f64]) -> OrderParameters {
         OrderParameters::from_r2(Complex64::new(y[0], y[1]))
@@ -134,24 +181,40 @@ pub(crate) struct Crossing {
 pub(crate) struct Orbit<'a> {
     field: &'a Field,
     solver: Dop853,
-    prev: [f64; 3],
+    prev: [f64; MAX_DIMENSION],
     prev_t: f64,
     failed: bool,
     /// The next step's crossing is not counted: the step leaves a point on the section.
     skip: bool,
+    /// The orbit fails when |R| reaches this.
+    bound: f64,
+    /// The orbit fails after this many accepted steps.
+    max_steps: u64,
 }
 
 impl<'a> Orbit<'a> {
-    /// Starts at R = `start` (q = 0) and may run up to `t_limit`.
+    /// Starts at R = `start` (q = 0) and may run up to `t_limit`; it fails where |R| >= 1.5.
     pub fn new(field: &'a Field, start: Complex64, t_limit: f64) -> Self {
-        let y0 = [start.re, start.im, 0.0];
+        let mut orbit = Self::until(field, start, t_limit.max(1e-9), u64::MAX);
+        orbit.bound = 1.5;
+        orbit
+    }
+
+    /// Starts at R = `start` (q = 0, Phi = I, w = 0) and runs to `t_end` at most, in at most
+    /// `max_steps` accepted steps, wherever R goes.
+    pub fn until(field: &'a Field, start: Complex64, t_end: f64, max_steps: u64) -> Self {
+        let y0 = field.initial_state(start);
+        let mut prev = [0.0; MAX_DIMENSION];
+        prev[..y0.len()].copy_from_slice(&y0);
         Orbit {
             field,
-            solver: Dop853::new(field, &y0, t_limit.max(1e-9), RTOL, ATOL),
-            prev: y0,
+            solver: Dop853::new(field, &y0, t_end, RTOL, ATOL),
+            prev,
             prev_t: 0.0,
             failed: false,
             skip: true,
+            bound: f64::INFINITY,
+            max_steps,
         }
     }
 
@@ -162,20 +225,26 @@ impl<'a> Orbit<'a> {
     }
 
     /// One accepted step; false when the integration cannot go on (end of time, failure,
-    /// non-finite state).
+    /// non-finite state, |R| at the bound, too many steps).
     pub fn step(&mut self) -> bool {
         if self.failed {
             return false;
         }
         let (t, y) = (self.solver.t(), self.solver.y());
         self.prev_t = t;
-        self.prev.copy_from_slice(y);
+        self.prev[..y.len()].copy_from_slice(y);
         let ok = self.solver.step(self.field).is_ok()
+            && self.solver.accepted <= self.max_steps
             && self.solver.t() > t
             && self.solver.y().iter().all(|v| v.is_finite())
-            && self.r().norm() < 1.5;
+            && self.r().norm() < self.bound;
         self.failed = !ok;
         ok
+    }
+
+    /// The state now: R, then Phi and w (with the variational equations), then q.
+    pub fn y(&self) -> &[f64] {
+        self.solver.y()
     }
 
     pub fn t(&self) -> f64 {
@@ -188,14 +257,23 @@ impl<'a> Orbit<'a> {
     }
 
     pub fn q(&self) -> f64 {
-        self.solver.y()[2]
+        let y = self.solver.y();
+        y[y.len() - 1]
     }
 
-    /// The state at time t within the last step.
-    pub fn at(&mut self, t: f64) -> [f64; 3] {
-        let mut out = [0.0; 3];
-        self.solver.interpolate(self.field, t, &mut out);
+    /// The state at time t within the last step (its first `dimension` components).
+    pub fn at(&mut self, t: f64) -> [f64; MAX_DIMENSION] {
+        let mut out = [0.0; MAX_DIMENSION];
+        let n = self.field.dimension();
+        self.solver.interpolate(self.field, t, &mut out[..n]);
         out
+    }
+
+    /// R and q at time t within the last step.
+    fn r_q_at(&mut self, t: f64) -> (Complex64, f64) {
+        let y = self.at(t);
+        let n = self.field.dimension();
+        (Complex64::new(y[0], y[1]), y[n - 1])
     }
 
     /// The crossing of `section` in the last step, if it crossed from the negative side to the
@@ -212,23 +290,16 @@ impl<'a> Orbit<'a> {
             if mid <= a || mid >= b {
                 break;
             }
-            let y = self.at(mid);
-            if section.side(Complex64::new(y[0], y[1])) < 0.0 {
+            if section.side(self.r_q_at(mid).0) < 0.0 {
                 a = mid;
             } else {
                 b = mid;
             }
         }
-        let y = self.at(b);
-        let r = Complex64::new(y[0], y[1]);
+        let (r, q) = self.r_q_at(b);
         let sigma = section.coordinate(r);
         (section.lo - 1e-9..=section.hi + 1e-9)
             .contains(&sigma)
-            .then_some(Crossing {
-                t: b,
-                sigma,
-                r,
-                q: y[2],
-            })
+            .then_some(Crossing { t: b, sigma, r, q })
     }
 }

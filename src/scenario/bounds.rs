@@ -199,25 +199,21 @@ fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<
             format!("|V| = {v:.2e} overflows the field's arithmetic (at most {MAX_RATE:e}); scale the values down"),
         ));
     }
+    // beta |A| is too large: blame the larger factor.
+    let score_culprit = if a >= beta {
+        Culprit::Scores
+    } else {
+        Culprit::Beta
+    };
     if !within(beta * a, MAX_SCORE) {
-        let culprit = if a >= beta {
-            Culprit::Scores
-        } else {
-            Culprit::Beta
-        };
         return Some((
-            culprit,
+            score_culprit,
             format!("beta |A| = {:.2e} overflows the scores' arithmetic (at most {MAX_SCORE:e}); lower beta or the scores' scale", beta * a),
         ));
     }
     if model.kernel == super::KernelKind::Usa && !within(beta * a, MAX_RATE.ln()) {
-        let culprit = if a >= beta {
-            Culprit::Scores
-        } else {
-            Culprit::Beta
-        };
         return Some((
-            culprit,
+            score_culprit,
             format!(
                 "usa weighs by e^(beta |A|) = e^{:.4e}, which overflows the field's arithmetic (beta |A| at most ln {MAX_RATE:e} = {:.1}); lower beta or the scores' scale",
                 beta * a,

@@ -285,20 +285,9 @@ pub fn draw(
                 .iter()
                 .flat_map(|b| {
                     // Split each branch where its kind changes.
-                    let mut pieces: Vec<(Vec<(f64, f64)>, FixedKind)> = Vec::new();
-                    for pt in b {
-                        let xy = (pt.p, pt.r.norm());
-                        let kind = branch_kind(pt);
-                        match pieces.last_mut() {
-                            Some((line, k)) if *k == kind => line.push(xy),
-                            Some((line, _)) => {
-                                let last = *line.last().unwrap_or(&xy);
-                                pieces.push((vec![last, xy], kind));
-                            }
-                            None => pieces.push((vec![xy], kind)),
-                        }
-                    }
-                    pieces
+                    plot::bifurcation::pieces_by_kind(
+                        b.iter().map(|pt| ((pt.p, pt.r.norm()), branch_kind(pt))),
+                    )
                 })
                 .collect();
             let mut special: Vec<(f64, f64, String)> = branches

@@ -257,26 +257,7 @@ mod tests {
     use super::*;
     use crate::sweep::row::RESULT_COLUMNS;
     use crate::sweep::spec;
-
-    const BASE: &str = r#"
-name = "base"
-[params]
-v11 = 0.2
-v12 = 1.0
-[model]
-kernel = "lsa"
-beta = 1.0
-d = 2
-A = "identity"
-V = [["v11", "v12"], ["-v12", "-v11"]]
-[tokens]
-n = 16
-init = "poisson"
-r0 = 0.3
-[time]
-t_end = 1.0
-samples = 11
-"#;
+    use crate::sweep::spec::tests::BASE;
 
     fn plan(axes: &str, refine: &str) -> Plan {
         let dir = tempfile::tempdir().unwrap();
@@ -298,6 +279,16 @@ samples = 11
             cells[0] = label.into();
         }
         Outcome::from_cells(&cells).unwrap()
+    }
+
+    /// The rule labelling the first coordinate by bands: the label of the first cut it is
+    /// below, "converged-clusters" above every cut.
+    fn bands(cuts: &'static [(f64, &'static str)]) -> impl Fn(&[f64]) -> &'static str + Sync {
+        move |c: &[f64]| {
+            cuts.iter()
+                .find(|(cut, _)| c[0] < *cut)
+                .map_or("converged-clusters", |(_, label)| *label)
+        }
     }
 
     /// Labels by a rule on the coordinates, counting the runs.
@@ -371,29 +362,13 @@ samples = 11
             "v11 = { from = 0.0, to = 1.0, steps = 2 }",
             "relative_tolerance = 1e-3",
         );
-        let rule = |c: &[f64]| {
-            if c[0] < 0.3 {
-                "oscillation"
-            } else if c[0] < 0.6 {
-                "interior-point"
-            } else {
-                "converged-clusters"
-            }
-        };
+        let rule = bands(&[(0.3, "oscillation"), (0.6, "interior-point")]);
         let (b, _) = run_all(&p, &rule);
         assert_eq!(b.len(), 2, "{b:?}");
         assert!((b[0].position() - 0.3).abs() < 1e-3 && b[0].label_hi == "interior-point");
         assert!((b[1].position() - 0.6).abs() < 1e-3 && b[1].label_lo == "interior-point");
 
-        let rule = |c: &[f64]| {
-            if c[0] < 0.4 {
-                "oscillation"
-            } else if c[0] < 0.45 {
-                "undetermined"
-            } else {
-                "converged-clusters"
-            }
-        };
+        let rule = bands(&[(0.4, "oscillation"), (0.45, "undetermined")]);
         let (b, _) = run_all(&p, &rule);
         assert_eq!(b.len(), 1);
         assert!(
@@ -410,13 +385,7 @@ samples = 11
     #[test]
     fn integer_axes_stop_at_a_bracket_of_one() {
         let p = plan("tokens.n = { from = 10, to = 100, steps = 2 }", "");
-        let rule = |c: &[f64]| {
-            if c[0] < 37.0 {
-                "oscillation"
-            } else {
-                "converged-clusters"
-            }
-        };
+        let rule = bands(&[(37.0, "oscillation")]);
         let (b, _) = run_all(&p, &rule);
         assert_eq!(b.len(), 1);
         assert_eq!((b[0].lo, b[0].hi), (36.0, 37.0));

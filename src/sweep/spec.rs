@@ -1371,7 +1371,7 @@ fn check_back(plan: &Plan) -> Result<(), Error> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1400,7 +1400,8 @@ mod tests {
         assert_eq!(c.value(1), 1.0 / 3.0);
     }
 
-    const BASE: &str = r#"
+    /// A small case-4 base scenario for the sweep files of the tests here and in `refine`.
+    pub(crate) const BASE: &str = r#"
 name = "base"
 [params]
 v11 = 0.2

@@ -34,24 +34,14 @@ pub fn compute(c: &ContinuationSpec, family: Family) -> Result<Branches, Error> 
 
 /// Polylines of a branch split where its stability changes.
 fn lines(points: &[StatePoint]) -> Vec<(Vec<(f64, f64)>, FixedKind)> {
-    let mut pieces: Vec<(Vec<(f64, f64)>, FixedKind)> = Vec::new();
-    for pt in points {
-        let xy = (pt.p, pt.r1);
+    plot::bifurcation::pieces_by_kind(points.iter().map(|pt| {
         let kind = if pt.stable {
             FixedKind::Stable
         } else {
             FixedKind::Unstable
         };
-        match pieces.last_mut() {
-            Some((line, k)) if *k == kind => line.push(xy),
-            Some((line, _)) => {
-                let last = *line.last().unwrap_or(&xy);
-                pieces.push((vec![last, xy], kind));
-            }
-            None => pieces.push((vec![xy], kind)),
-        }
-    }
-    pieces
+        ((pt.p, pt.r1), kind)
+    }))
 }
 
 /// The picture's title: the fixed data of the family.

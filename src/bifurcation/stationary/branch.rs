@@ -8,7 +8,11 @@
 //! bisection along the arclength on that component. The bump branch starts at the branch
 //! point of the uniform state (R = 0, p = p_c) along the kernel direction e_1 (pitchfork).
 
+use std::convert::Infallible;
+
 use nalgebra::{DMatrix, DVector};
+
+use crate::bifurcation::corrector::{self, small_step};
 
 use super::self_consistency::{Evaluation, SelfConsistency};
 
@@ -73,50 +77,39 @@ impl Tracer<'_> {
         self.sc.evaluate(&r, p)
     }
 
-    /// The augmented matrix [F_R F_p; n^T].
-    fn augmented(e: &Evaluation, n: &DVector<f64>) -> DMatrix<f64> {
+    /// The augmented matrix [F_R F_p; 0] (the corrector writes the last row).
+    fn augmented(e: &Evaluation) -> DMatrix<f64> {
         let k = e.f.len();
         let mut a = DMatrix::zeros(k + 1, k + 1);
         a.view_mut((0, 0), (k, k)).copy_from(&e.jac);
         a.view_mut((0, k), (k, 1)).copy_from(&e.fp);
-        a.view_mut((k, 0), (1, k + 1)).copy_from(&n.transpose());
         a
     }
 
-    /// Newton on F(y) = 0, n . y = c from `guess`.
+    /// Newton on F(y) = 0, n . y = c from `guess` (the shared corrector).
     pub fn correct(&self, guess: DVector<f64>, n: &DVector<f64>, c: f64) -> Option<Solved> {
-        let mut y = guess;
-        let k = y.len() - 1;
-        for _ in 0..NEWTON_MAX {
-            let e = self.eval(&y)?;
-            let mut rhs = DVector::zeros(k + 1);
-            rhs.rows_mut(0, k).copy_from(&e.f);
-            rhs[k] = n.dot(&y) - c;
-            let step = Self::augmented(&e, n).lu().solve(&rhs)?;
-            y -= &step;
-            if !y.iter().all(|v| v.is_finite()) {
-                return None;
-            }
-            if step.norm() < 1e-13 * (1.0 + y.norm()) {
-                let e = self.eval(&y)?;
-                return (e.f.norm() < 1e-10).then_some(Solved {
-                    y,
-                    eval: e,
-                    special: None,
-                });
-            }
-        }
-        None
+        let k = guess.len() - 1;
+        let bordered = |y: &DVector<f64>| -> Result<_, Infallible> {
+            Ok(self.eval(y).map(|e| {
+                let mut rhs = DVector::zeros(k + 1);
+                rhs.rows_mut(0, k).copy_from(&e.f);
+                (Self::augmented(&e), rhs)
+            }))
+        };
+        let y = corrector::correct(guess, n, c, NEWTON_MAX, bordered, small_step(1e-13))
+            .ok()
+            .flatten()?;
+        let e = self.eval(&y)?;
+        (e.f.norm() < 1e-10).then_some(Solved {
+            y,
+            eval: e,
+            special: None,
+        })
     }
 
     /// The unit tangent at a solved point, oriented along `prev`.
     pub fn tangent(&self, s: &Solved, prev: &DVector<f64>) -> Option<DVector<f64>> {
-        let k = s.y.len() - 1;
-        let mut rhs = DVector::zeros(k + 1);
-        rhs[k] = 1.0;
-        let t = Self::augmented(&s.eval, prev).lu().solve(&rhs)?;
-        let norm = t.norm();
-        (norm.is_finite() && norm > 0.0).then(|| t / norm)
+        corrector::tangent(Self::augmented(&s.eval), prev)
     }
 
     /// Traces from the solved point `start` along `t0`; returns the points after it (folds

@@ -186,7 +186,7 @@ fn zero(lam: f64, mu0: f64, m: usize, k: usize) -> f64 {
     }
     // Between the k-th zero and the one below, p_m has the sign (-1)^{m-k} (positive leading
     // coefficient); read off the count, not off p_m(lo), which is 0 when lo is a zero itself.
-    let low_sign = if (m - k) % 2 == 0 { 1.0 } else { -1.0 };
+    let low_sign = if (m - k).is_multiple_of(2) { 1.0 } else { -1.0 };
     let mut x = 0.5 * (lo + hi);
     for _ in 0..200 {
         let (p, dp, _) = orthonormal(lam, mu0, m, x);

@@ -172,16 +172,18 @@ fn zeros_below(lam: f64, m: usize, x: f64) -> usize {
 /// The k-th zero (ascending, 0-based) of the degree-m orthonormal polynomial: bisection on
 /// Sturm's count until [lo, hi] holds it alone, then Newton's method kept inside the bracket.
 fn zero(lam: f64, mu0: f64, m: usize, k: usize) -> f64 {
-    let (mut lo, mut hi) = (-1.0, 1.0);
+    // Counts at the ends: all zeros lie in (-1, 1).
+    let ((mut lo, mut below_lo), (mut hi, mut below_hi)) = ((-1.0, 0), (1.0, m));
     loop {
         let mid = 0.5 * (lo + hi);
-        if zeros_below(lam, m, lo) == k && zeros_below(lam, m, hi) == k + 1 || mid == lo {
+        if below_lo == k && below_hi == k + 1 || mid == lo {
             break;
         }
-        if zeros_below(lam, m, mid) > k {
-            hi = mid;
+        let below = zeros_below(lam, m, mid);
+        if below > k {
+            (hi, below_hi) = (mid, below);
         } else {
-            lo = mid;
+            (lo, below_lo) = (mid, below);
         }
     }
     // Between the k-th zero and the one below, p_m has the sign (-1)^{m-k} (positive leading

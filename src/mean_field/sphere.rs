@@ -259,13 +259,14 @@ pub fn start_minimum(start: &StartDensity, d: usize) -> f64 {
     for &(l, amp, _) in &start.modes {
         a[l as usize] += amp;
     }
-    let base: Box<dyn Fn(f64) -> f64> = match start.shape {
+    // The von Mises part as (kappa, e^{-kappa} c_0(kappa)); the uniform start is kappa = 0.
+    let (kappa, c0) = match start.shape {
         Shape::VonMises { kappa, .. } if kappa > 0.0 => {
-            let c0 = gegenbauer::funk_hecke_scaled(d, kappa, 0)[0];
-            Box::new(move |u: f64| (kappa * (u - 1.0)).exp() / c0)
+            (kappa, gegenbauer::funk_hecke_scaled(d, kappa, 0)[0])
         }
-        _ => Box::new(|_| 1.0),
+        _ => (0.0, 1.0),
     };
+    let base = |u: f64| (kappa * (u - 1.0)).exp() / c0;
     let points = (16 * top).clamp(4096, 1 << 18);
     let mut p = vec![0.0; top + 1];
     (0..=points)

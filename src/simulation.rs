@@ -529,7 +529,7 @@ pub fn mean_field_problem(
             format!("the start density is negative (its minimum is {minimum:.3e}): a density must be >= 0 and of mass 1; make the modes' amplitudes smaller"),
         ));
     }
-    Ok(crate::mean_field::MeanFieldProblem {
+    let problem = crate::mean_field::MeanFieldProblem {
         d: scenario.model.d,
         kernel: match scenario.model.kernel {
             KernelKind::Lsa => MfKernel::Lsa,
@@ -546,7 +546,35 @@ pub fn mean_field_problem(
         samples: scenario.time.samples,
         grid: density.grid,
         max_grid: density.max_grid,
-    })
+    };
+    check_start_resolved(scenario, &problem)?;
+    Ok(problem)
+}
+
+/// A start the largest grid does not resolve is refused before the run (it would stop at
+/// t = 0 as concentrated), naming the key that made it narrow.
+fn check_start_resolved(
+    scenario: &Scenario,
+    problem: &crate::mean_field::MeanFieldProblem,
+) -> Result<(), ScenarioError> {
+    use crate::mean_field::start::Shape;
+    let stack = mean_field_stack(scenario);
+    let Some(u) = crate::mean_field::unresolved_start(problem, stack.as_ref()) else {
+        return Ok(());
+    };
+    let (key, what) = match problem.start.shape {
+        Shape::VonMises { kappa, .. } => ("density.kappa", format!("kappa = {kappa:e}")),
+        Shape::Poisson { r0, .. } => ("density.r0", format!("r0 = {r0}")),
+        Shape::Uniform => ("density.modes", "its modes".to_string()),
+    };
+    Err(ScenarioError::at(
+        &scenario.file,
+        key,
+        format!(
+            "the start density ({what}) is narrower than the largest grid resolves: on {} points the top third of its modes holds {:.2e} of their weight (at most {:.0e}); make it wider or raise density.max_grid",
+            u.grid, u.tail, u.tolerance
+        ),
+    ))
 }
 
 /// A layer's heads for the mean field (its first two rows and columns: d = 2, or d >= 3

@@ -296,6 +296,92 @@ fn runs_that_cannot_finish_are_refused_with_the_key_and_the_count() {
     assert!(e.contains("model.checkpoint.layer_time"), "{e}");
 }
 
+/// The speed bound knows positions and normalisations: lsa's weights grow by ALiBi's m |i - j|
+/// (n = 8: S = |V| (beta |A| + 7 m)), nGPT moves at most at alpha, peri-LN at 1 whatever V.
+#[test]
+fn positions_and_normalisations_enter_the_speed_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = |kernel: &str, model: &str, t_end: f64| {
+        format!(
+            "name = \"x\"\n[model]\nkernel = \"{kernel}\"\nbeta = 1.0\nd = 2\nA = \"identity\"\n{model}\n[tokens]\nn = 8\ninit = \"uniform\"\nseed = 1\n[time]\nt_end = {t_end:e}\nsamples = 5\n"
+        )
+    };
+    // Slopes of 1e6: 7e6 per unit time; 1e6 of time is past the work bound (1e12 radians);
+    // slopes of 1e300 overflow the arithmetic (1e150).
+    let cases = [
+        (
+            "lsa",
+            "V = \"identity\"\nposition = { alibi = { slopes = [1e300] } }",
+            1.0,
+            "model.position",
+            "ALiBi",
+        ),
+        (
+            "lsa",
+            "V = \"identity\"\nposition = { alibi = { slope_per_n = 1e300 } }",
+            1.0,
+            "model.position",
+            "ALiBi",
+        ),
+        (
+            "lsa",
+            "V = \"identity\"\nposition = { alibi = { slopes = [1e6] } }",
+            1e6,
+            "time.t_end",
+            "7.00e12",
+        ),
+        (
+            "sa",
+            "V = \"identity\"\nnormalization = \"ngpt\"\nngpt_alpha = 1e300",
+            1.0,
+            "model.ngpt_alpha",
+            "alpha",
+        ),
+        (
+            "sa",
+            "V = \"identity\"\nnormalization = \"ngpt\"\nngpt_alpha = 1e9",
+            1e4,
+            "time.t_end",
+            "1.00e13",
+        ),
+    ];
+    for (kernel, model, t_end, key, word) in cases {
+        let e = refused(tokdyn().arg("run").arg(write(
+            dir.path(),
+            "s.toml",
+            text(kernel, model, t_end),
+        )));
+        assert!(e.contains(key) && e.contains(word), "{model}: {e}");
+    }
+    // usa's and sa's weights do not grow with ALiBi, and peri-LN moves at speed 1 whatever V:
+    // runs that the lsa-like or the plain bound would refuse (7e6 x 1e6, 1e12 x 1e4 radians)
+    // are accepted (and end: with these slopes each token attends to itself alone).
+    let fine = [
+        (
+            "usa",
+            "V = \"identity\"\nposition = { alibi = { slopes = [1e6] } }",
+            1e6,
+        ),
+        (
+            "sa",
+            "V = [[1e12, 0], [0, 1e12]]\nnormalization = \"peri\"",
+            1e4,
+        ),
+    ];
+    for (i, (kernel, model, t_end)) in fine.into_iter().enumerate() {
+        let path = write(dir.path(), "f.toml", text(kernel, model, t_end));
+        let _ = ends_with(
+            tokdyn()
+                .arg("run")
+                .arg(path)
+                .arg("--out")
+                .arg(dir.path().join(format!("f{i}"))),
+            0,
+            Duration::from_secs(60),
+        );
+    }
+}
+
 /// Item 4: zero-sized tensors are refused with their name, never a panic.
 #[test]
 fn zero_sized_checkpoint_tensors_are_refused_with_their_name() {

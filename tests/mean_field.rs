@@ -387,6 +387,24 @@ fn a_concentrating_density_stops_with_its_peaks_and_no_nan() {
     let grid = std::fs::read_to_string(out.join("density_grid.csv")).unwrap();
     assert!(grid.starts_with("theta\n"));
     assert!(out.join("density.png").exists());
+    let reason = summary["label_reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!("the run stopped at t = {t:.6}"))
+            && reason.contains("max_grid"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_start_the_largest_grid_resolves_runs() {
+    // kappa = 20 on 256 points: the top third (k >= 57) holds about I_57(20) / I_0(20), with
+    // I_k(kappa) ~ (kappa / 2)^k / k! for k >> kappa: 1e-27. The noise (T = 100) widens it.
+    let extra = "[density]\ninit = \"von-mises\"\nkappa = 20.0\nmax_grid = 256\n[noise]\ntemperature = 100.0\n";
+    let (code, err, out, _keep) = cli(extra, &[]);
+    assert_eq!(code, 0, "{err}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(summary["mean_field"]["stop"].is_null(), "{summary}");
 }
 
 #[test]
@@ -415,6 +433,19 @@ fn bad_inputs_are_one_error_line_and_no_folder() {
             "model.position",
         ),
         ("[noise]\ntemperature = 1e300\n", &[], "noise.temperature"),
+        // Starts narrower than the largest grid resolves: von Mises modes fall as
+        // e^{-k^2 / (2 kappa)}, Poisson modes as r0^{k/2}; 256 points keep |k| <= 85, whose top
+        // third (k >= 57) then holds about e^{-1.6} (kappa = 1000) and 0.999^28 of the weight.
+        (
+            "[density]\ninit = \"von-mises\"\nkappa = 1000.0\nmax_grid = 256\n",
+            &[],
+            "density.kappa",
+        ),
+        (
+            "[density]\ninit = \"poisson\"\nr0 = 0.999\nmax_grid = 256\n",
+            &[],
+            "density.r0",
+        ),
     ];
     for (extra, sets, key) in cases {
         let (code, err, out, _keep) = cli(extra, sets);

@@ -319,8 +319,8 @@ impl MeanFieldProblem {
 /// The starting grid: as given, else the smallest power of two from [`MIN_GRID`] and 16 times
 /// the highest added mode (so that the harmonics of every mode reach the tail, where they are
 /// seen, before the two-thirds rule drops them) whose tail is within the tolerance (at most
-/// `max_grid`).
-fn starting_grid(p: &MeanFieldProblem, cap: usize) -> (usize, Vec<Complex64>) {
+/// `max_grid`), with its tail.
+fn starting_grid(p: &MeanFieldProblem, cap: usize) -> (usize, Vec<Complex64>, f64) {
     let tol = tail_tolerance(p.rtol);
     let top = p
         .start
@@ -338,10 +338,40 @@ fn starting_grid(p: &MeanFieldProblem, cap: usize) -> (usize, Vec<Complex64>) {
             circle::truncate(&mut c);
         }
         if p.grid.is_some() || tail <= tol || 2 * n > cap {
-            return (n, c);
+            return (n, c, tail);
         }
         n *= 2;
     }
+}
+
+/// The start's tail on the largest grid when that grid does not resolve it (a von Mises start
+/// too narrow, a Poisson start too close to r0 = 1): `(largest grid, tail)`; `None` when it is
+/// resolved or the grid is given (a given grid is used as it is).
+pub fn unresolved_start(
+    p: &MeanFieldProblem,
+    stack: Option<&MeanFieldStack>,
+) -> Option<Unresolved> {
+    if p.grid.is_some() {
+        return None;
+    }
+    let (grid, _, tail) = starting_grid(p, grid_cap(p, &Schedule::new(stack)));
+    let tolerance = tail_tolerance(p.rtol);
+    (tail > tolerance).then_some(Unresolved {
+        grid,
+        tail,
+        tolerance,
+    })
+}
+
+/// A start density the largest grid does not resolve.
+#[derive(Debug, Clone, Copy)]
+pub struct Unresolved {
+    /// The largest grid.
+    pub grid: usize,
+    /// The top third's relative weight there.
+    pub tail: f64,
+    /// The most it may hold.
+    pub tolerance: f64,
 }
 
 /// The largest grid this problem may use.
@@ -389,7 +419,7 @@ pub fn solve_stack(
     let clock = Instant::now();
     let mut schedule = Schedule::new(stack);
     let cap = grid_cap(p, &schedule);
-    let (n, c) = starting_grid(p, cap);
+    let (n, c, _) = starting_grid(p, cap);
     let grid_start = n;
     let mut system = p.system_with(n, schedule.heads(p));
     let kernel = match &system {

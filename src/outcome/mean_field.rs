@@ -70,6 +70,10 @@ pub fn solve_mean_field(
     } else {
         (classify_density(scenario, &series), None)
     };
+    let classification = match &run.summary.stop {
+        Some(stop) => with_stop(classification, stop, scenario.time.t_end),
+        None => classification,
+    };
     let mut summary = Summary::new(
         scenario,
         ModelKind::MeanField,
@@ -85,4 +89,23 @@ pub fn solve_mean_field(
         classification,
         summary,
     })
+}
+
+/// A run that stopped before t_end says so in its label's reason (when and why, and the peaks
+/// that hold the mass), before the classifier's own reason; the label is the classifier's.
+fn with_stop(c: Classification, stop: &mean_field::Stop, t_end: f64) -> Classification {
+    let peaks: Vec<String> = stop
+        .peaks
+        .iter()
+        .take(5)
+        .map(|p| format!("{:.3} at {:.4}", p.mass, p.theta))
+        .collect();
+    let reason = format!(
+        "the run stopped at t = {:.6} of {t_end}: {}; masses of its peaks: {}; then: {}",
+        stop.t,
+        stop.reason,
+        peaks.join(", "),
+        c.reason
+    );
+    Classification { reason, ..c }
 }

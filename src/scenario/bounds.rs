@@ -146,7 +146,22 @@ enum Culprit {
     Values,
     Scores,
     Beta,
+    Slopes,
+    Alpha,
     Time,
+}
+
+impl Culprit {
+    /// What to lower.
+    fn advice(self) -> &'static str {
+        match self {
+            Culprit::Values => "scale the values down",
+            Culprit::Scores | Culprit::Beta => "lower beta or the weights' scale",
+            Culprit::Slopes => "lower the ALiBi slopes",
+            Culprit::Alpha => "lower model.ngpt_alpha",
+            Culprit::Time => "shorten the run",
+        }
+    }
 }
 
 /// Refuses a field whose speed bound overflows the arithmetic or whose work up to t_max is
@@ -157,16 +172,19 @@ enum Culprit {
 /// lsa: |beta| a v,      usa: v e^{|beta| a},      sa: v
 /// ```
 ///
-/// (sa's weights sum to 1; pre-LN moves the stream by the same attention output). The check
+/// (sa's weights sum to 1; pre-LN moves the stream by the same attention output). ALiBi adds
+/// -m |p_k - p_j| to lsa's weights, so lsa's bound grows by v m (n - 1) per head (usa's and
+/// sa's weights do not grow with it). Peri-LN moves the stream by a_k / |a_k| (S = 1) and nGPT
+/// the tokens by alpha P a_k / |a_k| (S = alpha), whatever the heads. The check
 /// first uses min(|M|_F, sqrt(|M|_1 |M|_inf)) >= |M|_2 and, only when that refuses, the
 /// spectral norm itself by power iteration (so an identity in d = 100 counts 1, not 10).
 pub fn check_field_rate(
     model: &super::ModelSpec,
-    time: &super::TimeSpec,
+    (time, n): (&super::TimeSpec, usize),
     keys: (&str, &str),
     file: &Path,
 ) -> Result<(), ScenarioError> {
-    let refusal = |kind| rate_refusal(model, time.t_max, kind);
+    let refusal = |kind| rate_refusal(model, (time.t_max, n), kind);
     match refusal(NormKind::Bound).and_then(|_| refusal(NormKind::Estimate)) {
         None => Ok(()),
         Some((culprit, message)) => {
@@ -174,6 +192,8 @@ pub fn check_field_rate(
                 Culprit::Values => keys.1,
                 Culprit::Scores => keys.0,
                 Culprit::Beta => "model.beta",
+                Culprit::Slopes => "model.position",
+                Culprit::Alpha => "model.ngpt_alpha",
                 Culprit::Time if time.t_max > time.t_end => "time.t_max",
                 Culprit::Time => "time.t_end",
             };
@@ -183,7 +203,11 @@ pub fn check_field_rate(
 }
 
 /// The reason the field with norms of `kind` is refused, if it is.
-fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<(Culprit, String)> {
+fn rate_refusal(
+    model: &super::ModelSpec,
+    (t_max, n): (f64, usize),
+    kind: NormKind,
+) -> Option<(Culprit, String)> {
     let layers = layer_norms(model, kind);
     let beta = model.beta.abs();
     let largest = |f: fn(&HeadNorms) -> f64| {
@@ -221,32 +245,11 @@ fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<
             ),
         ));
     }
-    let speed = layers
-        .iter()
-        .map(|heads| {
-            heads
-                .iter()
-                .map(|h| head_speed(model.kernel, beta, h))
-                .sum::<f64>()
-        })
-        .fold(
-            0.0,
-            |m: f64, x| if x.is_nan() { f64::INFINITY } else { m.max(x) },
-        );
-    let formula = match model.kernel {
-        super::KernelKind::Lsa => "|beta| |A| |V|",
-        super::KernelKind::Usa => "|V| e^(|beta| |A|)",
-        super::KernelKind::Sa => "|V|",
-    };
+    let (speed, formula, culprit) = speed_bound(model, &layers, n);
     if !within(speed, MAX_RATE) {
-        let culprit = if model.kernel == super::KernelKind::Sa {
-            Culprit::Values
-        } else {
-            Culprit::Beta
-        };
         return Some((
             culprit,
-            format!("the tokens' speed bound S = sum over heads of {formula} = {speed:.2e} overflows the field's arithmetic (at most {MAX_RATE:e}); lower beta or the weights' scale"),
+            format!("the tokens' speed bound S = {formula} = {speed:.2e} overflows the field's arithmetic (at most {MAX_RATE:e}); {}", culprit.advice()),
         ));
     }
     let travel = speed * t_max;
@@ -254,7 +257,7 @@ fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<
         (
             Culprit::Time,
             format!(
-                "the tokens' speed bound S = sum over heads of {formula} = {speed:.2e} over t_max = {t_max:e} gives S t = {travel:.2e} radians of work, beyond the bound {MAX_TRAVEL:e}; shorten the run, lower beta or the weights' scale"
+                "the tokens' speed bound S = {formula} = {speed:.2e} over t_max = {t_max:e} gives S t = {travel:.2e} radians of work, beyond the bound {MAX_TRAVEL:e}; shorten the run or lower S's factors"
             ),
         )
     })
@@ -263,6 +266,56 @@ fn rate_refusal(model: &super::ModelSpec, t_max: f64, kind: NormKind) -> Option<
 /// x <= limit, false for NaN.
 fn within(x: f64, limit: f64) -> bool {
     x <= limit
+}
+
+/// The tokens' speed bound S of [`check_field_rate`] (largest layer), its formula, and what to
+/// blame when it overflows.
+fn speed_bound(
+    model: &super::ModelSpec,
+    layers: &[Vec<HeadNorms>],
+    n: usize,
+) -> (f64, &'static str, Culprit) {
+    use super::{KernelKind, NormalizationKind};
+    match model.normalization {
+        NormalizationKind::Peri => {
+            return (1.0, "1 (peri-LN moves by a_k / |a_k|)", Culprit::Values)
+        }
+        NormalizationKind::Ngpt => return (model.ngpt_alpha, "alpha (nGPT)", Culprit::Alpha),
+        NormalizationKind::Post | NormalizationKind::Pre => {}
+    }
+    let beta = model.beta.abs();
+    let lsa = model.kernel == KernelKind::Lsa;
+    let reach = n.saturating_sub(1) as f64;
+    let speed = layers
+        .iter()
+        .map(|heads| {
+            let slopes = model.position.slopes(heads.len(), n).filter(|_| lsa);
+            let slope = |i: usize| {
+                slopes
+                    .as_ref()
+                    .map_or(0.0, |m| m.get(i).map_or(0.0, |m| m.abs()))
+            };
+            heads
+                .iter()
+                .enumerate()
+                .map(|(i, h)| head_speed(model.kernel, beta, h) + h.v * slope(i) * reach)
+                .sum::<f64>()
+        })
+        .fold(
+            0.0,
+            |m: f64, x| if x.is_nan() { f64::INFINITY } else { m.max(x) },
+        );
+    let alibi = lsa && model.position.slopes(1, n).is_some();
+    let (formula, culprit) = match model.kernel {
+        KernelKind::Lsa if alibi => (
+            "sum over heads of |V| (|beta| |A| + m (n - 1))",
+            Culprit::Slopes,
+        ),
+        KernelKind::Lsa => ("sum over heads of |beta| |A| |V|", Culprit::Beta),
+        KernelKind::Usa => ("sum over heads of |V| e^(|beta| |A|)", Culprit::Beta),
+        KernelKind::Sa => ("sum over heads of |V|", Culprit::Values),
+    };
+    (speed, formula, culprit)
 }
 
 /// A token's speed bound for one head (see [`check_field_rate`]).

@@ -35,7 +35,12 @@ pub fn validate(raw: RawScenario, file: &Path, base_dir: &Path) -> Result<Scenar
         super::bounds::check_layer_segments(stack, time.t_max, file)?;
         super::bounds::check_field_scale(stack, checked.model.beta, time.t_max, file)?;
     }
-    super::bounds::check_field_rate(&checked.model, &time, weight_keys(&raw, &checked), file)?;
+    super::bounds::check_field_rate(
+        &checked.model,
+        (&time, tokens.n),
+        weight_keys(&raw, &checked),
+        file,
+    )?;
     let run = run_spec(&raw, file, &checked.model)?;
     let output = output_spec(file, &raw.output)?;
     let noise = stochastic::noise_spec(

@@ -124,13 +124,13 @@ pub(crate) fn miller_downward(
 
 /// Whether one step of the downward recurrence from `start`, whose values reach `rescale_above`
 /// before they are scaled down, can overflow: (2 start / x) rescale_above > f64::MAX.
-fn recurrence_overflows(start: usize, x: f64, rescale_above: f64) -> bool {
+pub(crate) fn recurrence_overflows(start: usize, x: f64, rescale_above: f64) -> bool {
     2.0 * start as f64 / x > f64::MAX / rescale_above
 }
 
 /// e^{-x} I_m(x) = (x/2)^m / m! for tiny x (see the module's documentation): out[0] = one,
 /// out[m] = next(out[m - 1], m) = out[m - 1] (x / 2) / m.
-fn leading_terms<T: Copy>(out: &mut [T], one: T, next: impl Fn(T, f64) -> T) {
+pub(crate) fn leading_terms<T: Copy>(out: &mut [T], one: T, next: impl Fn(T, f64) -> T) {
     out[0] = one;
     for m in 1..out.len() {
         out[m] = next(out[m - 1], m as f64);

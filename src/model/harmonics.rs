@@ -54,7 +54,9 @@ use std::sync::Mutex;
 use nalgebra::{DMatrix, Matrix3, SymmetricEigen};
 use rayon::prelude::*;
 
-use super::bessel::{miller_downward, settled_without_recurrence};
+use super::bessel::{
+    leading_terms, miller_downward, recurrence_overflows, settled_without_recurrence,
+};
 use super::{Attention, Kernel, Mask, Normalization};
 use crate::parallel::{chunk_count, for_each_chunk, TOKENS_PER_CHUNK};
 use crate::simd;
@@ -179,6 +181,12 @@ pub fn scaled_spherical_bessel_i(x: f64, out: &mut [f64]) {
     }
     let reach = x.ceil().min(1e7) as usize;
     let start = (out.len() - 1).max(reach) + 40 + (10.0 * x.min(1e7).sqrt()).ceil() as usize;
+    // For tiny x (beta -> 0) the factor (2l + 1) / x would overflow before a rescaling: there
+    // e^{-x} i_l(x) = x^l / (2l + 1)!! (1 + O(x)), exact to the arithmetic below x = 1e-50.
+    if recurrence_overflows(start + 1, x, 1e250) {
+        leading_terms(out, 1.0, |previous, l| previous * x / (2.0 * l + 1.0));
+        return;
+    }
     // sum_l (2l + 1) f_l over the orders above the current one.
     let (current, sum) = miller_downward(
         start,
@@ -844,6 +852,16 @@ mod tests {
         let mut v = vec![0.0; 4];
         scaled_spherical_bessel_i(0.0, &mut v);
         assert_eq!(v, [1.0, 0.0, 0.0, 0.0]);
+        // beta -> 0: finite, the series' leading terms x^l / (2l + 1)!!, and a tail T_0 = x.
+        for x in [1e-60_f64, 1e-200, 5e-324] {
+            let mut v = vec![0.0; 4];
+            scaled_spherical_bessel_i(x, &mut v);
+            assert!(v.iter().all(|f| f.is_finite()), "{x}: {v:?}");
+            assert_eq!(v[0], 1.0);
+            assert!((v[1] - x / 3.0).abs() <= 1e-15 * x / 3.0, "{x}: {v:?}");
+            assert!(v[2] <= x * x, "{x}: {v:?}");
+            assert!(tail(x, 0) <= 2.0 * x && tail(x, 0).is_finite(), "{x}");
+        }
     }
 
     #[test]

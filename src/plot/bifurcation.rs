@@ -94,14 +94,7 @@ pub fn bifurcation_plot_with_cycles(
         title,
         densities: false,
     };
-    super::render(
-        &pic,
-        dir,
-        "bifurcation",
-        figure.size(BIFURCATION_SIZE),
-        figure,
-    )
-    .map(|_| ())
+    pic.write(figure, dir)
 }
 
 /// `bifurcation.png` of a continuation of stationary densities of the mean field: the
@@ -124,14 +117,7 @@ pub fn stationary_plot(
         title,
         densities: true,
     };
-    super::render(
-        &pic,
-        dir,
-        "bifurcation",
-        figure.size(BIFURCATION_SIZE),
-        figure,
-    )
-    .map(|_| ())
+    pic.write(figure, dir)
 }
 
 struct BifurcationPicture<'a> {
@@ -212,6 +198,18 @@ impl Picture for BifurcationPicture<'_> {
 }
 
 impl BifurcationPicture<'_> {
+    /// Writes `bifurcation.png` and `bifurcation.svg` into `dir`.
+    fn write(&self, figure: Figure, dir: &Path) -> io::Result<()> {
+        super::render(
+            self,
+            dir,
+            "bifurcation",
+            figure.size(BIFURCATION_SIZE),
+            figure,
+        )
+        .map(|_| ())
+    }
+
     /// The padded ranges of the parameter and of |R2| (always showing [0, 1]).
     fn ranges(&self) -> ((f64, f64), (f64, f64)) {
         let xs = self

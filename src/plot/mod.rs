@@ -377,6 +377,39 @@ where
     mesh
 }
 
+/// Where a chart sits in its area, in layout units: the margin all round (`right` replaces it
+/// on the right) and the heights / widths of the x and y label areas.
+pub(crate) struct Frame {
+    pub margin: u32,
+    pub right: u32,
+    pub x_labels: u32,
+    pub y_labels: u32,
+}
+
+impl Frame {
+    /// A chart on `area` in this frame with the coordinates `x` and `y` (ranges, or ranges with
+    /// a log scale); the caller configures its mesh with [`axes`] or [`time_mesh`].
+    pub(crate) fn chart<'a, DB, X, Y>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        x: X,
+        y: Y,
+    ) -> io::Result<ChartContext<'a, DB, Cartesian2d<X::CoordDescType, Y::CoordDescType>>>
+    where
+        DB: DrawingBackend,
+        X: plotters::coord::ranged1d::AsRangedCoord,
+        Y: plotters::coord::ranged1d::AsRangedCoord,
+    {
+        ChartBuilder::on(area)
+            .margin(px(self.margin))
+            .margin_right(px(self.right))
+            .x_label_area_size(px(self.x_labels))
+            .y_label_area_size(px(self.y_labels))
+            .build_cartesian_2d(x, y)
+            .io()
+    }
+}
+
 /// A chart of two f64 axes as the pictures of values against a parameter or time set it up:
 /// margins, label areas sized for the tick and description fonts, and the ranges; the caller
 /// configures its mesh with [`time_mesh`].
@@ -386,13 +419,13 @@ pub(crate) fn value_chart<'a, DB: DrawingBackend>(
     y: std::ops::Range<f64>,
 ) -> io::Result<Chart2d<'a, DB>> {
     let paper = is_paper();
-    ChartBuilder::on(area)
-        .margin(px(12))
-        .margin_right(px(30))
-        .x_label_area_size(px(if paper { 55 } else { 60 }))
-        .y_label_area_size(px(if paper { 75 } else { 90 }))
-        .build_cartesian_2d(x, y)
-        .io()
+    let frame = Frame {
+        margin: 12,
+        right: 30,
+        x_labels: if paper { 55 } else { 60 },
+        y_labels: if paper { 75 } else { 90 },
+    };
+    frame.chart(area, x, y)
 }
 
 /// A line width of `v` layout units in pixels (at least 1).

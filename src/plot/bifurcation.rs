@@ -42,7 +42,7 @@ use super::{
     desc_size, diamond, draw_legend, draw_title, finite_range, label_color, label_name, padded,
     text_at, tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, LABELS,
 };
-use super::{is_paper, legend_below, lw, px, pxi};
+use super::{draw_stroke, is_paper, legend_below, lw, px, pxi, Stroke, LONG_DASHES};
 use crate::classify::Label;
 
 /// Width and height of `bifurcation.png`.
@@ -50,6 +50,12 @@ pub const BIFURCATION_SIZE: (u32, u32) = (1400, 1250);
 
 const BRANCH: RGBColor = RGBColor(30, 30, 30);
 const CYCLE: RGBColor = RGBColor(20, 90, 200);
+/// The short dashes of centres.
+const DOTS: Stroke = Stroke::Dashed {
+    dash: 3,
+    gap: 5,
+    width: 4,
+};
 
 /// One drawn curve of a cycle branch: `(parameter, min or max |R2|)` and whether its cycles
 /// are stable.
@@ -306,33 +312,12 @@ fn draw_branches<DB: DrawingBackend>(
     branches: &[(Vec<(f64, f64)>, FixedKind)],
 ) -> io::Result<()> {
     for (line, kind) in branches {
-        let pts: Vec<(f64, f64)> = line
-            .iter()
-            .copied()
-            .filter(|p| p.0.is_finite() && p.1.is_finite())
-            .map(|(x, y)| (super::on_axis(x), super::on_axis(y)))
-            .collect();
-        match kind {
-            FixedKind::Stable => chart
-                .draw_series(LineSeries::new(pts, BRANCH.stroke_width(lw(3))))
-                .io()?,
-            FixedKind::Centre => chart
-                .draw_series(DashedLineSeries::new(
-                    pts,
-                    pxi(3),
-                    pxi(5),
-                    CENTRE_COLOR.stroke_width(lw(4)),
-                ))
-                .io()?,
-            FixedKind::Unstable => chart
-                .draw_series(DashedLineSeries::new(
-                    pts,
-                    pxi(10),
-                    pxi(7),
-                    BRANCH.stroke_width(lw(2)),
-                ))
-                .io()?,
+        let (color, stroke) = match kind {
+            FixedKind::Stable => (BRANCH, Stroke::Solid(3)),
+            FixedKind::Centre => (CENTRE_COLOR, DOTS),
+            FixedKind::Unstable => (BRANCH, LONG_DASHES),
         };
+        draw_stroke(chart, drawable(line), color, stroke)?;
     }
     Ok(())
 }
@@ -343,28 +328,23 @@ fn draw_cycles<DB: DrawingBackend>(
     cycles: &[CycleLine],
 ) -> io::Result<()> {
     for (line, stable) in cycles {
-        let pts: Vec<(f64, f64)> = line
-            .iter()
-            .copied()
-            .filter(|p| p.0.is_finite() && p.1.is_finite())
-            .map(|(x, y)| (super::on_axis(x), super::on_axis(y)))
-            .collect();
-        if *stable {
-            chart
-                .draw_series(LineSeries::new(pts, CYCLE.stroke_width(lw(3))))
-                .io()?;
+        let stroke = if *stable {
+            Stroke::Solid(3)
         } else {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    pts,
-                    pxi(10),
-                    pxi(7),
-                    CYCLE.stroke_width(lw(2)),
-                ))
-                .io()?;
-        }
+            LONG_DASHES
+        };
+        draw_stroke(chart, drawable(line), CYCLE, stroke)?;
     }
     Ok(())
+}
+
+/// The finite points of a curve, moved onto the axes' reach.
+fn drawable(line: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    line.iter()
+        .copied()
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
+        .map(|(x, y)| (super::on_axis(x), super::on_axis(y)))
+        .collect()
 }
 
 /// Special points (fold, Hopf) as diamond outlines with their names.

@@ -883,6 +883,43 @@ pub(crate) fn finite_range(values: impl IntoIterator<Item = f64>) -> Option<(f64
 /// +-1e300 every span, padding and tick step stays finite.
 pub(crate) const AXIS_LIMIT: f64 = 1e300;
 
+/// How a curve is stroked, in layout units: solid of a width, or dashed.
+#[derive(Clone, Copy)]
+pub(crate) enum Stroke {
+    Solid(u32),
+    Dashed { dash: i32, gap: i32, width: u32 },
+}
+
+/// The long dashes of unstable branches and cycles.
+pub(crate) const LONG_DASHES: Stroke = Stroke::Dashed {
+    dash: 10,
+    gap: 7,
+    width: 2,
+};
+
+/// Draws the polyline `pts` in `color` with `stroke`.
+pub(crate) fn draw_stroke<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    pts: Vec<(f64, f64)>,
+    color: RGBColor,
+    stroke: Stroke,
+) -> io::Result<()> {
+    match stroke {
+        Stroke::Solid(width) => chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(lw(width))))
+            .io()?,
+        Stroke::Dashed { dash, gap, width } => chart
+            .draw_series(DashedLineSeries::new(
+                pts,
+                pxi(dash),
+                pxi(gap),
+                color.stroke_width(lw(width)),
+            ))
+            .io()?,
+    };
+    Ok(())
+}
+
 /// `v` moved onto the axes' reach, +-[`AXIS_LIMIT`], so that drawing it maps to a pixel
 /// near the chart (a value beyond would map past the range of pixel coordinates).
 pub(crate) fn on_axis(v: f64) -> f64 {

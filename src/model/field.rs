@@ -906,7 +906,11 @@ mod tests {
             dx
         };
         let one = eval_with(1);
-        assert_eq!(one, eval_with(threads), "{threads} threads changed the bytes");
+        assert_eq!(
+            one,
+            eval_with(threads),
+            "{threads} threads changed the bytes"
+        );
         one
     }
 

@@ -276,7 +276,10 @@ pub fn panel_product(a: Panels<'_>, b: MatRef<'_>, accumulate: bool, c: MatMut<'
         a.depth == b.rows && c.rows == a.rows && c.cols == b.cols,
         "panel_product: shapes"
     );
-    assert!(a.fits() && b.fits() && c.fits(), "panel_product: outside a slice");
+    assert!(
+        a.fits() && b.fits() && c.fits(),
+        "panel_product: outside a slice"
+    );
     if c.rows == 0 || c.cols == 0 {
         return;
     }

@@ -254,7 +254,11 @@ impl ComparePicture<'_> {
             ERROR_FLOOR / 2.0,
             (hi * 5.0).clamp(ERROR_FLOOR * 100.0, 10.0),
         );
-        let mut chart = FRAME.chart(area, t_range.0..t_range.1, (y_range.0..y_range.1).log_scale())?;
+        let mut chart = FRAME.chart(
+            area,
+            t_range.0..t_range.1,
+            (y_range.0..y_range.1).log_scale(),
+        )?;
         super::time_mesh(&mut chart)
             .max_light_lines(0)
             .x_label_formatter(&tick)

@@ -13,8 +13,8 @@ use plotters::prelude::*;
 
 use super::kymograph::{density_max, draw_density_columns};
 use super::Frame;
-use super::{desc_size, draw_title, finite_range, padded, text, tick, Figure, OrIo, Picture};
 use super::TICK_SIZE;
+use super::{desc_size, draw_title, finite_range, padded, text, tick, Figure, OrIo, Picture};
 
 /// Most time columns and angle rows drawn (neighbours are averaged).
 const COLUMNS: usize = 256;

@@ -29,6 +29,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::drawing::DrawingAreaErrorKind;
 use plotters::element::DashedPathElement;
@@ -321,20 +322,18 @@ pub(crate) fn ticks<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
     (fit(w, 55), fit(h, 28))
 }
 
+/// A coordinate whose ticks plotters can label (what a chart's mesh asks of each axis).
+pub(crate) trait TickedAxis: Ranged + ValueFormatter<<Self as Ranged>::ValueType> {}
+
+impl<T: Ranged + ValueFormatter<<T as Ranged>::ValueType>> TickedAxis for T {}
+
 /// The axes of a chart as every picture draws them (the one chart set-up): tick counts from
 /// the plotting area ([`ticks`]), thin black axes and tick marks, the tick and description
 /// fonts; the caller adds its grid (or `disable_mesh`), formatters and descriptions, then
 /// draws. A later call of the same setter overrides these.
-pub(crate) fn axes<'a, 'b, X, Y, XT, YT, DB>(
+pub(crate) fn axes<'a, 'b, X: TickedAxis, Y: TickedAxis, DB: DrawingBackend>(
     chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
-) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB>
-where
-    X: plotters::coord::ranged1d::Ranged<ValueType = XT>
-        + plotters::coord::ranged1d::ValueFormatter<XT>,
-    Y: plotters::coord::ranged1d::Ranged<ValueType = YT>
-        + plotters::coord::ranged1d::ValueFormatter<YT>,
-    DB: DrawingBackend,
-{
+) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB> {
     let (xt, yt) = ticks(chart);
     let mut mesh = chart.configure_mesh();
     mesh.x_labels(xt)
@@ -362,16 +361,9 @@ pub(crate) fn grid<X, Y, DB>(
 
 /// The mesh of a time chart: [`axes`] and a light grey grid; the caller adds light lines,
 /// formatters and descriptions, then draws.
-pub(crate) fn time_mesh<'a, 'b, X, Y, XT, YT, DB>(
+pub(crate) fn time_mesh<'a, 'b, X: TickedAxis, Y: TickedAxis, DB: DrawingBackend>(
     chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
-) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB>
-where
-    X: plotters::coord::ranged1d::Ranged<ValueType = XT>
-        + plotters::coord::ranged1d::ValueFormatter<XT>,
-    Y: plotters::coord::ranged1d::Ranged<ValueType = YT>
-        + plotters::coord::ranged1d::ValueFormatter<YT>,
-    DB: DrawingBackend,
-{
+) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB> {
     let mut mesh = axes(chart);
     grid(&mut mesh, 225, 245);
     mesh

@@ -12,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::order::{R2_COLOR, S_COLOR};
-use super::{draw_title, label_color, lw, tick, Figure, OrIo, Picture};
+use super::{draw_title, label_color, lw, tick, Entry, Figure, Mark, OrIo, Picture};
 use crate::classify::Label;
 
 /// Width and height of `ensemble.png` (paper).
@@ -95,7 +95,17 @@ impl EnsembleView {
     fn draw_means<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let t0 = self.t.first().copied().unwrap_or(0.0);
         let t1 = self.t.last().copied().unwrap_or(1.0).max(t0 + 1e-12);
-        let mut chart = super::value_chart(area, t0..t1, 0.0..1.05)?;
+        let curves = [
+            (Some(&self.nematic), S_COLOR, "s"),
+            (self.r1.as_ref(), R2_COLOR, "|R1|"),
+        ];
+        let entries: Vec<Entry> = curves
+            .iter()
+            .filter(|c| c.0.is_some())
+            .map(|&(_, color, name)| Entry::new(Mark::Line(color.to_rgba(), 2, None), name))
+            .collect();
+        let area = super::legend_below(area, &entries)?;
+        let mut chart = super::value_chart(&area, t0..t1, 0.0..1.05)?;
         super::time_mesh(&mut chart)
             .max_light_lines(4)
             .x_label_formatter(&tick)
@@ -104,11 +114,7 @@ impl EnsembleView {
             .y_desc("mean ± sd over runs")
             .draw()
             .io()?;
-        let curves = [
-            (Some(&self.nematic), S_COLOR, "s"),
-            (self.r1.as_ref(), R2_COLOR, "|R1|"),
-        ];
-        for (curve, color, name) in curves {
+        for (curve, color, _) in curves {
             let Some((mean, sd)) = curve else { continue };
             let upper = self
                 .t
@@ -129,18 +135,8 @@ impl EnsembleView {
                     self.t.iter().copied().zip(mean.iter().copied()),
                     color.stroke_width(lw(2)),
                 ))
-                .io()?
-                .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + super::pxi(28), y)], color.stroke_width(2))
-                });
+                .io()?;
         }
-        chart
-            .configure_series_labels()
-            .label_font(super::text(super::LEGEND_SIZE))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .io()
+        Ok(())
     }
 }

@@ -41,6 +41,14 @@ pub fn ensemble_plot(view: &EnsembleView, figure: Figure, dir: &Path) -> io::Res
 impl Picture for EnsembleView {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let area = draw_title(root, &self.title)?;
+        // The legend of the means below both panels, so that their axes stay level.
+        let entries: Vec<Entry> = self
+            .curves()
+            .iter()
+            .filter(|c| c.0.is_some())
+            .map(|&(_, color, name)| Entry::new(Mark::Line(color.to_rgba(), 2, None), name))
+            .collect();
+        let area = super::legend_below(&area, &entries)?;
         let (w, _) = area.dim_in_pixel();
         let (left, right) = area.split_horizontally(w * 2 / 5);
         self.draw_shares(&left)?;
@@ -48,7 +56,18 @@ impl Picture for EnsembleView {
     }
 }
 
+/// A curve of the means: (mean and sd at each sample, colour, legend name).
+type MeanCurve<'a> = (Option<&'a (Vec<f64>, Vec<f64>)>, RGBColor, &'static str);
+
 impl EnsembleView {
+    /// The curves of the means (|R1| absent without R1).
+    fn curves(&self) -> [MeanCurve<'_>; 2] {
+        [
+            (Some(&self.nematic), S_COLOR, "s"),
+            (self.r1.as_ref(), R2_COLOR, "|R1|"),
+        ]
+    }
+
     /// Bars of the shares with their Wilson intervals.
     fn draw_shares<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let k = self.shares.len().max(1) as f64;
@@ -95,17 +114,7 @@ impl EnsembleView {
     fn draw_means<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let t0 = self.t.first().copied().unwrap_or(0.0);
         let t1 = self.t.last().copied().unwrap_or(1.0).max(t0 + 1e-12);
-        let curves = [
-            (Some(&self.nematic), S_COLOR, "s"),
-            (self.r1.as_ref(), R2_COLOR, "|R1|"),
-        ];
-        let entries: Vec<Entry> = curves
-            .iter()
-            .filter(|c| c.0.is_some())
-            .map(|&(_, color, name)| Entry::new(Mark::Line(color.to_rgba(), 2, None), name))
-            .collect();
-        let area = super::legend_below(area, &entries)?;
-        let mut chart = super::value_chart(&area, t0..t1, 0.0..1.05)?;
+        let mut chart = super::value_chart(area, t0..t1, 0.0..1.05)?;
         super::time_mesh(&mut chart)
             .max_light_lines(4)
             .x_label_formatter(&tick)
@@ -114,7 +123,7 @@ impl EnsembleView {
             .y_desc("mean ± sd over runs")
             .draw()
             .io()?;
-        for (curve, color, _) in curves {
+        for (curve, color, _) in self.curves() {
             let Some((mean, sd)) = curve else { continue };
             let upper = self
                 .t

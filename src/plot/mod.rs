@@ -369,6 +369,16 @@ pub(crate) fn time_mesh<'a, 'b, X: TickedAxis, Y: TickedAxis, DB: DrawingBackend
     mesh
 }
 
+/// The chart [`Frame::chart`] builds from the coordinate specs `X` and `Y`.
+pub(crate) type Chart<'a, DB, X, Y> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<
+        <X as plotters::coord::ranged1d::AsRangedCoord>::CoordDescType,
+        <Y as plotters::coord::ranged1d::AsRangedCoord>::CoordDescType,
+    >,
+>;
+
 /// Where a chart sits in its area, in layout units: the margin all round (`right` replaces it
 /// on the right) and the heights / widths of the x and y label areas.
 pub(crate) struct Frame {
@@ -386,7 +396,7 @@ impl Frame {
         area: &DrawingArea<DB, Shift>,
         x: X,
         y: Y,
-    ) -> io::Result<ChartContext<'a, DB, Cartesian2d<X::CoordDescType, Y::CoordDescType>>>
+    ) -> io::Result<Chart<'a, DB, X, Y>>
     where
         DB: DrawingBackend,
         X: plotters::coord::ranged1d::AsRangedCoord,

@@ -61,12 +61,8 @@ const DOTS: Stroke = Stroke::Dashed {
 /// are stable.
 pub type CycleLine = (Vec<(f64, f64)>, bool);
 
-/// Writes `bifurcation.png` and `bifurcation.svg` into `dir`.
-///
-/// - `points`: `(parameter, tail min |R2|, tail max |R2|, label)`, `None` = failed run (its
-///   numbers are ignored);
-/// - `branches`: polylines `(parameter, |R|)` of fixed points and their kind;
-/// - `special`: `(parameter, |R|, name)`, e.g. `"LP"`, `"H"`.
+/// Writes `bifurcation.png` and `bifurcation.svg` into `dir`: a [`Bifurcation`] of OA fixed
+/// points without cycles.
 pub fn bifurcation_plot(
     p_name: &str,
     points: &[(f64, f64, f64, Option<Label>)],
@@ -76,68 +72,39 @@ pub fn bifurcation_plot(
     figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
-    bifurcation_plot_with_cycles(p_name, points, branches, &[], special, title, figure, dir)
-}
-
-/// [`bifurcation_plot`] with the min / max |R2| curves of continued cycles (`cycles`).
-#[allow(clippy::too_many_arguments)]
-pub fn bifurcation_plot_with_cycles(
-    p_name: &str,
-    points: &[(f64, f64, f64, Option<Label>)],
-    branches: &[(Vec<(f64, f64)>, FixedKind)],
-    cycles: &[CycleLine],
-    special: &[(f64, f64, String)],
-    title: &str,
-    figure: Figure,
-    dir: &Path,
-) -> io::Result<()> {
-    let pic = BifurcationPicture {
+    let diagram = Bifurcation {
         p_name,
         points,
-        branches,
-        cycles,
-        special,
-        title,
-        densities: false,
-    };
-    pic.write(figure, dir)
-}
-
-/// `bifurcation.png` of a continuation of stationary densities of the mean field: the
-/// branches' `|R1| = <cos theta>` against the parameter (stable solid, unstable dashed) and the
-/// special points (BP, LP), without sweep points.
-pub fn stationary_plot(
-    p_name: &str,
-    branches: &[(Vec<(f64, f64)>, FixedKind)],
-    special: &[(f64, f64, String)],
-    title: &str,
-    figure: Figure,
-    dir: &Path,
-) -> io::Result<()> {
-    let pic = BifurcationPicture {
-        p_name,
-        points: &[],
         branches,
         cycles: &[],
         special,
         title,
-        densities: true,
+        densities: false,
     };
-    pic.write(figure, dir)
+    diagram.write(figure, dir)
 }
 
-struct BifurcationPicture<'a> {
-    p_name: &'a str,
-    points: &'a [(f64, f64, f64, Option<Label>)],
-    branches: &'a [(Vec<(f64, f64)>, FixedKind)],
-    cycles: &'a [CycleLine],
-    special: &'a [(f64, f64, String)],
-    title: &'a str,
-    /// Branches of stationary densities (|R1| on the vertical axis) instead of OA fixed points.
-    densities: bool,
+/// What `bifurcation.png` shows.
+pub struct Bifurcation<'a> {
+    /// The parameter's name (the horizontal axis).
+    pub p_name: &'a str,
+    /// The sweep's points: `(parameter, tail min |R2|, tail max |R2|, label)`, `None` = failed
+    /// run (its numbers are ignored).
+    pub points: &'a [(f64, f64, f64, Option<Label>)],
+    /// Polylines `(parameter, |R|)` of fixed points and their kind.
+    pub branches: &'a [(Vec<(f64, f64)>, FixedKind)],
+    /// The min / max |R2| curves of continued cycles.
+    pub cycles: &'a [CycleLine],
+    /// Special points `(parameter, |R|, name)`, e.g. `"LP"`, `"H"`.
+    pub special: &'a [(f64, f64, String)],
+    /// The title.
+    pub title: &'a str,
+    /// Branches of stationary densities of the mean field (`|R1| = <cos theta>` on the vertical
+    /// axis, special points BP and LP) instead of OA fixed points.
+    pub densities: bool,
 }
 
-impl Picture for BifurcationPicture<'_> {
+impl Picture for Bifurcation<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let area = draw_title(root, self.title)?;
         let (w, _) = area.dim_in_pixel();
@@ -203,9 +170,9 @@ impl Picture for BifurcationPicture<'_> {
     }
 }
 
-impl BifurcationPicture<'_> {
+impl Bifurcation<'_> {
     /// Writes `bifurcation.png` and `bifurcation.svg` into `dir`.
-    fn write(&self, figure: Figure, dir: &Path) -> io::Result<()> {
+    pub fn write(&self, figure: Figure, dir: &Path) -> io::Result<()> {
         super::render(
             self,
             dir,

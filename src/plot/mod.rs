@@ -58,7 +58,7 @@ pub mod tokens;
 pub mod transition;
 pub mod vector;
 
-pub use bifurcation::{bifurcation_plot, bifurcation_plot_with_cycles, stationary_plot, CycleLine};
+pub use bifurcation::{bifurcation_plot, Bifurcation, CycleLine};
 pub use compare::compare_plot;
 pub use ensemble::{ensemble_plot, EnsembleView};
 pub use kymograph::{kymograph_plot, AngleHistory};

@@ -309,17 +309,16 @@ pub fn draw(
                     .iter()
                     .filter_map(|c| c.special.map(|s| (c.p, c.r2_abs_max, s.to_string())))
             }));
-            plot::bifurcation_plot_with_cycles(
-                &plan.axes[*p].name,
-                &points,
-                &lines,
-                &cycle_lines(cycles),
-                &special,
-                &title,
-                figure,
-                dir,
-            )
-            .map_err(io)?;
+            let diagram = plot::Bifurcation {
+                p_name: &plan.axes[*p].name,
+                points: &points,
+                branches: &lines,
+                cycles: &cycle_lines(cycles),
+                special: &special,
+                title: &title,
+                densities: false,
+            };
+            diagram.write(figure, dir).map_err(io)?;
             draw_cluster_diagram(plan, outcomes, *p, &title, dir).map_err(io)
         }
         _ => Ok(()),

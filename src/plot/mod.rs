@@ -64,7 +64,7 @@ pub use ensemble::{ensemble_plot, EnsembleView};
 pub use kymograph::{kymograph_plot, AngleHistory};
 pub use order::{order_plot, OrderView};
 pub use portrait::{portrait_plot, CycleCurve, CycleKind};
-pub use regime::{codim2_map, regime_map, regime_map_shaded, zero_level, Theory};
+pub use regime::{codim2_map, regime_map, zero_level, RegimeMap, Theory};
 pub use scaling::{loglog_slope, scaling_plot, ScalingSeries};
 pub use snapshots::{snapshot_times, TokenSnapshots};
 pub use tokens::{tokens_gif, tokens_plot, MAX_PANELS};

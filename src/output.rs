@@ -529,6 +529,18 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     w.flush()
 }
 
+/// Writes the CSV file `path`: a header from the rows' field names, then one line per row.
+pub fn write_csv_rows<R: Serialize>(
+    path: &Path,
+    rows: impl IntoIterator<Item = R>,
+) -> io::Result<()> {
+    let mut w = csv::Writer::from_writer(BufWriter::new(File::create(path)?));
+    for row in rows {
+        w.serialize(row).map_err(io::Error::other)?;
+    }
+    w.flush()
+}
+
 /// One row of `order.csv`.
 #[derive(Serialize)]
 struct OrderRow {

@@ -8,8 +8,6 @@
 //! over the samples of |R2 - R2_full| for each model (`<model>_vs_full`, null when it did not
 //! run) and the wall time of each model.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::Path;
 use std::time::Instant;
 
@@ -28,7 +26,9 @@ use crate::outcome::{
     cluster_series, compare_summary, compared_models, label_clusters, max_distance, run_compared,
     CompareMerges, ModelRow, Summary,
 };
-use crate::output::{write_json, write_tokens_csv, ResultKind, RunOptions, StagedDir};
+use crate::output::{
+    write_csv_rows, write_json, write_tokens_csv, ResultKind, RunOptions, StagedDir,
+};
 use crate::scenario::{EnsembleSpec, ModelKind, Scenario};
 use crate::simulation;
 
@@ -62,21 +62,18 @@ struct CompareRow {
     group_im: Option<f64>,
 }
 
-/// Writes compare.csv: R2 of every model at every sample.
-fn write_compare_csv(
-    path: &std::path::Path,
-    full_series: &OrderSeries,
-    others: &[(ModelKind, OrderSeries)],
-) -> Result<(), Error> {
-    let mut w =
-        csv::Writer::from_writer(BufWriter::new(File::create(path).map_err(Error::io(path))?));
-    let of = |model: ModelKind, i: usize| {
+/// The rows of compare.csv: R2 of every model at every sample.
+fn compare_rows<'a>(
+    full_series: &'a OrderSeries,
+    others: &'a [(ModelKind, OrderSeries)],
+) -> impl Iterator<Item = CompareRow> + 'a {
+    let of = move |model: ModelKind, i: usize| {
         others
             .iter()
             .find(|(m, _)| *m == model)
             .and_then(|(_, s)| s.r2.get(i).copied())
     };
-    for i in 0..full_series.len() {
+    (0..full_series.len()).map(move |i| {
         let f = full_series.r2[i];
         let (p, s, o, g) = (
             of(ModelKind::Phase, i),
@@ -84,7 +81,7 @@ fn write_compare_csv(
             of(ModelKind::Oa, i),
             of(ModelKind::Group, i),
         );
-        w.serialize(CompareRow {
+        CompareRow {
             t: full_series.t[i],
             full_re: f.re,
             full_im: f.im,
@@ -96,10 +93,8 @@ fn write_compare_csv(
             oa_im: o.map(|z| z.im),
             group_re: g.map(|z| z.re),
             group_im: g.map(|z| z.im),
-        })
-        .map_err(|e| Error::io(path)(std::io::Error::other(e)))?;
-    }
-    w.flush().map_err(Error::io(path))
+        }
+    })
 }
 
 /// Runs full and the models it is compared with on `scenario` and writes the comparison
@@ -159,10 +154,15 @@ pub fn compare(scenario: &Scenario, options: &RunOptions) -> Result<CompareRepor
         });
     }
     let path = staged.path().join("compare.csv");
-    match (&full_clusters, &model_clusters) {
-        (Some(f), Some(c)) => write_cluster_compare_csv(&path, &full_series, &others, f, c)?,
-        _ => write_compare_csv(&path, &full_series, &others)?,
-    }
+    let written = match (&full_clusters, &model_clusters) {
+        (Some(f), Some(c)) => {
+            let model = others.iter().find(|(m, _)| *m == ModelKind::Clusters);
+            let rows = cluster_compare_rows(&full_series, model.map(|(_, s)| s), (f, c));
+            write_csv_rows(&path, rows)
+        }
+        _ => write_csv_rows(&path, compare_rows(&full_series, &others)),
+    };
+    written.map_err(Error::io(&path))?;
 
     if let Some(tokens) = full.dynamics.tokens(&solution.final_state) {
         let path = staged.path().join("tokens_final.csv");
@@ -346,21 +346,17 @@ struct ClusterCompareRow {
     clusters_count: Option<usize>,
 }
 
-/// Writes compare.csv for usa / sa (`t,full_re,full_im,clusters_re,clusters_im,full_count,clusters_count`).
-fn write_cluster_compare_csv(
-    path: &std::path::Path,
-    full_series: &OrderSeries,
-    others: &[(ModelKind, OrderSeries)],
-    full_clusters: &ClusterSeries,
-    model_clusters: &ClusterSeries,
-) -> Result<(), Error> {
-    let mut w =
-        csv::Writer::from_writer(BufWriter::new(File::create(path).map_err(Error::io(path))?));
-    let model = others.iter().find(|(m, _)| *m == ModelKind::Clusters);
-    for i in 0..full_series.len() {
+/// The rows of compare.csv for usa / sa (`t,full_re,full_im,clusters_re,clusters_im,full_count,clusters_count`);
+/// `model`: the cluster model's series; `counts`: the cluster counts of full and of the model.
+fn cluster_compare_rows<'a>(
+    full_series: &'a OrderSeries,
+    model: Option<&'a OrderSeries>,
+    (full_clusters, model_clusters): (&'a ClusterSeries, &'a ClusterSeries),
+) -> impl Iterator<Item = ClusterCompareRow> + 'a {
+    (0..full_series.len()).map(move |i| {
         let f = full_series.r2[i];
-        let c = model.and_then(|(_, s)| s.r2.get(i).copied());
-        w.serialize(ClusterCompareRow {
+        let c = model.and_then(|s| s.r2.get(i).copied());
+        ClusterCompareRow {
             t: full_series.t[i],
             full_re: f.re,
             full_im: f.im,
@@ -368,10 +364,8 @@ fn write_cluster_compare_csv(
             clusters_im: c.map(|z| z.im),
             full_count: full_clusters.rows().get(i).map(|r| r.count),
             clusters_count: model_clusters.rows().get(i).map(|r| r.count),
-        })
-        .map_err(|e| Error::io(path)(std::io::Error::other(e)))?;
-    }
-    w.flush().map_err(Error::io(path))
+        }
+    })
 }
 
 /// `tokdyn compare`: a table of the models.

@@ -42,7 +42,7 @@ use rayon::prelude::*;
 
 use super::factored::FactoredField;
 use super::gemm::{
-    gemm, pack_panels, panel_product, panels_len, MatMut, MatRef, Panels, MICRO_COLUMNS,
+    pack_panels, panel_product, panels_len, product, MatMut, MatRef, Panels, MICRO_COLUMNS,
 };
 use super::harmonics::{HarmonicsField, DEFAULT_TOLERANCE};
 use super::kernel_method::{choose, KernelChoice, KernelMethod};
@@ -488,11 +488,9 @@ impl SphereField {
                 let m = rows.len() / d;
                 // Row-major tokens are X (d x m, column k = token k); the same numbers read
                 // row-major are X^T (m x d).
-                gemm(
-                    1.0,
+                product(
                     MatRef::columns(rows, d, m),
                     MatRef::rows(rows, m, d),
-                    0.0,
                     MatMut::columns(acc, d, d),
                 );
             },
@@ -503,11 +501,9 @@ impl SphereField {
         let m_matrix = s.m.as_slice();
         for_each_chunk(dx, d, &s.unit, d, |out, unit| {
             let m = unit.len() / d;
-            gemm(
-                1.0,
+            product(
                 MatRef::columns(m_matrix, d, d),
                 MatRef::columns(unit, d, m),
-                0.0,
                 MatMut::columns(out, d, m),
             );
         });
@@ -889,6 +885,35 @@ mod tests {
         x
     }
 
+    /// Tiles of 64 keys x 32 queries: several tiles each way at a few hundred tokens.
+    const SMALL_TILES: Tiles = Tiles {
+        keys: 64,
+        queries: 32,
+    };
+
+    /// The field of `att` at the tokens `x` (rows of d) in [`SMALL_TILES`] and chunks of 32
+    /// tokens, evaluated on one thread and on `threads`; checks the two give the same bytes.
+    fn small_tiles_field(att: Attention, x: &[f64], d: usize, threads: usize) -> Vec<f64> {
+        let n = x.len() / d;
+        let field = SphereField::with_tiles(att, n, SMALL_TILES, 32);
+        let eval_with = |threads| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut dx = vec![0.0; n * d];
+            pool.install(|| field.eval(x, &mut dx));
+            dx
+        };
+        let one = eval_with(1);
+        assert_eq!(
+            one,
+            eval_with(threads),
+            "{threads} threads changed the bytes"
+        );
+        one
+    }
+
     /// The formula of docs/MATH.md §1, written out pair by pair (formed heads; the causal
     /// mask sums over j <= k with 1/k; pre-LN evaluates at x / |x| and does not project).
     fn direct_field(att: &Attention, x: &[f64], d: usize) -> Vec<f64> {
@@ -949,24 +974,10 @@ mod tests {
         for kernel in [Kernel::Lsa, Kernel::Usa, Kernel::Sa] {
             for (d, heads) in [(2, 1), (3, 2), (5, 1), (9, 2), (12, 1)] {
                 let n = 37;
-                let att = Attention::new(
-                    kernel,
-                    0.7,
-                    (0..heads)
-                        .map(|h| Head {
-                            a: random_matrix(d, 10 + h as u64),
-                            v: random_matrix(d, 20 + h as u64),
-                        })
-                        .collect(),
-                );
+                let att = random_attention(kernel, d, heads, 10);
                 let x = random_tokens(n, d, 5);
                 let field = SphereField::new(att.clone(), n);
-                let mut dx = vec![0.0; n * d];
-                field.eval(&x, &mut dx);
-                let expected = direct_field(&att, &x, d);
-                for (a, b) in dx.iter().zip(&expected) {
-                    assert!((a - b).abs() < 1e-12, "{kernel:?} d={d}: {a} vs {b}");
-                }
+                assert_matches_formula(&field, &att, &x, &format!("{kernel:?} d={d}"));
             }
         }
     }
@@ -976,35 +987,11 @@ mod tests {
         // n = 300 in tiles of 64 keys x 32 queries: several tiles each way, ragged last ones.
         let (n, d) = (300, 9);
         for kernel in [Kernel::Usa, Kernel::Sa] {
-            let att = Attention::new(
-                kernel,
-                0.8,
-                vec![Head {
-                    a: random_matrix(d, 31),
-                    v: random_matrix(d, 32),
-                }],
-            );
+            let att = random_attention(kernel, d, 1, 31);
             let x = random_tokens(n, d, 33);
             let expected = direct_field(&att, &x, d);
-            let small = Tiles {
-                keys: 64,
-                queries: 32,
-            };
-            let field = SphereField::with_tiles(att, n, small, 32);
-            let eval_with = |threads| {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
-                let mut dx = vec![0.0; n * d];
-                pool.install(|| field.eval(&x, &mut dx));
-                dx
-            };
-            let one = eval_with(1);
-            assert_eq!(one, eval_with(3));
-            for (a, b) in one.iter().zip(&expected) {
-                assert!((a - b).abs() < 1e-12, "{kernel:?}: {a} vs {b}");
-            }
+            let one = small_tiles_field(att, &x, d, 3);
+            assert_close(&one, &expected, 1e-12, &format!("{kernel:?}"));
         }
     }
 
@@ -1046,26 +1033,10 @@ mod tests {
         // (These shapes once sent the products through a loop that wrote past its buffer.)
         for (kernel, n) in [(Kernel::Usa, 257), (Kernel::Sa, 257), (Kernel::Lsa, 2049)] {
             let d = 9;
-            let att = Attention::new(
-                kernel,
-                0.6,
-                vec![Head {
-                    a: random_matrix(d, 41),
-                    v: random_matrix(d, 42),
-                }],
-            );
+            let att = random_attention(kernel, d, 1, 41);
             let x = random_tokens(n, d, 43);
-            let small = Tiles {
-                keys: 64,
-                queries: 32,
-            };
-            let field = SphereField::with_tiles(att.clone(), n, small, 32);
-            let mut dx = vec![0.0; n * d];
-            field.eval(&x, &mut dx);
-            let expected = direct_field(&att, &x, d);
-            for (a, b) in dx.iter().zip(&expected) {
-                assert!((a - b).abs() < 1e-12, "{kernel:?} n={n}: {a} vs {b}");
-            }
+            let field = SphereField::with_tiles(att.clone(), n, SMALL_TILES, 32);
+            assert_matches_formula(&field, &att, &x, &format!("{kernel:?} n={n}"));
         }
     }
 
@@ -1114,6 +1085,14 @@ mod tests {
         )
     }
 
+    /// Checks `field` (of `att`) at the tokens `x` against [`direct_field`].
+    fn assert_matches_formula(field: &SphereField, att: &Attention, x: &[f64], what: &str) {
+        let d = att.heads[0].a.nrows();
+        let mut dx = vec![0.0; x.len()];
+        field.eval(x, &mut dx);
+        assert_close(&dx, &direct_field(att, x, d), 1e-12, what);
+    }
+
     fn assert_close(got: &[f64], expected: &[f64], tol: f64, what: &str) {
         for (a, b) in got.iter().zip(expected) {
             assert!((a - b).abs() < tol, "{what}: {a} vs {b}");
@@ -1151,22 +1130,7 @@ mod tests {
                 }
                 let x = random_tokens(n, d, 33);
                 let expected = direct_field(&att, &x, d);
-                let small = Tiles {
-                    keys: 64,
-                    queries: 32,
-                };
-                let field = SphereField::with_tiles(att, n, small, 32);
-                let eval_with = |threads| {
-                    let pool = rayon::ThreadPoolBuilder::new()
-                        .num_threads(threads)
-                        .build()
-                        .unwrap();
-                    let mut dx = vec![0.0; n * d];
-                    pool.install(|| field.eval(&x, &mut dx));
-                    dx
-                };
-                let one = eval_with(1);
-                assert_eq!(one, eval_with(2));
+                let one = small_tiles_field(att, &x, d, 2);
                 assert_close(&one, &expected, 1e-12, &format!("{kernel:?} {symmetric}"));
             }
         }

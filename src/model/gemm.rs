@@ -16,11 +16,12 @@
 //! called block by block, with no packing or allocation per call (the crate's own driver
 //! allocates its packing buffers on every call and repacks operands the field reuses).
 
-/// A matrix inside a slice: entry (i, j) at `data[i * row_stride + j * column_stride]`.
+/// A matrix inside a slice: entry (i, j) at `data[i * row_stride + j * column_stride]`; the
+/// slice `S` is `&[f64]` ([`MatRef`]) or `&mut [f64]` ([`MatMut`]).
 #[derive(Clone, Copy)]
-pub struct MatRef<'a> {
+pub struct Mat<S> {
     /// The entries.
-    pub data: &'a [f64],
+    pub data: S,
     /// Number of rows.
     pub rows: usize,
     /// Number of columns.
@@ -31,24 +32,16 @@ pub struct MatRef<'a> {
     pub column_stride: usize,
 }
 
-/// A writable matrix inside a slice, laid out like [`MatRef`].
-pub struct MatMut<'a> {
-    /// The entries.
-    pub data: &'a mut [f64],
-    /// Number of rows.
-    pub rows: usize,
-    /// Number of columns.
-    pub cols: usize,
-    /// Distance in the slice between two rows.
-    pub row_stride: usize,
-    /// Distance in the slice between two columns.
-    pub column_stride: usize,
-}
+/// A matrix read in place.
+pub type MatRef<'a> = Mat<&'a [f64]>;
 
-impl<'a> MatRef<'a> {
+/// A matrix written in place.
+pub type MatMut<'a> = Mat<&'a mut [f64]>;
+
+impl<S: AsRef<[f64]>> Mat<S> {
     /// Column-major rows x cols (column j contiguous).
-    pub fn columns(data: &'a [f64], rows: usize, cols: usize) -> Self {
-        MatRef {
+    pub fn columns(data: S, rows: usize, cols: usize) -> Self {
+        Mat {
             data,
             rows,
             cols,
@@ -58,8 +51,8 @@ impl<'a> MatRef<'a> {
     }
 
     /// Row-major rows x cols (row i contiguous).
-    pub fn rows(data: &'a [f64], rows: usize, cols: usize) -> Self {
-        MatRef {
+    pub fn rows(data: S, rows: usize, cols: usize) -> Self {
+        Mat {
             data,
             rows,
             cols,
@@ -67,24 +60,14 @@ impl<'a> MatRef<'a> {
             column_stride: 1,
         }
     }
-}
 
-impl<'a> MatMut<'a> {
-    /// Column-major rows x cols (column j contiguous).
-    pub fn columns(data: &'a mut [f64], rows: usize, cols: usize) -> Self {
-        MatMut {
-            data,
-            rows,
-            cols,
-            row_stride: 1,
-            column_stride: rows,
-        }
+    /// Whether every entry lies inside the slice.
+    fn fits(&self) -> bool {
+        self.rows == 0
+            || self.cols == 0
+            || (self.rows - 1) * self.row_stride + (self.cols - 1) * self.column_stride
+                < self.data.as_ref().len()
     }
-}
-
-/// Whether every entry of a rows x cols matrix with these strides lies below `len`.
-fn fits(len: usize, rows: usize, cols: usize, row_stride: usize, column_stride: usize) -> bool {
-    rows == 0 || cols == 0 || (rows - 1) * row_stride + (cols - 1) * column_stride < len
 }
 
 /// The matrix kernel behind [`gemm()`].
@@ -108,6 +91,14 @@ pub fn gemm(alpha: f64, a: MatRef<'_>, b: MatRef<'_>, beta: f64, c: MatMut<'_>) 
     gemm_with(BACKEND, alpha, a, b, beta, c)
 }
 
+/// C = A B, with [`BACKEND`] ([`gemm()`] with alpha = 1, beta = 0).
+///
+/// # Panics
+/// As [`gemm()`].
+pub fn product(a: MatRef<'_>, b: MatRef<'_>, c: MatMut<'_>) {
+    gemm(1.0, a, b, 0.0, c)
+}
+
 /// [`gemm()`] with the given kernel (the same numbers up to rounding: the order of the sums differs).
 ///
 /// # Panics
@@ -124,27 +115,7 @@ pub fn gemm_with(
         a.cols == b.rows && c.rows == a.rows && c.cols == b.cols,
         "gemm: shapes"
     );
-    assert!(fits(
-        a.data.len(),
-        a.rows,
-        a.cols,
-        a.row_stride,
-        a.column_stride
-    ));
-    assert!(fits(
-        b.data.len(),
-        b.rows,
-        b.cols,
-        b.row_stride,
-        b.column_stride
-    ));
-    assert!(fits(
-        c.data.len(),
-        c.rows,
-        c.cols,
-        c.row_stride,
-        c.column_stride
-    ));
+    assert!(a.fits() && b.fits() && c.fits(), "gemm: outside a slice");
     if c.rows == 0 || c.cols == 0 {
         return;
     }
@@ -226,13 +197,7 @@ pub fn panels_len(rows: usize, depth: usize) -> usize {
 /// # Panics
 /// When `a` reaches outside its slice or `out` is too short (a bug in the caller).
 pub fn pack_panels(a: MatRef<'_>, out: &mut [f64]) {
-    assert!(fits(
-        a.data.len(),
-        a.rows,
-        a.cols,
-        a.row_stride,
-        a.column_stride
-    ));
+    assert!(a.fits());
     let depth = a.cols;
     if depth == 0 {
         return;
@@ -311,21 +276,10 @@ pub fn panel_product(a: Panels<'_>, b: MatRef<'_>, accumulate: bool, c: MatMut<'
         a.depth == b.rows && c.rows == a.rows && c.cols == b.cols,
         "panel_product: shapes"
     );
-    assert!(a.fits());
-    assert!(fits(
-        b.data.len(),
-        b.rows,
-        b.cols,
-        b.row_stride,
-        b.column_stride
-    ));
-    assert!(fits(
-        c.data.len(),
-        c.rows,
-        c.cols,
-        c.row_stride,
-        c.column_stride
-    ));
+    assert!(
+        a.fits() && b.fits() && c.fits(),
+        "panel_product: outside a slice"
+    );
     if c.rows == 0 || c.cols == 0 {
         return;
     }

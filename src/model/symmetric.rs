@@ -58,14 +58,18 @@ pub fn symmetric_sums(
     let (mirrors, own) = scratch[..scratch_len(n, d)].split_at_mut(blocks * width * n);
     let block = |(index, (mirror, own)): (usize, (&mut [f64], &mut [f64]))| {
         let start = index * bt;
-        let end = (start + bt).min(n);
+        let block = Block {
+            rows: start..(start + bt).min(n),
+            mirror,
+            own,
+        };
         #[cfg(target_arch = "x86_64")]
         if crate::simd::has_avx2_fma() {
             // SAFETY: the CPU supports the features this function is compiled for.
-            unsafe { block_row_avx2(queries, columns, start..end, mirror, own, with_totals) };
+            unsafe { block_row_avx2(queries, columns, block, with_totals) };
             return;
         }
-        block_row::<false>(queries, columns, start..end, mirror, own, with_totals);
+        block_row::<false>(queries, columns, block, with_totals);
     };
     mirrors
         .par_chunks_mut(width * n)
@@ -106,28 +110,28 @@ pub fn symmetric_sums(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn block_row_avx2(
-    queries: &[f64],
-    columns: Columns<'_>,
-    rows: std::ops::Range<usize>,
-    mirror: &mut [f64],
-    own: &mut [f64],
-    with_totals: bool,
-) {
-    block_row::<true>(queries, columns, rows, mirror, own, with_totals)
+fn block_row_avx2(queries: &[f64], columns: Columns<'_>, block: Block<'_>, with_totals: bool) {
+    block_row::<true>(queries, columns, block, with_totals)
 }
 
-/// The sums of the tokens `rows` (one block) over their own block and all later tokens, and
-/// the mirrored weights of the later tokens (mirror[c n + j], c = d for the totals).
+/// One block's work: its tokens `rows`, its mirror buffer ((d + 1) n numbers) and its own
+/// sums ((d + 1) numbers per token).
+struct Block<'a> {
+    rows: std::ops::Range<usize>,
+    mirror: &'a mut [f64],
+    own: &'a mut [f64],
+}
+
+/// The sums of the tokens of one block over their own block and all later tokens, and the
+/// mirrored weights of the later tokens (mirror[c n + j], c = d for the totals).
 #[inline(always)]
 fn block_row<const FUSED: bool>(
     queries: &[f64],
     columns: Columns<'_>,
-    rows: std::ops::Range<usize>,
-    mirror: &mut [f64],
-    own: &mut [f64],
+    block: Block<'_>,
     with_totals: bool,
 ) {
+    let Block { rows, mirror, own } = block;
     let Columns { tokens, values, n } = columns;
     let d = queries.len() / n;
     let width = d + 1;

@@ -523,6 +523,31 @@ mod tests {
         }
     }
 
+    /// Runs `kernel` on the pairs of `data` on one thread and on three: checks the first
+    /// against [`pair_by_pair`] and the second against the first, byte for byte.
+    fn check_kernel(
+        data: &[Vec<f64>; 3],
+        d: usize,
+        softmax: bool,
+        what: &str,
+        mut kernel: impl FnMut(Pairs<'_>, &mut [f64]) + Send,
+    ) {
+        let pairs = Pairs {
+            keys: &data[0],
+            query: &data[1],
+            value: &data[2],
+            key_d: d,
+            value_d: d,
+        };
+        let n = data[0].len() / d;
+        let mut f = vec![f64::NAN; n * d];
+        run_in_pool(1, || kernel(pairs, &mut f));
+        assert_close(&f, &pair_by_pair(data, d, softmax), what);
+        let mut other = vec![0.0; n * d];
+        run_in_pool(3, || kernel(pairs, &mut other));
+        assert_eq!(f, other, "{what}: thread count changed the bytes");
+    }
+
     #[test]
     fn general_tiles_match_the_pairs_whatever_the_last_tile_holds() {
         let d = 9;
@@ -534,23 +559,11 @@ mod tests {
         for n in [8 * 4 + 1, 8 * 5 + 2, 8 * 6 + 3, 8 * 3 + 4, 8 * 7 + 5, 3] {
             for (softmax, beta) in [(false, 1.3), (true, 1.3), (true, 60.0)] {
                 let data = pairs_data(n, d, beta, false);
-                let pairs = Pairs {
-                    keys: &data[0],
-                    query: &data[1],
-                    value: &data[2],
-                    key_d: d,
-                    value_d: d,
-                };
                 let mut scratch = vec![f64::NAN; general_scratch_len(n, d, tiles)];
-                let mut f = vec![f64::NAN; n * d];
-                general_tiles(pairs, &mut f, softmax, tiles, &mut scratch);
                 let what = format!("n {n} softmax {softmax} beta {beta}");
-                assert_close(&f, &pair_by_pair(&data, d, softmax), &what);
-                let mut other = vec![0.0; n * d];
-                run_in_pool(3, || {
-                    general_tiles(pairs, &mut other, softmax, tiles, &mut scratch)
+                check_kernel(&data, d, softmax, &what, |pairs, f| {
+                    general_tiles(pairs, f, softmax, tiles, &mut scratch)
                 });
-                assert_eq!(f, other, "{what}: thread count changed the bytes");
             }
         }
     }
@@ -562,25 +575,11 @@ mod tests {
         for n in [8 * 4 + 1, 8 * 5 + 2, 8 * 6 + 3, 8 * 3 + 4, 8 * 9 + 5, 5] {
             for softmax in [false, true] {
                 let data = pairs_data(n, d, 1.7, true);
-                let pairs = Pairs {
-                    keys: &data[0],
-                    query: &data[1],
-                    value: &data[2],
-                    key_d: d,
-                    value_d: d,
-                };
                 let mut scratch = vec![f64::NAN; symmetric_scratch_len(n, d, tile)];
-                let mut f = vec![f64::NAN; n * d];
-                run_in_pool(1, || {
-                    symmetric_tiles(pairs, &mut f, softmax, tile, &mut scratch)
-                });
                 let what = format!("n {n} softmax {softmax}");
-                assert_close(&f, &pair_by_pair(&data, d, softmax), &what);
-                let mut other = vec![0.0; n * d];
-                run_in_pool(3, || {
-                    symmetric_tiles(pairs, &mut other, softmax, tile, &mut scratch)
+                check_kernel(&data, d, softmax, &what, |pairs, f| {
+                    symmetric_tiles(pairs, f, softmax, tile, &mut scratch)
                 });
-                assert_eq!(f, other, "{what}: thread count changed the bytes");
             }
         }
     }

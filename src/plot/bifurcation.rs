@@ -42,7 +42,7 @@ use super::{
     desc_size, diamond, draw_legend, draw_title, finite_range, label_color, label_name, padded,
     text_at, tick, Chart2d, Entry, Figure, Mark, OrIo, Picture, LABELS,
 };
-use super::{is_paper, legend_below, lw, px, pxi};
+use super::{draw_stroke, is_paper, legend_below, lw, px, pxi, Stroke, LONG_DASHES};
 use crate::classify::Label;
 
 /// Width and height of `bifurcation.png`.
@@ -50,17 +50,19 @@ pub const BIFURCATION_SIZE: (u32, u32) = (1400, 1250);
 
 const BRANCH: RGBColor = RGBColor(30, 30, 30);
 const CYCLE: RGBColor = RGBColor(20, 90, 200);
+/// The short dashes of centres.
+const DOTS: Stroke = Stroke::Dashed {
+    dash: 3,
+    gap: 5,
+    width: 4,
+};
 
 /// One drawn curve of a cycle branch: `(parameter, min or max |R2|)` and whether its cycles
 /// are stable.
 pub type CycleLine = (Vec<(f64, f64)>, bool);
 
-/// Writes `bifurcation.png` and `bifurcation.svg` into `dir`.
-///
-/// - `points`: `(parameter, tail min |R2|, tail max |R2|, label)`, `None` = failed run (its
-///   numbers are ignored);
-/// - `branches`: polylines `(parameter, |R|)` of fixed points and their kind;
-/// - `special`: `(parameter, |R|, name)`, e.g. `"LP"`, `"H"`.
+/// Writes `bifurcation.png` and `bifurcation.svg` into `dir`: a [`Bifurcation`] of OA fixed
+/// points without cycles.
 pub fn bifurcation_plot(
     p_name: &str,
     points: &[(f64, f64, f64, Option<Label>)],
@@ -70,82 +72,39 @@ pub fn bifurcation_plot(
     figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
-    bifurcation_plot_with_cycles(p_name, points, branches, &[], special, title, figure, dir)
-}
-
-/// [`bifurcation_plot`] with the min / max |R2| curves of continued cycles (`cycles`).
-#[allow(clippy::too_many_arguments)]
-pub fn bifurcation_plot_with_cycles(
-    p_name: &str,
-    points: &[(f64, f64, f64, Option<Label>)],
-    branches: &[(Vec<(f64, f64)>, FixedKind)],
-    cycles: &[CycleLine],
-    special: &[(f64, f64, String)],
-    title: &str,
-    figure: Figure,
-    dir: &Path,
-) -> io::Result<()> {
-    let pic = BifurcationPicture {
+    let diagram = Bifurcation {
         p_name,
         points,
-        branches,
-        cycles,
-        special,
-        title,
-        densities: false,
-    };
-    super::render(
-        &pic,
-        dir,
-        "bifurcation",
-        figure.size(BIFURCATION_SIZE),
-        figure,
-    )
-    .map(|_| ())
-}
-
-/// `bifurcation.png` of a continuation of stationary densities of the mean field: the
-/// branches' `|R1| = <cos theta>` against the parameter (stable solid, unstable dashed) and the
-/// special points (BP, LP), without sweep points.
-pub fn stationary_plot(
-    p_name: &str,
-    branches: &[(Vec<(f64, f64)>, FixedKind)],
-    special: &[(f64, f64, String)],
-    title: &str,
-    figure: Figure,
-    dir: &Path,
-) -> io::Result<()> {
-    let pic = BifurcationPicture {
-        p_name,
-        points: &[],
         branches,
         cycles: &[],
         special,
         title,
-        densities: true,
+        densities: false,
     };
-    super::render(
-        &pic,
-        dir,
-        "bifurcation",
-        figure.size(BIFURCATION_SIZE),
-        figure,
-    )
-    .map(|_| ())
+    diagram.write(figure, dir)
 }
 
-struct BifurcationPicture<'a> {
-    p_name: &'a str,
-    points: &'a [(f64, f64, f64, Option<Label>)],
-    branches: &'a [(Vec<(f64, f64)>, FixedKind)],
-    cycles: &'a [CycleLine],
-    special: &'a [(f64, f64, String)],
-    title: &'a str,
-    /// Branches of stationary densities (|R1| on the vertical axis) instead of OA fixed points.
-    densities: bool,
+/// What `bifurcation.png` shows.
+pub struct Bifurcation<'a> {
+    /// The parameter's name (the horizontal axis).
+    pub p_name: &'a str,
+    /// The sweep's points: `(parameter, tail min |R2|, tail max |R2|, label)`, `None` = failed
+    /// run (its numbers are ignored).
+    pub points: &'a [(f64, f64, f64, Option<Label>)],
+    /// Polylines `(parameter, |R|)` of fixed points and their kind.
+    pub branches: &'a [(Vec<(f64, f64)>, FixedKind)],
+    /// The min / max |R2| curves of continued cycles.
+    pub cycles: &'a [CycleLine],
+    /// Special points `(parameter, |R|, name)`, e.g. `"LP"`, `"H"`.
+    pub special: &'a [(f64, f64, String)],
+    /// The title.
+    pub title: &'a str,
+    /// Branches of stationary densities of the mean field (`|R1| = <cos theta>` on the vertical
+    /// axis, special points BP and LP) instead of OA fixed points.
+    pub densities: bool,
 }
 
-impl Picture for BifurcationPicture<'_> {
+impl Picture for Bifurcation<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let area = draw_title(root, self.title)?;
         let (w, _) = area.dim_in_pixel();
@@ -211,7 +170,19 @@ impl Picture for BifurcationPicture<'_> {
     }
 }
 
-impl BifurcationPicture<'_> {
+impl Bifurcation<'_> {
+    /// Writes `bifurcation.png` and `bifurcation.svg` into `dir`.
+    pub fn write(&self, figure: Figure, dir: &Path) -> io::Result<()> {
+        super::render(
+            self,
+            dir,
+            "bifurcation",
+            figure.size(BIFURCATION_SIZE),
+            figure,
+        )
+        .map(|_| ())
+    }
+
     /// The padded ranges of the parameter and of |R2| (always showing [0, 1]).
     fn ranges(&self) -> ((f64, f64), (f64, f64)) {
         let xs = self
@@ -308,33 +279,12 @@ fn draw_branches<DB: DrawingBackend>(
     branches: &[(Vec<(f64, f64)>, FixedKind)],
 ) -> io::Result<()> {
     for (line, kind) in branches {
-        let pts: Vec<(f64, f64)> = line
-            .iter()
-            .copied()
-            .filter(|p| p.0.is_finite() && p.1.is_finite())
-            .map(|(x, y)| (super::on_axis(x), super::on_axis(y)))
-            .collect();
-        match kind {
-            FixedKind::Stable => chart
-                .draw_series(LineSeries::new(pts, BRANCH.stroke_width(lw(3))))
-                .io()?,
-            FixedKind::Centre => chart
-                .draw_series(DashedLineSeries::new(
-                    pts,
-                    pxi(3),
-                    pxi(5),
-                    CENTRE_COLOR.stroke_width(lw(4)),
-                ))
-                .io()?,
-            FixedKind::Unstable => chart
-                .draw_series(DashedLineSeries::new(
-                    pts,
-                    pxi(10),
-                    pxi(7),
-                    BRANCH.stroke_width(lw(2)),
-                ))
-                .io()?,
+        let (color, stroke) = match kind {
+            FixedKind::Stable => (BRANCH, Stroke::Solid(3)),
+            FixedKind::Centre => (CENTRE_COLOR, DOTS),
+            FixedKind::Unstable => (BRANCH, LONG_DASHES),
         };
+        draw_stroke(chart, drawable(line), color, stroke)?;
     }
     Ok(())
 }
@@ -345,28 +295,23 @@ fn draw_cycles<DB: DrawingBackend>(
     cycles: &[CycleLine],
 ) -> io::Result<()> {
     for (line, stable) in cycles {
-        let pts: Vec<(f64, f64)> = line
-            .iter()
-            .copied()
-            .filter(|p| p.0.is_finite() && p.1.is_finite())
-            .map(|(x, y)| (super::on_axis(x), super::on_axis(y)))
-            .collect();
-        if *stable {
-            chart
-                .draw_series(LineSeries::new(pts, CYCLE.stroke_width(lw(3))))
-                .io()?;
+        let stroke = if *stable {
+            Stroke::Solid(3)
         } else {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    pts,
-                    pxi(10),
-                    pxi(7),
-                    CYCLE.stroke_width(lw(2)),
-                ))
-                .io()?;
-        }
+            LONG_DASHES
+        };
+        draw_stroke(chart, drawable(line), CYCLE, stroke)?;
     }
     Ok(())
+}
+
+/// The finite points of a curve, moved onto the axes' reach.
+fn drawable(line: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    line.iter()
+        .copied()
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
+        .map(|(x, y)| (super::on_axis(x), super::on_axis(y)))
+        .collect()
 }
 
 /// Special points (fold, Hopf) as diamond outlines with their names.

@@ -14,6 +14,7 @@ use plotters::prelude::*;
 
 use plotters::style::text_anchor::{HPos, VPos};
 
+use super::Frame;
 use super::{
     draw_no_data, draw_title, px, short_number, text_at, tick, Figure, OrIo, Picture, LEGEND_SIZE,
 };
@@ -113,12 +114,13 @@ impl Picture for DiagramView {
         let x1 = self.columns[last].0 + self.half_width(last);
         let (w, _) = area.dim_in_pixel();
         let (plot_area, legend_area) = area.split_horizontally(w * 3 / 4);
-        let mut chart = ChartBuilder::on(&plot_area)
-            .margin(px(12))
-            .x_label_area_size(px(60))
-            .y_label_area_size(px(80))
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .io()?;
+        let frame = Frame {
+            margin: 12,
+            right: 12,
+            x_labels: 60,
+            y_labels: 80,
+        };
+        let mut chart = frame.chart(&plot_area, x0..x1, y0..y1)?;
         super::time_mesh(&mut chart)
             .disable_mesh()
             .x_label_formatter(&tick)

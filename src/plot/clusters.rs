@@ -15,6 +15,7 @@ use plotters::prelude::*;
 
 use crate::observe::cluster_series::{merges, ClusterSeries};
 
+use super::Frame;
 use super::{
     draw_no_data, draw_title, lw, px, short_number, text_at, tick, Figure, OrIo, Picture, TICK_SIZE,
 };
@@ -24,6 +25,14 @@ use plotters::style::text_anchor::{HPos, VPos};
 pub const CLUSTERS_SIZE: (u32, u32) = (1200, 900);
 
 /// The colour of the count line.
+/// The frame of both panels.
+const TIME_FRAME: Frame = Frame {
+    margin: 12,
+    right: 30,
+    x_labels: 60,
+    y_labels: 80,
+};
+
 const COUNT_COLOR: RGBColor = RGBColor(31, 119, 180);
 /// The colour of the energy line.
 const ENERGY_COLOR: RGBColor = RGBColor(214, 39, 40);
@@ -122,13 +131,7 @@ impl ClustersView {
         (x0, x1): (f64, f64),
     ) -> io::Result<()> {
         let top = self.count.iter().copied().max().unwrap_or(1).max(1) as f64 + 0.5;
-        let mut chart = ChartBuilder::on(area)
-            .margin(px(12))
-            .margin_right(px(30))
-            .x_label_area_size(px(60))
-            .y_label_area_size(px(80))
-            .build_cartesian_2d(x0..x1, -0.2..top)
-            .io()?;
+        let mut chart = TIME_FRAME.chart(area, x0..x1, -0.2..top)?;
         super::time_mesh(&mut chart)
             .max_light_lines(4)
             .x_label_formatter(&time_tick)
@@ -197,13 +200,7 @@ impl ClustersView {
                 (a.min(p.1), b.max(p.1))
             });
         let pad = ((hi - lo) * 0.05).max(1e-12 * hi.abs().max(1.0));
-        let mut chart = ChartBuilder::on(area)
-            .margin(px(12))
-            .margin_right(px(30))
-            .x_label_area_size(px(60))
-            .y_label_area_size(px(80))
-            .build_cartesian_2d(x0..x1, lo - pad..hi + pad)
-            .io()?;
+        let mut chart = TIME_FRAME.chart(area, x0..x1, lo - pad..hi + pad)?;
         super::time_mesh(&mut chart)
             .max_light_lines(4)
             .x_label_formatter(&time_tick)

@@ -11,7 +11,7 @@ use std::io;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::{desc_size, diamond, lw, pxi, text_at, Chart2d, Entry, Mark, OrIo};
+use super::{desc_size, diamond, lw, pxi, text_at, Chart2d, Entry, Mark, OrIo, Stroke};
 
 /// How a piece of curve is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,30 +93,20 @@ impl Overlay {
             chart
                 .draw_series(LineSeries::new(pts.clone(), WHITE.stroke_width(lw(6))))
                 .io()?;
-            match style {
-                CurveStyle::Fold => chart
-                    .draw_series(LineSeries::new(pts, FOLD.stroke_width(lw(3))))
-                    .io()?,
-                CurveStyle::HopfSupercritical => chart
-                    .draw_series(LineSeries::new(pts, HOPF.stroke_width(lw(3))))
-                    .io()?,
-                CurveStyle::HopfSubcritical => chart
-                    .draw_series(DashedLineSeries::new(
-                        pts,
-                        pxi(3),
-                        pxi(5),
-                        HOPF.stroke_width(lw(3)),
-                    ))
-                    .io()?,
-                CurveStyle::NeutralSaddle => chart
-                    .draw_series(DashedLineSeries::new(
-                        pts,
-                        pxi(10),
-                        pxi(7),
-                        NEUTRAL.stroke_width(lw(2)),
-                    ))
-                    .io()?,
+            let (color, stroke) = match style {
+                CurveStyle::Fold => (FOLD, Stroke::Solid(3)),
+                CurveStyle::HopfSupercritical => (HOPF, Stroke::Solid(3)),
+                CurveStyle::HopfSubcritical => (
+                    HOPF,
+                    Stroke::Dashed {
+                        dash: 3,
+                        gap: 5,
+                        width: 3,
+                    },
+                ),
+                CurveStyle::NeutralSaddle => (NEUTRAL, super::LONG_DASHES),
             };
+            super::draw_stroke(chart, pts, color, stroke)?;
         }
         let label_style = text_at(desc_size(), BLACK, HPos::Left, VPos::Bottom);
         for (x, y, name) in &self.points {

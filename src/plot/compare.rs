@@ -17,11 +17,20 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::order::{ZOOM_AFTER, ZOOM_PERIODS};
+use super::Frame;
 use super::{
     draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, tick, Entry, Figure,
     Mark, OrIo, Picture,
 };
 use super::{lw, px, pxi};
+
+/// The frame of both panels.
+const FRAME: Frame = Frame {
+    margin: 12,
+    right: 30,
+    x_labels: 50,
+    y_labels: 95,
+};
 
 /// Width and height of `compare.png` (paper).
 pub const COMPARE_SIZE: (u32, u32) = (1100, 900);
@@ -201,13 +210,7 @@ impl ComparePicture<'_> {
             None => "|R₂|".to_string(),
         };
         let y_range = padded(finite_range(abs.iter().flatten().copied()), 0.06);
-        let mut chart = ChartBuilder::on(area)
-            .margin(px(12))
-            .margin_right(px(30))
-            .x_label_area_size(px(50))
-            .y_label_area_size(px(95))
-            .build_cartesian_2d(t_range.0..t_range.1, y_range.0..y_range.1)
-            .io()?;
+        let mut chart = FRAME.chart(area, t_range.0..t_range.1, y_range.0..y_range.1)?;
         super::time_mesh(&mut chart)
             .max_light_lines(4)
             .x_label_formatter(&tick)
@@ -251,13 +254,11 @@ impl ComparePicture<'_> {
             ERROR_FLOOR / 2.0,
             (hi * 5.0).clamp(ERROR_FLOOR * 100.0, 10.0),
         );
-        let mut chart = ChartBuilder::on(area)
-            .margin(px(12))
-            .margin_right(px(30))
-            .x_label_area_size(px(50))
-            .y_label_area_size(px(95))
-            .build_cartesian_2d(t_range.0..t_range.1, (y_range.0..y_range.1).log_scale())
-            .io()?;
+        let mut chart = FRAME.chart(
+            area,
+            t_range.0..t_range.1,
+            (y_range.0..y_range.1).log_scale(),
+        )?;
         super::time_mesh(&mut chart)
             .max_light_lines(0)
             .x_label_formatter(&tick)

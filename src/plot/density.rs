@@ -11,9 +11,10 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::kymograph::density_color;
+use super::kymograph::{density_max, draw_density_columns};
+use super::Frame;
+use super::TICK_SIZE;
 use super::{desc_size, draw_title, finite_range, padded, text, tick, Figure, OrIo, Picture};
-use super::{px, TICK_SIZE};
 
 /// Most time columns and angle rows drawn (neighbours are averaged).
 const COLUMNS: usize = 256;
@@ -125,13 +126,13 @@ impl Picture for DensityPicture<'_> {
         // On the sphere the chart's 0..2 is u + 1.
         let sphere = self.view.sphere.is_some();
         let t_range = padded(finite_range(cols.iter().flat_map(|c| [c.0, c.1])), 0.0);
-        let mut chart = ChartBuilder::on(&area)
-            .margin(px(12))
-            .margin_right(px(24))
-            .x_label_area_size(px(55))
-            .y_label_area_size(px(95))
-            .build_cartesian_2d(t_range.0..t_range.1, 0.0..2.0)
-            .io()?;
+        let frame = Frame {
+            margin: 12,
+            right: 24,
+            x_labels: 55,
+            y_labels: 95,
+        };
+        let mut chart = frame.chart(&area, t_range.0..t_range.1, 0.0..2.0)?;
         chart
             .configure_mesh()
             .disable_mesh()
@@ -154,30 +155,7 @@ impl Picture for DensityPicture<'_> {
             })
             .draw()
             .io()?;
-        let max = cols
-            .iter()
-            .flat_map(|c| c.2.iter().copied())
-            .fold(1.0f64, f64::max);
-        for (t0, t1, col) in &cols {
-            let rows = col.len();
-            let mut j = 0;
-            while j < rows {
-                let c = density_color(col[j], max);
-                let mut k = j + 1;
-                while k < rows && density_color(col[k], max) == c {
-                    k += 1;
-                }
-                let (y0, y1) = (2.0 * j as f64 / rows as f64, 2.0 * k as f64 / rows as f64);
-                chart
-                    .draw_series(std::iter::once(Rectangle::new(
-                        [(*t0, y0), (*t1, y1)],
-                        c.filled(),
-                    )))
-                    .io()?;
-                j = k;
-            }
-        }
-        Ok(())
+        draw_density_columns(&mut chart, &cols, density_max(&cols))
     }
 }
 

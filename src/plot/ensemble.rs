@@ -12,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::order::{R2_COLOR, S_COLOR};
-use super::{draw_title, label_color, lw, tick, Figure, OrIo, Picture};
+use super::{draw_title, label_color, lw, tick, Entry, Figure, Mark, OrIo, Picture};
 use crate::classify::Label;
 
 /// Width and height of `ensemble.png` (paper).
@@ -41,6 +41,14 @@ pub fn ensemble_plot(view: &EnsembleView, figure: Figure, dir: &Path) -> io::Res
 impl Picture for EnsembleView {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let area = draw_title(root, &self.title)?;
+        // The legend of the means below both panels, so that their axes stay level.
+        let entries: Vec<Entry> = self
+            .curves()
+            .iter()
+            .filter(|c| c.0.is_some())
+            .map(|&(_, color, name)| Entry::new(Mark::Line(color.to_rgba(), 2, None), name))
+            .collect();
+        let area = super::legend_below(&area, &entries)?;
         let (w, _) = area.dim_in_pixel();
         let (left, right) = area.split_horizontally(w * 2 / 5);
         self.draw_shares(&left)?;
@@ -48,7 +56,18 @@ impl Picture for EnsembleView {
     }
 }
 
+/// A curve of the means: (mean and sd at each sample, colour, legend name).
+type MeanCurve<'a> = (Option<&'a (Vec<f64>, Vec<f64>)>, RGBColor, &'static str);
+
 impl EnsembleView {
+    /// The curves of the means (|R1| absent without R1).
+    fn curves(&self) -> [MeanCurve<'_>; 2] {
+        [
+            (Some(&self.nematic), S_COLOR, "s"),
+            (self.r1.as_ref(), R2_COLOR, "|R1|"),
+        ]
+    }
+
     /// Bars of the shares with their Wilson intervals.
     fn draw_shares<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let k = self.shares.len().max(1) as f64;
@@ -104,11 +123,7 @@ impl EnsembleView {
             .y_desc("mean ± sd over runs")
             .draw()
             .io()?;
-        let curves = [
-            (Some(&self.nematic), S_COLOR, "s"),
-            (self.r1.as_ref(), R2_COLOR, "|R1|"),
-        ];
-        for (curve, color, name) in curves {
+        for (curve, color, _) in self.curves() {
             let Some((mean, sd)) = curve else { continue };
             let upper = self
                 .t
@@ -129,18 +144,8 @@ impl EnsembleView {
                     self.t.iter().copied().zip(mean.iter().copied()),
                     color.stroke_width(lw(2)),
                 ))
-                .io()?
-                .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + super::pxi(28), y)], color.stroke_width(2))
-                });
+                .io()?;
         }
-        chart
-            .configure_series_labels()
-            .label_font(super::text(super::LEGEND_SIZE))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .io()
+        Ok(())
     }
 }

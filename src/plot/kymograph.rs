@@ -25,8 +25,8 @@ use rayon::prelude::*;
 
 use super::projection::principal_axes;
 use super::{
-    draw_no_data, draw_title, finite_range, padded, short, text_at, tick, Figure, OrIo, Picture,
-    TICK_SIZE,
+    draw_no_data, draw_title, finite_range, padded, short, text_at, tick, Chart2d, Figure, OrIo,
+    Picture, TICK_SIZE,
 };
 use super::{lw, px, pxi};
 
@@ -483,6 +483,43 @@ pub(crate) fn density_color(x: f64, max: f64) -> RGBColor {
     ColorMap::<RGBColor, f64>::get_color_normalized(&ViridisRGB, c, 0.0, 1.0)
 }
 
+/// The largest value of density columns `(t0, t1, values)`, at least 1.
+pub(crate) fn density_max(cols: &[(f64, f64, Vec<f64>)]) -> f64 {
+    cols.iter()
+        .flat_map(|c| c.2.iter().copied())
+        .fold(1.0f64, f64::max)
+}
+
+/// Draws density columns `(t0, t1, values)` on a chart whose vertical axis runs over 0..2, the
+/// values of a column spread evenly over it, coloured by [`density_color`] up to the largest
+/// value `max`. Vertical runs of one colour become one rectangle (the SVG stays small).
+pub(crate) fn draw_density_columns<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    cols: &[(f64, f64, Vec<f64>)],
+    max: f64,
+) -> io::Result<()> {
+    for (t0, t1, col) in cols {
+        let rows = col.len();
+        let mut j = 0;
+        while j < rows {
+            let c = density_color(col[j], max);
+            let mut k = j + 1;
+            while k < rows && density_color(col[k], max) == c {
+                k += 1;
+            }
+            let (y0, y1) = (2.0 * j as f64 / rows as f64, 2.0 * k as f64 / rows as f64);
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(*t0, y0), (*t1, y1)],
+                    c.filled(),
+                )))
+                .io()?;
+            j = k;
+        }
+    }
+    Ok(())
+}
+
 /// Most columns drawn (neighbours are averaged above), so the SVG stays small.
 const DRAWN_COLUMNS: usize = 256;
 
@@ -582,29 +619,8 @@ impl Picture for KymographPicture<'_> {
         if cols.is_empty() {
             return draw_no_data(&main, "no token samples");
         }
-        let max = cols
-            .iter()
-            .flat_map(|c| c.2.iter().copied())
-            .fold(1.0f64, f64::max);
-        for (t0, t1, dens) in &cols {
-            // Vertical runs of one colour become one rectangle (the SVG stays small).
-            let mut j = 0;
-            while j < BINS {
-                let c = density_color(dens[j], max);
-                let mut k = j + 1;
-                while k < BINS && density_color(dens[k], max) == c {
-                    k += 1;
-                }
-                let (y0, y1) = (2.0 * j as f64 / BINS as f64, 2.0 * k as f64 / BINS as f64);
-                chart
-                    .draw_series(std::iter::once(Rectangle::new(
-                        [(*t0, y0), (*t1, y1)],
-                        c.filled(),
-                    )))
-                    .io()?;
-                j = k;
-            }
-        }
+        let max = density_max(&cols);
+        draw_density_columns(&mut chart, &cols, max)?;
         if let Some(full) = desc {
             let style = text_at(
                 super::LEGEND_SIZE,

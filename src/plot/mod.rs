@@ -29,6 +29,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::drawing::DrawingAreaErrorKind;
 use plotters::element::DashedPathElement;
@@ -57,13 +58,13 @@ pub mod tokens;
 pub mod transition;
 pub mod vector;
 
-pub use bifurcation::{bifurcation_plot, bifurcation_plot_with_cycles, stationary_plot, CycleLine};
+pub use bifurcation::{bifurcation_plot, Bifurcation, CycleLine};
 pub use compare::compare_plot;
 pub use ensemble::{ensemble_plot, EnsembleView};
 pub use kymograph::{kymograph_plot, AngleHistory};
 pub use order::{order_plot, OrderView};
 pub use portrait::{portrait_plot, CycleCurve, CycleKind};
-pub use regime::{codim2_map, regime_map, regime_map_shaded, zero_level, Theory};
+pub use regime::{codim2_map, regime_map, zero_level, RegimeMap, Theory};
 pub use scaling::{loglog_slope, scaling_plot, ScalingSeries};
 pub use snapshots::{snapshot_times, TokenSnapshots};
 pub use tokens::{tokens_gif, tokens_plot, MAX_PANELS};
@@ -321,20 +322,18 @@ pub(crate) fn ticks<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
     (fit(w, 55), fit(h, 28))
 }
 
+/// A coordinate whose ticks plotters can label (what a chart's mesh asks of each axis).
+pub(crate) trait TickedAxis: Ranged + ValueFormatter<<Self as Ranged>::ValueType> {}
+
+impl<T: Ranged + ValueFormatter<<T as Ranged>::ValueType>> TickedAxis for T {}
+
 /// The axes of a chart as every picture draws them (the one chart set-up): tick counts from
 /// the plotting area ([`ticks`]), thin black axes and tick marks, the tick and description
 /// fonts; the caller adds its grid (or `disable_mesh`), formatters and descriptions, then
 /// draws. A later call of the same setter overrides these.
-pub(crate) fn axes<'a, 'b, X, Y, XT, YT, DB>(
+pub(crate) fn axes<'a, 'b, X: TickedAxis, Y: TickedAxis, DB: DrawingBackend>(
     chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
-) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB>
-where
-    X: plotters::coord::ranged1d::Ranged<ValueType = XT>
-        + plotters::coord::ranged1d::ValueFormatter<XT>,
-    Y: plotters::coord::ranged1d::Ranged<ValueType = YT>
-        + plotters::coord::ranged1d::ValueFormatter<YT>,
-    DB: DrawingBackend,
-{
+) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB> {
     let (xt, yt) = ticks(chart);
     let mut mesh = chart.configure_mesh();
     mesh.x_labels(xt)
@@ -362,19 +361,55 @@ pub(crate) fn grid<X, Y, DB>(
 
 /// The mesh of a time chart: [`axes`] and a light grey grid; the caller adds light lines,
 /// formatters and descriptions, then draws.
-pub(crate) fn time_mesh<'a, 'b, X, Y, XT, YT, DB>(
+pub(crate) fn time_mesh<'a, 'b, X: TickedAxis, Y: TickedAxis, DB: DrawingBackend>(
     chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
-) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB>
-where
-    X: plotters::coord::ranged1d::Ranged<ValueType = XT>
-        + plotters::coord::ranged1d::ValueFormatter<XT>,
-    Y: plotters::coord::ranged1d::Ranged<ValueType = YT>
-        + plotters::coord::ranged1d::ValueFormatter<YT>,
-    DB: DrawingBackend,
-{
+) -> plotters::chart::MeshStyle<'a, 'b, X, Y, DB> {
     let mut mesh = axes(chart);
     grid(&mut mesh, 225, 245);
     mesh
+}
+
+/// The chart [`Frame::chart`] builds from the coordinate specs `X` and `Y`.
+pub(crate) type Chart<'a, DB, X, Y> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<
+        <X as plotters::coord::ranged1d::AsRangedCoord>::CoordDescType,
+        <Y as plotters::coord::ranged1d::AsRangedCoord>::CoordDescType,
+    >,
+>;
+
+/// Where a chart sits in its area, in layout units: the margin all round (`right` replaces it
+/// on the right) and the heights / widths of the x and y label areas.
+pub(crate) struct Frame {
+    pub margin: u32,
+    pub right: u32,
+    pub x_labels: u32,
+    pub y_labels: u32,
+}
+
+impl Frame {
+    /// A chart on `area` in this frame with the coordinates `x` and `y` (ranges, or ranges with
+    /// a log scale); the caller configures its mesh with [`axes`] or [`time_mesh`].
+    pub(crate) fn chart<'a, DB, X, Y>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        x: X,
+        y: Y,
+    ) -> io::Result<Chart<'a, DB, X, Y>>
+    where
+        DB: DrawingBackend,
+        X: plotters::coord::ranged1d::AsRangedCoord,
+        Y: plotters::coord::ranged1d::AsRangedCoord,
+    {
+        ChartBuilder::on(area)
+            .margin(px(self.margin))
+            .margin_right(px(self.right))
+            .x_label_area_size(px(self.x_labels))
+            .y_label_area_size(px(self.y_labels))
+            .build_cartesian_2d(x, y)
+            .io()
+    }
 }
 
 /// A chart of two f64 axes as the pictures of values against a parameter or time set it up:
@@ -386,13 +421,13 @@ pub(crate) fn value_chart<'a, DB: DrawingBackend>(
     y: std::ops::Range<f64>,
 ) -> io::Result<Chart2d<'a, DB>> {
     let paper = is_paper();
-    ChartBuilder::on(area)
-        .margin(px(12))
-        .margin_right(px(30))
-        .x_label_area_size(px(if paper { 55 } else { 60 }))
-        .y_label_area_size(px(if paper { 75 } else { 90 }))
-        .build_cartesian_2d(x, y)
-        .io()
+    let frame = Frame {
+        margin: 12,
+        right: 30,
+        x_labels: if paper { 55 } else { 60 },
+        y_labels: if paper { 75 } else { 90 },
+    };
+    frame.chart(area, x, y)
 }
 
 /// A line width of `v` layout units in pixels (at least 1).
@@ -849,6 +884,43 @@ pub(crate) fn finite_range(values: impl IntoIterator<Item = f64>) -> Option<(f64
 /// Largest |value| an axis reaches: data beyond are drawn at the edge. With ends within
 /// +-1e300 every span, padding and tick step stays finite.
 pub(crate) const AXIS_LIMIT: f64 = 1e300;
+
+/// How a curve is stroked, in layout units: solid of a width, or dashed.
+#[derive(Clone, Copy)]
+pub(crate) enum Stroke {
+    Solid(u32),
+    Dashed { dash: i32, gap: i32, width: u32 },
+}
+
+/// The long dashes of unstable branches and cycles.
+pub(crate) const LONG_DASHES: Stroke = Stroke::Dashed {
+    dash: 10,
+    gap: 7,
+    width: 2,
+};
+
+/// Draws the polyline `pts` in `color` with `stroke`.
+pub(crate) fn draw_stroke<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    pts: Vec<(f64, f64)>,
+    color: RGBColor,
+    stroke: Stroke,
+) -> io::Result<()> {
+    match stroke {
+        Stroke::Solid(width) => chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(lw(width))))
+            .io()?,
+        Stroke::Dashed { dash, gap, width } => chart
+            .draw_series(DashedLineSeries::new(
+                pts,
+                pxi(dash),
+                pxi(gap),
+                color.stroke_width(lw(width)),
+            ))
+            .io()?,
+    };
+    Ok(())
+}
 
 /// `v` moved onto the axes' reach, +-[`AXIS_LIMIT`], so that drawing it maps to a pixel
 /// near the chart (a value beyond would map past the range of pixel coordinates).

@@ -16,6 +16,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::Frame;
 use super::{
     draw_legend_row, draw_no_data, draw_title, envelope, finite_range, padded, thin, tick,
     window_range, Entry, Figure, Mark, OrIo, Picture,
@@ -167,13 +168,13 @@ fn levels_chart<DB: DrawingBackend>(
     );
     // Paper: the t axis is named once, under the arg panel.
     let paper = is_paper();
-    let mut chart = ChartBuilder::on(area)
-        .margin(px(12))
-        .margin_right(px(30))
-        .x_label_area_size(px(if paper { 32 } else { 50 }))
-        .y_label_area_size(px(if paper { 75 } else { 90 }))
-        .build_cartesian_2d(t0..t1, y_range.0..y_range.1)
-        .io()?;
+    let frame = Frame {
+        margin: 12,
+        right: 30,
+        x_labels: if paper { 32 } else { 50 },
+        y_labels: if paper { 75 } else { 90 },
+    };
+    let mut chart = frame.chart(area, t0..t1, y_range.0..y_range.1)?;
     super::time_mesh(&mut chart)
         .max_light_lines(4)
         .x_label_formatter(&tick)
@@ -236,13 +237,13 @@ fn arg_chart<DB: DrawingBackend>(
     let tt: Vec<f64> = idx.iter().map(|&i| t[i]).collect();
     let aa: Vec<f64> = idx.iter().map(|&i| arg[i]).collect();
     // Plotted in units of pi, so the ticks fall on -pi, -pi/2, 0, pi/2, pi.
-    let mut chart = ChartBuilder::on(area)
-        .margin(px(12))
-        .margin_right(px(30))
-        .x_label_area_size(px(55))
-        .y_label_area_size(px(if is_paper() { 75 } else { 90 }))
-        .build_cartesian_2d(t0..t1, -1.06..1.06)
-        .io()?;
+    let frame = Frame {
+        margin: 12,
+        right: 30,
+        x_labels: 55,
+        y_labels: if is_paper() { 75 } else { 90 },
+    };
+    let mut chart = frame.chart(area, t0..t1, -1.06..1.06)?;
     let pi_label = |v: &f64| -> String {
         let k = (v * 2.0).round();
         if (v * 2.0 - k).abs() > 1e-9 {

@@ -87,35 +87,7 @@ pub fn regime_map(
     figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
-    let pic = RegimePicture::plain((x_name, xs), (y_name, ys), labels, boundary, theory, title);
-    write_regime_map(&pic, figure, dir)
-}
-
-/// [`regime_map`] of an ensemble sweep: each cell's colour is mixed with white by its share
-/// of runs with the most frequent label (`shares`, same order as `labels`): the weight of
-/// the label's colour is the share, so a cell where every run agrees is the full colour.
-#[allow(clippy::too_many_arguments)]
-pub fn regime_map_shaded(
-    (x_name, xs): (&str, &[f64]),
-    (y_name, ys): (&str, &[f64]),
-    labels: &[Option<Label>],
-    shares: &[Option<f64>],
-    boundary: &[(f64, f64)],
-    theory: Option<&Theory>,
-    title: &str,
-    figure: Figure,
-    dir: &Path,
-) -> io::Result<()> {
-    let pic = RegimePicture {
-        shares: Some(shares),
-        ..RegimePicture::plain((x_name, xs), (y_name, ys), labels, boundary, theory, title)
-    };
-    write_regime_map(&pic, figure, dir)
-}
-
-/// `regime_map.png` / `.svg` of `pic`.
-fn write_regime_map(pic: &RegimePicture<'_>, figure: Figure, dir: &Path) -> io::Result<()> {
-    super::render(pic, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
+    RegimeMap::plain((x_name, xs), (y_name, ys), labels, boundary, theory, title).write(figure, dir)
 }
 
 /// `color` mixed with white: weight `share` (clamped to [0, 1]) on the colour.
@@ -143,14 +115,15 @@ pub fn codim2_map(
     figure: Figure,
     dir: &Path,
 ) -> io::Result<()> {
-    let pic = RegimePicture {
+    let pic = RegimeMap {
         overlay: Some(overlay),
-        ..RegimePicture::plain((x_name, xs), (y_name, ys), labels, &[], None, title)
+        ..RegimeMap::plain((x_name, xs), (y_name, ys), labels, &[], None, title)
     };
     super::render(&pic, dir, "codim2", figure.size(REGIME_SIZE), figure).map(|_| ())
 }
 
-struct RegimePicture<'a> {
+/// What `regime_map.png` (or `codim2.png`) shows.
+pub struct RegimeMap<'a> {
     x_name: &'a str,
     xs: &'a [f64],
     y_name: &'a str,
@@ -163,10 +136,10 @@ struct RegimePicture<'a> {
     overlay: Option<&'a super::codim2::Overlay>,
 }
 
-impl<'a> RegimePicture<'a> {
-    /// The labels on the grid with the boundary points and the theory curve: no shading, no
-    /// overlay.
-    fn plain(
+impl<'a> RegimeMap<'a> {
+    /// The labels on the grid (`labels[i * ys.len() + j]` at `(xs[i], ys[j])`, as in
+    /// [`regime_map`]) with the boundary points and the theory curve: no shading, no overlay.
+    pub fn plain(
         (x_name, xs): (&'a str, &'a [f64]),
         (y_name, ys): (&'a str, &'a [f64]),
         labels: &'a [Option<Label>],
@@ -174,7 +147,7 @@ impl<'a> RegimePicture<'a> {
         theory: Option<&'a Theory>,
         title: &'a str,
     ) -> Self {
-        RegimePicture {
+        RegimeMap {
             x_name,
             xs,
             y_name,
@@ -186,6 +159,21 @@ impl<'a> RegimePicture<'a> {
             title,
             overlay: None,
         }
+    }
+
+    /// The map of an ensemble sweep: each cell's colour is mixed with white by its share of
+    /// runs with the most frequent label (`shares`, same order as the labels): the weight of
+    /// the label's colour is the share, so a cell where every run agrees is the full colour.
+    pub fn with_shares(self, shares: &'a [Option<f64>]) -> Self {
+        RegimeMap {
+            shares: Some(shares),
+            ..self
+        }
+    }
+
+    /// Writes `regime_map.png` and `regime_map.svg` into `dir`.
+    pub fn write(&self, figure: Figure, dir: &Path) -> io::Result<()> {
+        super::render(self, dir, "regime_map", figure.size(REGIME_SIZE), figure).map(|_| ())
     }
 }
 
@@ -216,7 +204,7 @@ pub(crate) fn cell_edges(values: &[f64]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-impl Picture for RegimePicture<'_> {
+impl Picture for RegimeMap<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> io::Result<()> {
         let area = draw_title(root, self.title)?;
         let (w, _) = area.dim_in_pixel();
@@ -310,7 +298,7 @@ impl Picture for RegimePicture<'_> {
     }
 }
 
-impl RegimePicture<'_> {
+impl RegimeMap<'_> {
     /// The legend: the labels present with their counts, the boundary points, the theory.
     fn legend(&self, counts: [usize; LABELS.len()], has_boundary: bool) -> Vec<Entry> {
         let mut entries: Vec<Entry> = LABELS

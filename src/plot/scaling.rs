@@ -17,6 +17,7 @@ use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
+use super::Frame;
 use super::{
     desc_size, draw_legend, draw_no_data, draw_title, finite_range, legend_size, short, text,
     Chart2d, Entry, Mark, OrIo, Picture, TICK_SIZE,
@@ -215,13 +216,13 @@ impl Picture for ScalingPicture<'_> {
         let yr = log_range(finite_range(all().map(|p| p.1)), (-6.0, 1.0));
         let decades = |r: (f64, f64)| (r.1.floor() - r.0.ceil()).max(0.0) as usize + 1;
 
-        let mut chart = ChartBuilder::on(&area)
-            .margin(px(15))
-            .margin_right(px(35))
-            .x_label_area_size(px(70))
-            .y_label_area_size(px(110))
-            .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
-            .io()?;
+        let frame = Frame {
+            margin: 15,
+            right: 35,
+            x_labels: 70,
+            y_labels: 110,
+        };
+        let mut chart = frame.chart(&area, xr.0..xr.1, yr.0..yr.1)?;
         let mut mesh = super::axes(&mut chart);
         super::grid(&mut mesh, 215, 255);
         mesh.max_light_lines(0)

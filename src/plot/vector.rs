@@ -227,17 +227,18 @@ mod tests {
             }
             tag
         }
+        // Cut at every '>' (not by searching tag starts as the one pass does): each piece is
+        // text, then from its first '<' on, one tag.
         let mut out = String::new();
-        let mut rest = svg;
-        while let Some(start) = rest.find('<') {
-            out.push_str(&rest[..start]);
-            let end = rest[start..]
-                .find('>')
-                .map_or(rest.len(), |e| start + e + 1);
-            out.push_str(&element(&rest[start..end]));
-            rest = &rest[end..];
+        for piece in svg.split_inclusive('>') {
+            match piece.find('<') {
+                Some(start) => {
+                    out.push_str(&piece[..start]);
+                    out.push_str(&element(&piece[start..]));
+                }
+                None => out.push_str(piece),
+            }
         }
-        out.push_str(rest);
         out
     }
 

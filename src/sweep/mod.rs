@@ -982,7 +982,7 @@ pub fn merge(dir: &Path) -> Result<PathBuf, Error> {
         sweep_file: None,
         scenario_file: None,
         model: manifest.model.clone(),
-        axes: manifest.axes.iter().map(|a| a.name.clone()).collect(),
+        axes: manifest.axes.iter().map(|a| a.axis.name.clone()).collect(),
         points: manifest.points,
         computed: 0,
         reused: manifest.points,

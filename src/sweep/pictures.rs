@@ -232,35 +232,22 @@ pub fn draw(
                 )
                 .map_err(io)?;
             }
-            if plan.layout().share {
-                let shares: Vec<Option<f64>> =
-                    outcomes.iter().map(|(_, o)| o.label_share).collect();
-                return plot::regime_map_shaded(
-                    (&plan.axes[*x].name, &values(*x)),
-                    (&plan.axes[*y].name, &values(*y)),
-                    &labels,
-                    &shares,
-                    &points,
-                    theory.as_ref(),
-                    &title,
-                    figure,
-                    dir,
-                )
-                .map_err(io);
-            }
-            plot::regime_map(
-                &plan.axes[*x].name,
-                &values(*x),
-                &plan.axes[*y].name,
-                &values(*y),
+            let (xs, ys) = (values(*x), values(*y));
+            let map = plot::RegimeMap::plain(
+                (&plan.axes[*x].name, &xs),
+                (&plan.axes[*y].name, &ys),
                 &labels,
                 &points,
                 theory.as_ref(),
                 &title,
-                figure,
-                dir,
-            )
-            .map_err(io)
+            );
+            let shares: Vec<Option<f64>> = outcomes.iter().map(|(_, o)| o.label_share).collect();
+            let map = if plan.layout().share {
+                map.with_shares(&shares)
+            } else {
+                map
+            };
+            map.write(figure, dir).map_err(io)
         }
         [p] => {
             // Branches belong under this picture only when they were continued in its parameter.
@@ -309,17 +296,16 @@ pub fn draw(
                     .iter()
                     .filter_map(|c| c.special.map(|s| (c.p, c.r2_abs_max, s.to_string())))
             }));
-            plot::bifurcation_plot_with_cycles(
-                &plan.axes[*p].name,
-                &points,
-                &lines,
-                &cycle_lines(cycles),
-                &special,
-                &title,
-                figure,
-                dir,
-            )
-            .map_err(io)?;
+            let diagram = plot::Bifurcation {
+                p_name: &plan.axes[*p].name,
+                points: &points,
+                branches: &lines,
+                cycles: &cycle_lines(cycles),
+                special: &special,
+                title: &title,
+                densities: false,
+            };
+            diagram.write(figure, dir).map_err(io)?;
             draw_cluster_diagram(plan, outcomes, *p, &title, dir).map_err(io)
         }
         _ => Ok(()),

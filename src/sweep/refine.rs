@@ -27,21 +27,10 @@ use crate::cells::fmt_f64;
 /// Most bisection steps of one segment (a guard; 2^-64 of any range is below round-off).
 const MAX_DEPTH: usize = 64;
 
-/// A pair of neighbouring grid points with different labels.
-#[derive(Debug, Clone)]
-pub struct Segment {
-    pub axis: usize,
-    /// The coordinates of the first point (the bisected coordinate is replaced).
-    pub coords: Vec<f64>,
-    pub lo: f64,
-    pub hi: f64,
-    pub label_lo: String,
-    pub label_hi: String,
-}
-
-/// A boundary found.
+/// An interval `lo..hi` of one axis whose ends have the labels `label_lo` and `label_hi`, the
+/// other coordinates fixed at `coords`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Boundary {
+pub struct Bracket {
     pub axis: usize,
     pub coords: Vec<f64>,
     pub lo: f64,
@@ -50,7 +39,14 @@ pub struct Boundary {
     pub label_hi: String,
 }
 
-impl Boundary {
+/// A pair of neighbouring grid points with different labels (`coords`: the first point's; the
+/// bisected coordinate is replaced).
+pub type Segment = Bracket;
+
+/// A boundary found: a bracket bisected down to the tolerance (`coords`: its middle).
+pub type Boundary = Bracket;
+
+impl Bracket {
     /// Middle of the bracket.
     pub fn position(&self) -> f64 {
         self.lo + (self.hi - self.lo) / 2.0

@@ -58,7 +58,7 @@ pub const TEMPERATURE_KEY: &str = "noise.temperature";
 pub const DEFAULT_RELATIVE_TOLERANCE: f64 = 1e-3;
 
 /// One axis of the grid.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Axis {
     /// The name as written in the sweep file (a params name or a dotted key); the CSV column.
     pub name: String,
@@ -75,7 +75,7 @@ pub struct Axis {
     /// `back = true`: the axis runs from `from` to `to` and back to `from` (2 steps - 1
     /// points), every point started from the previous point's final tokens (a hysteresis
     /// loop, docs/MATH.md §14).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub back: bool,
 }
 

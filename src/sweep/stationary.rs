@@ -124,15 +124,18 @@ fn write(
         .chain(&branches.bump)
         .filter_map(|p| p.point.map(|s| (p.p, p.r1, s.to_string())))
         .collect();
-    plot::stationary_plot(
-        &c.parameter,
-        &drawn,
-        &special,
-        &title(plan, c, family),
-        plan.base.output.figure,
-        dir,
-    )
-    .map_err(Error::io(&dir.join("bifurcation.png")))?;
+    let diagram = plot::Bifurcation {
+        p_name: &c.parameter,
+        points: &[],
+        branches: &drawn,
+        cycles: &[],
+        special: &special,
+        title: &title(plan, c, family),
+        densities: true,
+    };
+    diagram
+        .write(plan.base.output.figure, dir)
+        .map_err(Error::io(&dir.join("bifurcation.png")))?;
     let mut summary = super::grid_summary(plan, &[], 0, options);
     summary.points = 0;
     summary.continuation = Some(report::summary(

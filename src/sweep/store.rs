@@ -45,16 +45,10 @@ const FORMAT: &str = "tokdyn-sweep-manifest-1";
 /// One axis in the manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ManifestAxis {
-    pub name: String,
-    pub key: String,
-    pub from: f64,
-    pub to: f64,
-    pub steps: usize,
-    pub integer: bool,
-    /// The axis goes to `to` and back (`values` has 2 steps - 1 entries).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub back: bool,
-    /// The grid values as written in the CSV.
+    /// The axis as the sweep file gives it (its fields written inline).
+    #[serde(flatten)]
+    pub axis: Axis,
+    /// The grid values as written in the CSV (2 steps - 1 of them when the axis goes back).
     pub values: Vec<String>,
 }
 
@@ -107,13 +101,7 @@ impl Manifest {
             .axes
             .iter()
             .map(|a| ManifestAxis {
-                name: a.name.clone(),
-                key: a.key.clone(),
-                from: a.from,
-                to: a.to,
-                steps: a.steps,
-                integer: a.integer,
-                back: a.back,
+                axis: a.clone(),
                 values: axis_cells(a, &plan.name, progress),
             })
             .collect();
@@ -159,7 +147,7 @@ impl Manifest {
             ));
         }
         let points = m.axes.iter().map(|a| a.values.len()).product::<usize>();
-        let expected = |a: &ManifestAxis| if a.back { 2 * a.steps - 1 } else { a.steps };
+        let expected = |a: &ManifestAxis| a.axis.points();
         if points != m.points || m.axes.iter().any(|a| a.values.len() != expected(a)) {
             return Err(format!(
                 "{}: points: the axes do not make {} points",
@@ -189,7 +177,7 @@ impl Manifest {
             stats: self
                 .axes
                 .iter()
-                .any(|a| a.key == super::spec::TEMPERATURE_KEY),
+                .any(|a| a.axis.key == super::spec::TEMPERATURE_KEY),
         }
     }
 
@@ -318,7 +306,7 @@ pub fn read_shard(path: &Path, manifest: &Manifest) -> Result<Vec<(usize, Outcom
     let text =
         fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     let records = parse_records(&text).map_err(|e| format!("{}: not CSV: {e}", path.display()))?;
-    let names: Vec<String> = manifest.axes.iter().map(|a| a.name.clone()).collect();
+    let names: Vec<String> = manifest.axes.iter().map(|a| a.axis.name.clone()).collect();
     let layout = manifest.layout();
     let header = shard_columns(&names, layout);
     let mut it = records.into_iter();

@@ -24,7 +24,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::clusters::{detect_clusters, ClusterRule, Clustering};
-use super::plane_clusters::plane_clusters;
+use super::plane_clusters::{plane_clusters, PlaneScratch};
 use super::{Observer, Sample, TokenSource};
 
 /// One row of `clusters.csv`.
@@ -135,7 +135,7 @@ pub struct ClusterSeries {
     /// A sample's clusters found from its token source ([`plane_clusters`]), until recorded.
     served: Option<(usize, Clustering)>,
     /// Scratch of [`plane_clusters`], kept between samples.
-    plane_rows: Vec<f64>,
+    plane: PlaneScratch,
 }
 
 impl ClusterSeries {
@@ -154,7 +154,7 @@ impl ClusterSeries {
             gathered: Vec::new(),
             pieces: None,
             served: None,
-            plane_rows: Vec::new(),
+            plane: PlaneScratch::default(),
         }
     }
 
@@ -350,7 +350,7 @@ impl Observer for ClusterSeries {
         let mut first = vec![0.0; super::unclustered::subset_size(d).min(n) * d];
         source.rows(0, &mut first);
         if !self.first_tokens_prove_unclustered(&first, n) {
-            let found = plane_clusters(source, self.rule, &mut self.plane_rows);
+            let found = plane_clusters(source, self.rule, &mut self.plane);
             self.served = found.map(|c| (index, c));
             if self.served.is_some() {
                 self.pieces = None;

@@ -24,15 +24,35 @@ pub const MIN_TOKENS: usize = 1 << 12;
 /// Tokens made at a time for the centres.
 const PIECE_TOKENS: usize = 1 << 14;
 
-/// The bisection may compute at most n / BUDGET_FRACTION angles.
-const BUDGET_FRACTION: usize = 8;
+/// The bisection may compute at most max(n / BUDGET_FRACTION, MIN_TOKENS) angles.
+const BUDGET_FRACTION: usize = 64;
+
+/// What [`plane_clusters`] keeps between samples.
+#[derive(Debug, Clone)]
+pub struct PlaneScratch {
+    /// Tokens made for the centres.
+    rows: Vec<f64>,
+    /// The smallest bound delta at which the bisection did not decide: a later sample with a
+    /// bound at least as large goes straight to the pass over the tokens (it would not decide
+    /// either as the map keeps squeezing; only the time spent depends on this).
+    refused: f64,
+}
+
+impl Default for PlaneScratch {
+    fn default() -> Self {
+        PlaneScratch {
+            rows: Vec::new(),
+            refused: f64::INFINITY,
+        }
+    }
+}
 
 /// The clusters of the sample `source` when it is a plane map with the start tokens' order
-/// (module docs); `None` when this way does not decide. `rows` is scratch kept between samples.
+/// (module docs); `None` when this way does not decide.
 pub fn plane_clusters(
     source: &dyn TokenSource,
     rule: ClusterRule,
-    rows: &mut Vec<f64>,
+    scratch: &mut PlaneScratch,
 ) -> Option<Clustering> {
     let n = source.n();
     if source.d() != 2 || n < MIN_TOKENS {
@@ -43,15 +63,28 @@ pub fn plane_clusters(
         return None;
     }
     let delta = rounding_bound(&plane.p)?;
+    if delta >= scratch.refused {
+        return None;
+    }
     let mut token = [0.0; 2];
     let mut angle = |p: usize| {
         source.rows(plane.order.token(p), &mut token);
         token[1].atan2(token[0])
     };
-    let budget = n / BUDGET_FRACTION;
-    match partition(n, rule, delta, budget, &mut angle)? {
+    let budget = (n / BUDGET_FRACTION).max(MIN_TOKENS);
+    let Some(found) = partition(n, rule, delta, budget, &mut angle) else {
+        scratch.refused = delta;
+        return None;
+    };
+    match found {
         Partition::NotClustered => Some(Clustering::not_clustered(n, rule.threshold)),
-        Partition::Arcs(arcs) => summarise(source, plane.order, &arcs, rule.threshold, rows),
+        Partition::Arcs(arcs) => summarise(
+            source,
+            plane.order,
+            &arcs,
+            rule.threshold,
+            &mut scratch.rows,
+        ),
     }
 }
 
@@ -222,7 +255,6 @@ mod tests {
         let rule = ClusterRule::default();
         let theta = rule.threshold;
         let (mut decided, mut clustered, mut trials) = (0, 0, 0);
-        let mut rows = Vec::new();
         for trial in 0..120 {
             let cond = [1.0, 3.0, 1e2, 1e4, 1e6, 1e8][trial % 6];
             let p = squeeze(
@@ -273,7 +305,7 @@ mod tests {
             source.rows(0, &mut tokens);
             let pass = detect_clusters(&tokens, 2, rule);
             trials += 1;
-            if let Some(c) = plane_clusters(&source, rule, &mut rows) {
+            if let Some(c) = plane_clusters(&source, rule, &mut PlaneScratch::default()) {
                 assert_eq!(
                     c, pass,
                     "trial {trial}: cond {cond}, k {k}, width {width}, gap {gap}"

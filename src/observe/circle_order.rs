@@ -92,6 +92,69 @@ pub fn rounding_bound(p: &[f64; 4]) -> Option<f64> {
     (det > 0.0 && delta.is_finite()).then_some(delta)
 }
 
+/// The rounding bound of a plane map P: [`rounding_bound`] everywhere, and a smaller one for
+/// the tokens whose images lie on a short arc (docs/MATH.md §11.3).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// delta of [`rounding_bound`].
+    pub global: f64,
+    det: f64,
+    frobenius: f64,
+    /// Q(phi) = |adj(P) (cos phi, sin phi)|^2 = q0 + q1 cos 2 phi + q2 sin 2 phi.
+    q: [f64; 3],
+}
+
+impl Bound {
+    /// The bounds of P (row-major); `None` as for [`rounding_bound`].
+    pub fn of(p: &[f64; 4]) -> Option<Self> {
+        let global = rounding_bound(p)?;
+        let sq: f64 = p.iter().map(|v| v * v).sum();
+        let q = [
+            sq / 2.0,
+            (p[3] * p[3] + p[2] * p[2] - p[1] * p[1] - p[0] * p[0]) / 2.0,
+            -(p[3] * p[1] + p[0] * p[2]),
+        ];
+        Some(Bound {
+            global,
+            det: p[0] * p[3] - p[1] * p[2],
+            frobenius: sq.sqrt(),
+            q,
+        })
+    }
+
+    /// The largest Q over the arc [lo, hi] (hi - lo < pi), with a relative margin for its
+    /// rounding.
+    fn q_max(&self, lo: f64, hi: f64) -> f64 {
+        let [q0, q1, q2] = self.q;
+        let peak = q0 + q1.hypot(q2);
+        if !(hi - lo < PI) {
+            return peak;
+        }
+        let top = 0.5 * q2.atan2(q1);
+        let q = |t: f64| q0 + q1 * (2.0 * t).cos() + q2 * (2.0 * t).sin();
+        let inside = (top - lo).rem_euclid(PI) <= hi - lo;
+        let m = if inside { peak } else { q(lo).max(q(hi)) };
+        (m * (1.0 + 1e-9)).min(peak)
+    }
+
+    /// A bound for tokens whose computed angles lie in [lo - global, hi + global] (hi >= lo):
+    /// 64 eps (|P|_F sqrt(Q) / det + 2 + Q / det) with Q the largest over the arc of their exact
+    /// images, narrowed from the global bound while it shrinks (at most 12 times); never above it.
+    pub fn over(&self, lo: f64, hi: f64) -> f64 {
+        let mut delta = self.global;
+        for _ in 0..12 {
+            let q = self.q_max(lo - 2.0 * delta, hi + 2.0 * delta);
+            let local =
+                64.0 * f64::EPSILON * (self.frobenius * q.sqrt() / self.det + 2.0 + q / self.det);
+            if !(local < delta) {
+                break;
+            }
+            delta = local;
+        }
+        delta
+    }
+}
+
 /// The tight arcs of one sample as ranges of positions of a [`CircleOrder`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Arcs {
@@ -130,6 +193,10 @@ pub enum Partition {
     /// The tight arcs.
     Arcs(Arcs),
 }
+
+/// The largest global bound tried: a step read within it of zero is taken as a backward step
+/// (a whole turn short is caught by the total); beyond it the map is too far from conformal.
+const MAX_GLOBAL_BOUND: f64 = 0.5;
 
 /// The step from angle a to angle b along the circle: b - a, plus 2 pi when below -delta.
 fn step(a: f64, b: f64, delta: f64) -> f64 {
@@ -170,19 +237,20 @@ impl Angles<'_> {
 pub fn partition(
     n: usize,
     rule: ClusterRule,
-    delta: f64,
+    bound: &Bound,
     budget: usize,
     angle: &mut dyn FnMut(usize) -> f64,
 ) -> Option<Partition> {
     let theta = rule.threshold;
-    if n < 2 || !(delta >= 0.0 && 2.0 * delta < theta) {
+    let delta = bound.global;
+    if n < 2 || !(delta >= 0.0 && delta < MAX_GLOBAL_BOUND) {
         return None;
     }
     let mut angles = Angles {
         angle,
         left: budget,
     };
-    let pieces = bisect(n, theta, delta, &mut angles)?;
+    let pieces = bisect(n, theta, bound, &mut angles)?;
     // Once round: the steps add up to 2 pi (a step read a turn short shows here).
     let total: f64 = pieces.iter().map(|p| p.step).sum();
     if !(PI..3.0 * PI).contains(&total) {
@@ -217,7 +285,7 @@ pub fn partition(
         if spans[a] + margin >= FRAC_PI_2 {
             return None;
         }
-        let diameter = arc_diameter(starts[a], ends[a], n, delta, &mut angles)?;
+        let diameter = arc_diameter(starts[a], ends[a], n, bound, &mut angles)?;
         if diameter > theta {
             return Some(Partition::NotClustered);
         }
@@ -235,7 +303,8 @@ pub fn partition(
 }
 
 /// The pieces of positions 0..n once round, in order (module docs).
-fn bisect(n: usize, theta: f64, delta: f64, angles: &mut Angles) -> Option<Vec<Piece>> {
+fn bisect(n: usize, theta: f64, bound: &Bound, angles: &mut Angles) -> Option<Vec<Piece>> {
+    let delta = bound.global;
     let a0 = angles.at(0)?;
     let half = n / 2;
     let ah = angles.at(half)?;
@@ -244,14 +313,22 @@ fn bisect(n: usize, theta: f64, delta: f64, angles: &mut Angles) -> Option<Vec<P
     let mut stack = vec![(half, n, ah, a0), (0, half, a0, ah)];
     while let Some((i, j, ai, aj)) = stack.pop() {
         let s = step(ai, aj, delta);
-        if s <= theta - 2.0 * delta {
+        // The bound of this range's tokens (near theta only), and of the neighbours' arcs.
+        let near = (theta - 2.0 * delta..=theta + 2.0 * delta).contains(&s);
+        let local = if near { bound.over(ai, ai + s) } else { delta };
+        if s <= theta - 2.0 * local {
             pieces.push(Piece {
                 i,
                 step: s,
                 cut: false,
             });
         } else if j - i == 1 {
-            if s <= theta + 2.0 * delta {
+            let ends = if near {
+                bound.over(ai, ai).max(bound.over(aj, aj))
+            } else {
+                delta
+            };
+            if s <= theta + 2.0 * ends {
                 return None;
             }
             pieces.push(Piece {
@@ -276,12 +353,13 @@ fn arc_diameter(
     start: usize,
     end: usize,
     n: usize,
-    delta: f64,
+    bound: &Bound,
     angles: &mut Angles,
 ) -> Option<f64> {
     let len = (end + n - start) % n + 1;
     let at = |q: usize| (start + q) % n;
     let (a_start, a_end) = (angles.at(start)?, angles.at(end)?);
+    let delta = bound.over(a_start, a_start + step(a_start, a_end, bound.global));
     let mut near_start = vec![a_start];
     for q in 1..len {
         let a = angles.at(at(q))?;

@@ -14,7 +14,7 @@
 //! runs): when the bounds of the bisection do not decide, or a token is not a unit vector to
 //! rounding (the pass would normalise every token first).
 
-use super::circle_order::{partition, rounding_bound, Arcs, CircleOrder, Partition};
+use super::circle_order::{partition, Arcs, Bound, CircleOrder, Partition};
 use super::clusters::{direction_of_sum, is_unit, smallest_separation, ClusterRule, Clustering};
 use super::TokenSource;
 
@@ -62,7 +62,8 @@ pub fn plane_clusters(
     if plane.order.len() != n {
         return None;
     }
-    let delta = rounding_bound(&plane.p)?;
+    let bound = Bound::of(&plane.p)?;
+    let delta = bound.global;
     if delta >= scratch.refused {
         return None;
     }
@@ -72,7 +73,7 @@ pub fn plane_clusters(
         token[1].atan2(token[0])
     };
     let budget = (n / BUDGET_FRACTION).max(MIN_TOKENS);
-    let Some(found) = partition(n, rule, delta, budget, &mut angle) else {
+    let Some(found) = partition(n, rule, &bound, budget, &mut angle) else {
         scratch.refused = delta;
         return None;
     };
@@ -255,8 +256,8 @@ mod tests {
         let rule = ClusterRule::default();
         let theta = rule.threshold;
         let (mut decided, mut clustered, mut trials) = (0, 0, 0);
-        for trial in 0..120 {
-            let cond = [1.0, 3.0, 1e2, 1e4, 1e6, 1e8][trial % 6];
+        for trial in 0..160 {
+            let cond = [1.0, 3.0, 1e2, 1e4, 1e6, 1e8, 1e10, 1e12][trial % 8];
             let p = squeeze(
                 rng.random_range(-PI..PI),
                 f64::sqrt(cond),

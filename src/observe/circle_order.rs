@@ -15,8 +15,10 @@
 //! than theta of the sorted angles; two neighbouring positions more than theta + 2 delta apart
 //! are such a gap. Bisection finds every gap with O(k log n) angles for k tight clusters; an
 //! arc's first and last angle (the doubles the sorted definition subtracts for its diameter)
-//! are among the tokens within 2 delta of its two ends. Whatever the bounds do not decide (a
-//! gap within 2 delta of theta, too many angles) is left to the pass over every token.
+//! are among the tokens within 2 delta of its two ends. Near theta and at the arcs' ends a
+//! bound local to the arc replaces delta ([`Bound::over`]: Q = |adj(P) y|^2 at its largest over
+//! the arc's images in place of its worst case K). Whatever the bounds do not decide (a gap
+//! within 2 delta of theta, too many angles) is left to the pass over every token.
 
 use std::f64::consts::{FRAC_PI_2, PI, TAU};
 
@@ -127,7 +129,7 @@ impl Bound {
     fn q_max(&self, lo: f64, hi: f64) -> f64 {
         let [q0, q1, q2] = self.q;
         let peak = q0 + q1.hypot(q2);
-        if !(hi - lo < PI) {
+        if !(hi - lo).is_finite() || hi - lo >= PI {
             return peak;
         }
         let top = 0.5 * q2.atan2(q1);
@@ -146,7 +148,7 @@ impl Bound {
             let q = self.q_max(lo - 2.0 * delta, hi + 2.0 * delta);
             let local =
                 64.0 * f64::EPSILON * (self.frobenius * q.sqrt() / self.det + 2.0 + q / self.det);
-            if !(local < delta) {
+            if local.is_nan() || local >= delta {
                 break;
             }
             delta = local;
@@ -243,7 +245,7 @@ pub fn partition(
 ) -> Option<Partition> {
     let theta = rule.threshold;
     let delta = bound.global;
-    if n < 2 || !(delta >= 0.0 && delta < MAX_GLOBAL_BOUND) {
+    if n < 2 || !(0.0..MAX_GLOBAL_BOUND).contains(&delta) {
         return None;
     }
     let mut angles = Angles {

@@ -24,6 +24,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::clusters::{detect_clusters, ClusterRule, Clustering};
+use super::plane_clusters::{plane_clusters, PlaneScratch};
 use super::{Observer, Sample, TokenSource};
 
 /// One row of `clusters.csv`.
@@ -131,6 +132,10 @@ pub struct ClusterSeries {
     /// That sample: its index, the tokens seen, and whether its first tokens already proved it
     /// not clustered (then the pieces are counted, not kept).
     pieces: Option<(usize, usize, bool)>,
+    /// A sample's clusters found from its token source ([`plane_clusters`]), until recorded.
+    served: Option<(usize, Clustering)>,
+    /// Scratch of [`plane_clusters`], kept between samples.
+    plane: PlaneScratch,
 }
 
 impl ClusterSeries {
@@ -148,6 +153,8 @@ impl ClusterSeries {
             event_merges: Vec::new(),
             gathered: Vec::new(),
             pieces: None,
+            served: None,
+            plane: PlaneScratch::default(),
         }
     }
 
@@ -330,10 +337,12 @@ impl Observer for ClusterSeries {
         Ok(())
     }
 
-    /// The leading tokens only: served when they prove the sample not clustered and no energy
-    /// is wanted (else the pieces come).
+    /// Served when no energy is wanted and either the leading tokens prove the sample not
+    /// clustered, or the source is a plane map whose clusters the bisection decides
+    /// ([`plane_clusters`]); else the pieces come.
     fn sample_source(&mut self, index: usize, source: &dyn TokenSource) -> io::Result<bool> {
         let d = self.d.max(1);
+        self.served = None;
         if self.energy.is_some() || source.d() != d {
             return Ok(false);
         }
@@ -341,7 +350,12 @@ impl Observer for ClusterSeries {
         let mut first = vec![0.0; super::unclustered::subset_size(d).min(n) * d];
         source.rows(0, &mut first);
         if !self.first_tokens_prove_unclustered(&first, n) {
-            return Ok(false);
+            let found = plane_clusters(source, self.rule, &mut self.plane);
+            self.served = found.map(|c| (index, c));
+            if self.served.is_some() {
+                self.pieces = None;
+            }
+            return Ok(self.served.is_some());
         }
         self.gathered.clear();
         self.pieces = Some((index, n, true));
@@ -351,6 +365,10 @@ impl Observer for ClusterSeries {
     fn sample(&mut self, sample: &Sample<'_>) -> io::Result<()> {
         if let Some(tokens) = sample.tokens {
             return self.push(sample.t, tokens);
+        }
+        match self.served.take() {
+            Some((index, c)) if index == sample.index => return self.record(sample.t, c, None),
+            _ => {}
         }
         match self.pieces.take() {
             Some((index, n, true)) if index == sample.index => {

@@ -158,8 +158,7 @@ pub fn detect_clusters(tokens: &[f64], d: usize, rule: ClusterRule) -> Clusterin
 /// The directions x_k / |x_k| of tokens that may be off the sphere (a pre-LN stream); the
 /// tokens themselves, borrowed, when every row is a unit vector to rounding.
 pub fn directions(tokens: &[f64], d: usize) -> std::borrow::Cow<'_, [f64]> {
-    let unit = |x: &[f64]| (x.iter().map(|v| v * v).sum::<f64>() - 1.0).abs() <= 1e-12;
-    if d == 0 || tokens.chunks_exact(d).all(unit) {
+    if d == 0 || tokens.chunks_exact(d).all(is_unit) {
         return std::borrow::Cow::Borrowed(tokens);
     }
     let mut z = tokens.to_vec();
@@ -170,6 +169,12 @@ pub fn directions(tokens: &[f64], d: usize) -> std::borrow::Cow<'_, [f64]> {
         }
     }
     std::borrow::Cow::Owned(z)
+}
+
+/// Whether a row is a unit vector to rounding (|x|^2 within 1e-12 of 1): [`directions`] keeps
+/// the tokens as they are when every row is.
+pub fn is_unit(x: &[f64]) -> bool {
+    (x.iter().map(|v| v * v).sum::<f64>() - 1.0).abs() <= 1e-12
 }
 
 /// The tight clusters of weighted points (k x d row-major, unit rows; point a stands for
@@ -296,7 +301,7 @@ fn angle_bins(theta: f64) -> Option<usize> {
 
 /// The span of an arc from its first angle to its last (in sorted order), `wrapped` when it
 /// runs through the cut at +-pi: (last + 2 pi) - first, else last - first.
-fn arc_span(first: f64, last: f64, wrapped: bool) -> f64 {
+pub(super) fn arc_span(first: f64, last: f64, wrapped: bool) -> f64 {
     if wrapped {
         (last + TAU) - first
     } else {
@@ -490,6 +495,12 @@ pub fn mean_direction<'a>(rows: impl Iterator<Item = &'a [f64]>, d: usize) -> Ve
             *s += v;
         }
     }
+    direction_of_sum(sum, first)
+}
+
+/// The sum of unit vectors `sum` (added from zero in member order) made unit; `first` (the
+/// first vector) when the sum vanishes: the end of [`mean_direction`].
+pub fn direction_of_sum(sum: Vec<f64>, first: Option<Vec<f64>>) -> Vec<f64> {
     let norm = sum.iter().map(|v| v * v).sum::<f64>().sqrt();
     if norm > 0.0 {
         sum.iter().map(|v| v / norm).collect()

@@ -5,9 +5,11 @@
 //! Writers, series recorders and progress reporting are observers; every hook defaults to
 //! doing nothing.
 
+pub mod circle_order;
 pub mod cluster_series;
 pub mod clusters;
 pub mod order;
+pub mod plane_clusters;
 pub mod progress;
 pub mod series;
 pub mod token_source;
@@ -19,7 +21,7 @@ pub use order::{
 };
 pub use progress::Progress;
 pub use series::OrderSeries;
-pub use token_source::{PlaneMap, TokenSource};
+pub use token_source::{PlaneMap, PlaneOrder, TokenSource};
 
 use std::io;
 

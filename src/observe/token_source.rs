@@ -12,6 +12,8 @@
 //! F_t^{-1}(e) = the doubled angle of Phi^{-1} (cos e/2, sin e/2),  kappa = cond(Phi).
 //! ```
 
+use super::circle_order::CircleOrder;
+
 /// The doubled angles 2 atan2(x_2, x_1) in [0, 2 pi) of d = 2 start tokens, rounded to f32,
 /// with their indices: key = (f32 bits of the angle) << 32 | k, ascending (the bits of a
 /// non-negative f32 order as the numbers). `None` when a token is not finite or zero, or there
@@ -63,6 +65,16 @@ pub struct PlaneMap<'a> {
     pub sorted: &'a [u64],
 }
 
+/// A model's d = 2 tokens as one map of the start tokens, with the start tokens' order by angle
+/// (for the clusters by bisection, docs/MATH.md §11.3): y_k = P x_k / |P x_k|, det P > 0.
+#[derive(Debug, Clone, Copy)]
+pub struct PlaneOrder<'a> {
+    /// P row-major: (p11, p12, p21, p22).
+    pub p: [f64; 4],
+    /// The start tokens x_k sorted by their angle.
+    pub order: &'a CircleOrder,
+}
+
 /// A sample's tokens, made when asked for.
 pub trait TokenSource {
     /// Number of tokens.
@@ -74,6 +86,11 @@ pub trait TokenSource {
     fn rows(&self, first: usize, out: &mut [f64]);
     /// The tokens as one map of the start tokens in d = 2, when the model has it.
     fn plane_map(&self) -> Option<PlaneMap<'_>>;
+    /// The tokens as one map of the start tokens in d = 2 with the start tokens' order by angle,
+    /// when the model has them (default: none).
+    fn plane_order(&self) -> Option<PlaneOrder<'_>> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -34,10 +34,12 @@ use rayon::prelude::*;
 use crate::integrate::Dynamics;
 use crate::model::gemm::{gemm, MatMut, MatRef};
 use crate::model::{Attention, Kernel};
+use crate::observe::circle_order::CircleOrder;
 use crate::observe::order::doubled_phase;
 use crate::observe::token_source::sorted_doubled_angles;
 use crate::observe::{
-    order_parameters_from_sums, order_parameters_mapped, OrderParameters, PlaneMap, TokenSource,
+    order_parameters_from_sums, order_parameters_mapped, OrderParameters, PlaneMap, PlaneOrder,
+    TokenSource,
 };
 use crate::parallel::{chunk_count, for_each_chunk, TOKENS_PER_CHUNK};
 use crate::reduced::moebius::{Harmonics, Series, MAX_TERMS};
@@ -104,6 +106,8 @@ pub struct GroupFlow {
     piece: Mutex<Vec<f64>>,
     /// d = 2: the start tokens' doubled angles, sorted (made at the first sample that asks).
     sorted_angles: OnceLock<Option<Vec<u64>>>,
+    /// d = 2: the start tokens' order by angle (made at the first clustered sample that asks).
+    circle_order: OnceLock<Option<CircleOrder>>,
 }
 
 impl GroupFlow {
@@ -140,6 +144,7 @@ impl GroupFlow {
             scratch: Mutex::new(scratch),
             piece: Mutex::new(Vec::new()),
             sorted_angles: OnceLock::new(),
+            circle_order: OnceLock::new(),
         })
     }
 
@@ -159,9 +164,10 @@ impl GroupFlow {
         let piece = PIECE_NUMBERS
             .max(TOKENS_PER_CHUNK.saturating_mul(d))
             .min(n.saturating_mul(d));
-        // d = 2: the harmonics, and the sorted doubled angles (one u64 a token).
+        // d = 2: the harmonics, the sorted doubled angles (one u64 a token) and the start
+        // order by angle (two u32 a token).
         let harmonics = if d == 2 {
-            (4 * (MAX_TERMS + 2) * (chunk_count(n) + 1)).saturating_add(n)
+            (4 * (MAX_TERMS + 2) * (chunk_count(n) + 1)).saturating_add(2 * n)
         } else {
             0
         };
@@ -399,20 +405,36 @@ impl TokenSource for GroupTokens<'_> {
 
     /// d = 2 with det Phi > 0 (always so for the exact flow from Phi(0) = I).
     fn plane_map(&self) -> Option<PlaneMap<'_>> {
-        if self.flow.d != 2 {
-            return None;
-        }
-        let p = [self.phi[0], self.phi[2], self.phi[1], self.phi[3]];
-        let det = p[0] * p[3] - p[1] * p[2];
-        if !(det > 0.0 && det.is_finite() && p.iter().all(|v| v.is_finite())) {
-            return None;
-        }
+        let p = self.plane_p()?;
         let sorted = self
             .flow
             .sorted_angles
             .get_or_init(|| sorted_doubled_angles(&self.flow.tokens))
             .as_deref()?;
         Some(PlaneMap { p, sorted })
+    }
+
+    /// d = 2 with det Phi > 0, with the start tokens' order by angle (made once).
+    fn plane_order(&self) -> Option<PlaneOrder<'_>> {
+        let p = self.plane_p()?;
+        let order = self
+            .flow
+            .circle_order
+            .get_or_init(|| CircleOrder::of(&self.flow.tokens))
+            .as_ref()?;
+        Some(PlaneOrder { p, order })
+    }
+}
+
+impl GroupTokens<'_> {
+    /// Phi row-major when d = 2, det Phi > 0 and every entry is finite.
+    fn plane_p(&self) -> Option<[f64; 4]> {
+        if self.flow.d != 2 {
+            return None;
+        }
+        let p = [self.phi[0], self.phi[2], self.phi[1], self.phi[3]];
+        let det = p[0] * p[3] - p[1] * p[2];
+        (det > 0.0 && det.is_finite() && p.iter().all(|v| v.is_finite())).then_some(p)
     }
 }
 

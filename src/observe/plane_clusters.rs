@@ -1,0 +1,321 @@
+//! The tight clusters of a d = 2 sample whose tokens are one map of the start tokens, without
+//! the angle of every token (docs/MATH.md §11.3).
+//!
+//! ```text
+//! arcs:    the partition by bisection along the start tokens' order (circle_order.rs):
+//!          O(k log n) angles, the same arcs and diameters as the sorted angles;
+//! sizes:   the arcs' numbers of positions;
+//! centres: c_a = s_a / |s_a|, s_a = sum over k in arc a of y_k, added in token order
+//!          (k = 0, 1, ..., each token's arc from its position): the sums of the pass over
+//!          the tokens, so the same doubles.
+//! ```
+//!
+//! The answer is [`super::clusters::detect_clusters`]'s to the bit, or `None` (then that pass
+//! runs): when the bounds of the bisection do not decide, or a token is not a unit vector to
+//! rounding (the pass would normalise every token first).
+
+use super::circle_order::{partition, Arcs, Bound, CircleOrder, Partition};
+use super::clusters::{direction_of_sum, is_unit, smallest_separation, ClusterRule, Clustering};
+use super::TokenSource;
+
+/// Below this many tokens the pass over the tokens is as cheap.
+pub const MIN_TOKENS: usize = 1 << 12;
+
+/// Tokens made at a time for the centres.
+const PIECE_TOKENS: usize = 1 << 14;
+
+/// The bisection may compute at most max(n / BUDGET_FRACTION, MIN_TOKENS) angles.
+const BUDGET_FRACTION: usize = 64;
+
+/// What [`plane_clusters`] keeps between samples.
+#[derive(Debug, Clone)]
+pub struct PlaneScratch {
+    /// Tokens made for the centres.
+    rows: Vec<f64>,
+    /// The smallest bound delta at which the bisection did not decide: a later sample with a
+    /// bound at least as large goes straight to the pass over the tokens (it would not decide
+    /// either as the map keeps squeezing; only the time spent depends on this).
+    refused: f64,
+}
+
+impl Default for PlaneScratch {
+    fn default() -> Self {
+        PlaneScratch {
+            rows: Vec::new(),
+            refused: f64::INFINITY,
+        }
+    }
+}
+
+/// The clusters of the sample `source` when it is a plane map with the start tokens' order
+/// (module docs); `None` when this way does not decide.
+pub fn plane_clusters(
+    source: &dyn TokenSource,
+    rule: ClusterRule,
+    scratch: &mut PlaneScratch,
+) -> Option<Clustering> {
+    let n = source.n();
+    if source.d() != 2 || n < MIN_TOKENS {
+        return None;
+    }
+    let plane = source.plane_order()?;
+    if plane.order.len() != n {
+        return None;
+    }
+    let bound = Bound::of(&plane.p)?;
+    let delta = bound.global;
+    if delta >= scratch.refused {
+        return None;
+    }
+    let mut token = [0.0; 2];
+    let mut angle = |p: usize| {
+        source.rows(plane.order.token(p), &mut token);
+        token[1].atan2(token[0])
+    };
+    let budget = (n / BUDGET_FRACTION).max(MIN_TOKENS);
+    let Some(found) = partition(n, rule, &bound, budget, &mut angle) else {
+        scratch.refused = delta;
+        return None;
+    };
+    match found {
+        Partition::NotClustered => Some(Clustering::not_clustered(n, rule.threshold)),
+        Partition::Arcs(arcs) => summarise(
+            source,
+            plane.order,
+            &arcs,
+            rule.threshold,
+            &mut scratch.rows,
+        ),
+    }
+}
+
+/// One arc's sum of tokens, its first token (index and row) and its size and diameter.
+struct ArcSums {
+    sum: [f64; 2],
+    first: Option<(usize, [f64; 2])>,
+    size: usize,
+    diameter: f64,
+}
+
+/// Sizes, centres, diameter and separation of the arcs, largest first (ties: the arc whose
+/// first token comes first), as the pass over the tokens orders them.
+fn summarise(
+    source: &dyn TokenSource,
+    order: &CircleOrder,
+    arcs: &Arcs,
+    threshold: f64,
+    rows: &mut Vec<f64>,
+) -> Option<Clustering> {
+    let n = source.n();
+    let mut sums: Vec<ArcSums> = (0..arcs.starts.len())
+        .map(|a| ArcSums {
+            sum: [0.0; 2],
+            first: None,
+            size: arcs.size(a),
+            diameter: arcs.diameters[a],
+        })
+        .collect();
+    rows.resize(2 * PIECE_TOKENS.min(n), 0.0);
+    for start in (0..n).step_by(PIECE_TOKENS) {
+        let piece = &mut rows[..2 * PIECE_TOKENS.min(n - start)];
+        source.rows(start, piece);
+        for (i, y) in piece.chunks_exact(2).enumerate() {
+            if !is_unit(y) {
+                return None;
+            }
+            let k = start + i;
+            let arc = &mut sums[arcs.arc_of(order.position(k))];
+            arc.sum[0] += y[0];
+            arc.sum[1] += y[1];
+            arc.first.get_or_insert((k, [y[0], y[1]]));
+        }
+    }
+    let first_token = |a: &ArcSums| a.first.map_or(usize::MAX, |f| f.0);
+    sums.sort_by(|a, b| {
+        b.size
+            .cmp(&a.size)
+            .then(first_token(a).cmp(&first_token(b)))
+    });
+    let centres: Vec<Vec<f64>> = sums
+        .iter()
+        .map(|a| direction_of_sum(a.sum.to_vec(), a.first.map(|f| f.1.to_vec())))
+        .collect();
+    Some(Clustering {
+        count: sums.len(),
+        sizes: sums.iter().map(|a| a.size).collect(),
+        diameter: sums.iter().map(|a| a.diameter).reduce(f64::max),
+        separation: smallest_separation(&centres),
+        centres,
+        threshold,
+        n,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::circle_order::CircleOrder;
+    use crate::observe::clusters::detect_clusters;
+    use crate::observe::{PlaneMap, PlaneOrder};
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use std::f64::consts::{PI, TAU};
+
+    /// Tokens y_k = P x_k / |P x_k| of start tokens x_k (the group model's arithmetic).
+    struct Mapped {
+        p: [f64; 4],
+        x: Vec<f64>,
+        order: CircleOrder,
+    }
+
+    impl TokenSource for Mapped {
+        fn n(&self) -> usize {
+            self.x.len() / 2
+        }
+        fn d(&self) -> usize {
+            2
+        }
+        fn rows(&self, first: usize, out: &mut [f64]) {
+            for (y, x) in out
+                .chunks_exact_mut(2)
+                .zip(self.x[2 * first..].chunks_exact(2))
+            {
+                let a = self.p[0] * x[0] + self.p[1] * x[1];
+                let b = self.p[2] * x[0] + self.p[3] * x[1];
+                let size = (a * a + b * b).sqrt();
+                y[0] = a / size;
+                y[1] = b / size;
+            }
+        }
+        fn plane_map(&self) -> Option<PlaneMap<'_>> {
+            None
+        }
+        fn plane_order(&self) -> Option<PlaneOrder<'_>> {
+            Some(PlaneOrder {
+                p: self.p,
+                order: &self.order,
+            })
+        }
+    }
+
+    /// P = R(alpha) diag(s, 1 / s) R(beta) (det 1, cond s^2), row-major.
+    fn squeeze(alpha: f64, s: f64, beta: f64) -> [f64; 4] {
+        let r = |t: f64| [t.cos(), -t.sin(), t.sin(), t.cos()];
+        let m = |a: [f64; 4], b: [f64; 4]| {
+            [
+                a[0] * b[0] + a[1] * b[2],
+                a[0] * b[1] + a[1] * b[3],
+                a[2] * b[0] + a[3] * b[2],
+                a[2] * b[1] + a[3] * b[3],
+            ]
+        };
+        m(m(r(alpha), [s, 0.0, 0.0, 1.0 / s]), r(beta))
+    }
+
+    /// Start tokens whose images under P sit at the angles `targets` (x = P^{-1} y).
+    fn preimages(p: &[f64; 4], targets: &[f64]) -> Vec<f64> {
+        let det = p[0] * p[3] - p[1] * p[2];
+        targets
+            .iter()
+            .flat_map(|t| {
+                let (c, s) = (t.cos(), t.sin());
+                let (a, b) = ((p[3] * c - p[1] * s) / det, (p[0] * s - p[2] * c) / det);
+                let r = a.hypot(b);
+                [a / r, b / r]
+            })
+            .collect()
+    }
+
+    /// Angles of k arcs (random centres, one possibly on the cut at +-pi) of widths up to
+    /// `width` (the first token at the first centre), with two more tokens at a gap of `gap` beyond the first arc's end.
+    fn targets(
+        rng: &mut ChaCha8Rng,
+        n: usize,
+        k: usize,
+        width: f64,
+        gap: f64,
+        cut: bool,
+    ) -> Vec<f64> {
+        let wrap = |a: f64| (a + PI).rem_euclid(TAU) - PI;
+        let mut centres: Vec<f64> = (0..k).map(|_| rng.random_range(-PI..PI)).collect();
+        if cut {
+            centres[0] = PI;
+        }
+        let mut out: Vec<f64> = (0..n - 2)
+            .map(|i| wrap(centres[i % k] + width * rng.random_range(-0.5..0.5)))
+            .collect();
+        out[0] = wrap(centres[0]);
+        out.push(wrap(centres[0] + 0.5 * width + gap));
+        out.push(wrap(centres[0] + 0.5 * width + gap + 1e-3 * width));
+        out
+    }
+
+    #[test]
+    fn the_bisection_gives_the_clusters_of_the_pass_over_the_tokens() {
+        let mut rng = ChaCha8Rng::seed_from_u64(38);
+        let rule = ClusterRule::default();
+        let theta = rule.threshold;
+        let (mut decided, mut clustered, mut trials) = (0, 0, 0);
+        for trial in 0..160 {
+            let cond = [1.0, 3.0, 1e2, 1e4, 1e6, 1e8, 1e10, 1e12][trial % 8];
+            let p = squeeze(
+                rng.random_range(-PI..PI),
+                f64::sqrt(cond),
+                rng.random_range(-PI..PI),
+            );
+            let k = 1 + trial % 5;
+            let width = [1e-9, 1e-6, 1e-3, 0.05, 0.099, 0.3][(trial / 2) % 6];
+            let gap = theta + [0.0, 1e-14, -1e-14, 0.02, -0.02, 1.0][(trial / 3) % 6];
+            let n = MIN_TOKENS + 2 + (trial * 97) % 3000;
+            let spread = trial % 10 == 9;
+            let angles = if spread {
+                (0..n).map(|_| rng.random_range(-PI..PI)).collect()
+            } else {
+                targets(&mut rng, n, k, width, gap, trial % 4 == 1)
+            };
+            let mut x = preimages(&p, &angles);
+            if trial % 2 == 0 {
+                // Every token with a twin a few ulps away: images out of the start order.
+                x = x
+                    .chunks_exact(2)
+                    .take(n / 2)
+                    .flat_map(|t| {
+                        let ulps = rng.random_range(1..4u64);
+                        [t[0], t[1], t[0], f64::from_bits(t[1].to_bits() + ulps)]
+                    })
+                    .collect();
+            }
+            if trial % 2 == 1 && !spread {
+                // The first arc's two ends, each 12 times with its length a few ulps off: the
+                // images' rounding decides which copy is first (not the start order).
+                let ends = [angles[0] - 0.5 * width, angles[0] + 0.5 * width];
+                for t in preimages(&p, &ends).chunks_exact(2) {
+                    for j in 1..=12 {
+                        let c = 1.0 + j as f64 * f64::EPSILON;
+                        x.extend_from_slice(&[c * t[0], c * t[1]]);
+                    }
+                }
+            }
+            let n = x.len() / 2;
+            let source = Mapped {
+                p,
+                order: CircleOrder::of(&x).unwrap(),
+                x,
+            };
+            let mut tokens = vec![0.0; 2 * n];
+            source.rows(0, &mut tokens);
+            let pass = detect_clusters(&tokens, 2, rule);
+            trials += 1;
+            if let Some(c) = plane_clusters(&source, rule, &mut PlaneScratch::default()) {
+                assert_eq!(
+                    c, pass,
+                    "trial {trial}: cond {cond}, k {k}, width {width}, gap {gap}"
+                );
+                decided += 1;
+            }
+            clustered += pass.is_clustered() as usize;
+        }
+        assert!(clustered > 40, "{clustered} of {trials} clustered");
+        assert!(decided > trials * 2 / 3, "{decided} of {trials} decided");
+    }
+}

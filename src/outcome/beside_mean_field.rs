@@ -134,8 +134,12 @@ pub fn beside_rows(particles: &ParticleOrder, mean_field: &OrderSeries) -> Vec<B
         .collect()
 }
 
+/// Error bars at or below this are the rounding of runs that agree (|R1| and s are in [0, 1]):
+/// one token, or runs that all reach the same state, have no sampling error to measure by.
+pub const ROUNDING_ERROR: f64 = 1e-12;
+
 /// For quantity `q` (0: |R1|, 1: s): the largest distance and the largest distance in units
-/// of the error bar.
+/// of the error bar (samples whose bar is only rounding, [`ROUNDING_ERROR`], do not count).
 pub fn distances(rows: &[BesideRow], q: usize) -> (f64, Option<f64>) {
     let distance = |r: &BesideRow| (r.particles[q] - r.mean_field[q]).abs();
     let max = rows.iter().map(distance).fold(0.0, f64::max);
@@ -144,7 +148,7 @@ pub fn distances(rows: &[BesideRow], q: usize) -> (f64, Option<f64>) {
         .filter_map(|r| {
             r.error
                 .map(|e| e[q])
-                .filter(|e| *e > 0.0)
+                .filter(|e| *e > ROUNDING_ERROR)
                 .map(|e| distance(r) / e)
         })
         .reduce(f64::max);
@@ -203,5 +207,9 @@ mod tests {
         assert!((z.unwrap() - 5.0).abs() < 1e-12);
         // No gap and no error bar in s.
         assert_eq!(distances(&rows(Some(&[0.01, 0.01, 0.05])), 1), (0.0, None));
+        // Bars of rounding (runs of one token all at |R1| = 1): no z, not 1e17 of them.
+        let (d, z) = distances(&rows(Some(&[1e-17, 2e-16, 0.0])), 0);
+        assert!((d - 0.1).abs() < 1e-15);
+        assert_eq!(z, None);
     }
 }

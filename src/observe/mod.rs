@@ -20,7 +20,7 @@ pub use order::{
     principal_arg, OrderParameters,
 };
 pub use progress::Progress;
-pub use series::OrderSeries;
+pub use series::{axis_distance, OrderSeries};
 pub use token_source::{PlaneMap, PlaneOrder, TokenSource};
 
 use std::io;

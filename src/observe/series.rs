@@ -25,7 +25,31 @@ pub struct OrderSeries {
     pub nematic: Vec<f64>,
     /// Unwrapped axis angle (doubled, like arg R2); in d > 2 it is non-decreasing.
     pub axis_angle: Vec<f64>,
+    /// In d > 2 the axes themselves (f32), one per sample, while they take at most
+    /// [`MAX_AXIS_NUMBERS`] numbers (then none: `axes` is cleared and stays empty).
+    pub axes: Vec<Vec<f32>>,
+    axes_dropped: bool,
     last_axis: Option<Vec<f64>>,
+}
+
+/// The most numbers the d > 2 axes of a series keep (32 MB).
+pub const MAX_AXIS_NUMBERS: usize = 1 << 23;
+
+/// The doubled angle between two axes (lines: the sign is irrelevant), in [0, pi].
+pub fn axis_distance(a: &[f32], b: &[f32]) -> f64 {
+    let (mut ab, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    let c = ab.abs() / (aa * bb).sqrt();
+    if c.is_finite() {
+        2.0 * c.min(1.0).acos()
+    } else {
+        0.0
+    }
 }
 
 impl OrderSeries {
@@ -66,6 +90,7 @@ impl OrderSeries {
                     }
                     None => 0.0,
                 };
+                self.keep_axis(axis);
                 self.last_axis = Some(axis.clone());
                 prev + step
             }
@@ -75,6 +100,21 @@ impl OrderSeries {
         self.r1.push(order.r1);
         self.nematic.push(order.nematic);
         self.axis_angle.push(angle);
+    }
+}
+
+impl OrderSeries {
+    /// Keeps a d > 2 axis while the axes fit [`MAX_AXIS_NUMBERS`].
+    fn keep_axis(&mut self, axis: &[f64]) {
+        if self.axes_dropped {
+            return;
+        }
+        if (self.axes.len() + 1) * axis.len() > MAX_AXIS_NUMBERS {
+            self.axes = Vec::new();
+            self.axes_dropped = true;
+            return;
+        }
+        self.axes.push(axis.iter().map(|&x| x as f32).collect());
     }
 }
 

@@ -121,16 +121,15 @@ pub fn classify_stationary(series: &OrderSeries, n: usize) -> Classification {
 /// (fewer than 16) or the axes were not kept.
 fn drifts(series: &OrderSeries, start: usize) -> bool {
     let n = series.len() - start;
-    let axes = &series.axes;
-    let in_plane = axes.is_empty();
-    if n < 16 || (!in_plane && axes.len() != series.len()) {
+    let in_plane = series.axes.is_empty();
+    if n < 16 || (!in_plane && series.axes.len() != series.len() * series.axis_dim) {
         return true;
     }
     let turn = |i: usize, j: usize| {
         if in_plane {
             (series.axis_angle[j] - series.axis_angle[i]).abs()
         } else {
-            crate::observe::axis_distance(&axes[i], &axes[j])
+            crate::observe::axis_distance(series.axis(i), series.axis(j))
         }
     };
     let mean_turn = |lag: usize| {

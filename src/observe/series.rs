@@ -25,9 +25,11 @@ pub struct OrderSeries {
     pub nematic: Vec<f64>,
     /// Unwrapped axis angle (doubled, like arg R2); in d > 2 it is non-decreasing.
     pub axis_angle: Vec<f64>,
-    /// In d > 2 the axes themselves (f32), one per sample, while they take at most
-    /// [`MAX_AXIS_NUMBERS`] numbers (then none: `axes` is cleared and stays empty).
-    pub axes: Vec<Vec<f32>>,
+    /// In d > 2 the axes themselves (f32), one row of `axis_dim` per sample, while they take at
+    /// most [`MAX_AXIS_NUMBERS`] numbers (then none: `axes` is cleared and stays empty).
+    pub axes: Vec<f32>,
+    /// The length of an axis (0 in d = 2).
+    pub axis_dim: usize,
     axes_dropped: bool,
     last_axis: Option<Vec<f64>>,
 }
@@ -91,7 +93,10 @@ impl OrderSeries {
                     None => 0.0,
                 };
                 self.keep_axis(axis);
-                self.last_axis = Some(axis.clone());
+                match &mut self.last_axis {
+                    Some(last) => last.clone_from(axis),
+                    None => self.last_axis = Some(axis.clone()),
+                }
                 prev + step
             }
         };
@@ -109,12 +114,18 @@ impl OrderSeries {
         if self.axes_dropped {
             return;
         }
-        if (self.axes.len() + 1) * axis.len() > MAX_AXIS_NUMBERS {
+        if self.axes.len() + axis.len() > MAX_AXIS_NUMBERS {
             self.axes = Vec::new();
             self.axes_dropped = true;
             return;
         }
-        self.axes.push(axis.iter().map(|&x| x as f32).collect());
+        self.axis_dim = axis.len();
+        self.axes.extend(axis.iter().map(|&x| x as f32));
+    }
+
+    /// The kept d > 2 axis of sample i.
+    pub fn axis(&self, i: usize) -> &[f32] {
+        &self.axes[i * self.axis_dim..(i + 1) * self.axis_dim]
     }
 }
 

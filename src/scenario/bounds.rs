@@ -285,15 +285,17 @@ fn speed_bound(
     }
     let beta = model.beta.abs();
     let lsa = model.kernel == KernelKind::Lsa;
+    let alibi = lsa && matches!(model.position, super::PositionSpec::Alibi(_));
     let reach = n.saturating_sub(1) as f64;
     let speed = layers
         .iter()
         .map(|heads| {
-            let slopes = model.position.slopes(heads.len(), n).filter(|_| lsa);
+            let slopes = model.position.slopes(heads.len(), n).filter(|_| alibi);
             let slope = |i: usize| {
                 slopes
                     .as_ref()
-                    .map_or(0.0, |m| m.get(i).map_or(0.0, |m| m.abs()))
+                    .and_then(|m| m.get(i))
+                    .map_or(0.0, |m| m.abs())
             };
             heads
                 .iter()
@@ -305,7 +307,6 @@ fn speed_bound(
             0.0,
             |m: f64, x| if x.is_nan() { f64::INFINITY } else { m.max(x) },
         );
-    let alibi = lsa && model.position.slopes(1, n).is_some();
     let (formula, culprit) = match model.kernel {
         KernelKind::Lsa if alibi => (
             "sum over heads of |V| (|beta| |A| + m (n - 1))",

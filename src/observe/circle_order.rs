@@ -141,21 +141,31 @@ impl Bound {
 
     /// A bound for tokens whose computed angles lie in [lo - global, hi + global] (hi >= lo):
     /// 64 eps (|P|_F sqrt(Q) / det + 2 + Q / det) with Q the largest over the arc of their exact
-    /// images, narrowed from the global bound while it shrinks (at most 12 times); never above it.
+    /// images, narrowed from the global bound while it shrinks (at most [`NARROWINGS`] times); never
+    /// above it.
     pub fn over(&self, lo: f64, hi: f64) -> f64 {
         let mut delta = self.global;
-        for _ in 0..12 {
+        for _ in 0..NARROWINGS {
             let q = self.q_max(lo - 2.0 * delta, hi + 2.0 * delta);
             let local =
                 64.0 * f64::EPSILON * (self.frobenius * q.sqrt() / self.det + 2.0 + q / self.det);
             if local.is_nan() || local >= delta {
                 break;
             }
+            let slowing = local > 0.9 * delta;
             delta = local;
+            // Near its floor (or at a global bound near 0.5) a narrowing gains little.
+            if slowing {
+                break;
+            }
         }
         delta
     }
 }
+
+/// The most narrowings of [`Bound::over`]: each multiplies the bound by about 2 delta / (64 eps)
+/// times 64 eps = 2 delta (the global one), so at delta = 0.2 some 40 reach the rounding floor.
+const NARROWINGS: usize = 64;
 
 /// The tight arcs of one sample as ranges of positions of a [`CircleOrder`].
 #[derive(Debug, Clone, PartialEq)]
@@ -182,8 +192,11 @@ impl Arcs {
 
     /// The arc that holds position p.
     pub fn arc_of(&self, p: usize) -> usize {
-        let m = self.starts.len();
-        (self.starts.partition_point(|&s| s <= p) + m - 1) % m
+        // Before the first start: the last arc, round the cycle (no division: a hot loop).
+        match self.starts.partition_point(|&s| s <= p) {
+            0 => self.starts.len() - 1,
+            i => i - 1,
+        }
     }
 }
 
@@ -198,10 +211,10 @@ pub enum Partition {
 
 /// The largest global bound tried: a step read within it of zero is taken as a backward step
 /// (a whole turn short is caught by the total); beyond it the map is too far from conformal.
-const MAX_GLOBAL_BOUND: f64 = 0.5;
+pub const MAX_GLOBAL_BOUND: f64 = 0.5;
 
 /// The step from angle a to angle b along the circle: b - a, plus 2 pi when below -delta.
-fn step(a: f64, b: f64, delta: f64) -> f64 {
+pub fn step(a: f64, b: f64, delta: f64) -> f64 {
     let s = b - a;
     if s < -delta {
         s + TAU
@@ -216,6 +229,8 @@ struct Piece {
     i: usize,
     step: f64,
     cut: bool,
+    /// The rounding bound of the piece's tokens (local where it was narrowed).
+    bound: f64,
 }
 
 /// Angles a_p of positions, counted against a budget.
@@ -266,6 +281,7 @@ pub fn partition(
     let mut starts: Vec<usize> = cuts.iter().map(|&c| (c + 1) % n).collect();
     let mut spans = vec![0.0; cuts.len()];
     let mut counts = vec![0usize; cuts.len()];
+    let mut bounds = vec![0.0_f64; cuts.len()];
     let mut arc = cuts.len() - 1;
     for piece in &pieces {
         if piece.cut {
@@ -273,6 +289,7 @@ pub fn partition(
         } else {
             spans[arc] += piece.step;
             counts[arc] += 1;
+            bounds[arc] = bounds[arc].max(piece.bound);
         }
     }
     // The arc after the last cut holds the positions from its start round to the first cut.
@@ -280,7 +297,8 @@ pub fn partition(
     ends.rotate_left(1);
     let mut diameters = Vec::with_capacity(cuts.len());
     for a in 0..cuts.len() {
-        let margin = (counts[a] as f64 + 2.0) * delta;
+        // The arc's tokens are those of its pieces: their largest bound holds for all of them.
+        let margin = (counts[a] as f64 + 2.0) * bounds[a];
         if spans[a] - margin > theta {
             return Some(Partition::NotClustered);
         }
@@ -323,6 +341,7 @@ fn bisect(n: usize, theta: f64, bound: &Bound, angles: &mut Angles) -> Option<Ve
                 i,
                 step: s,
                 cut: false,
+                bound: local,
             });
         } else if j - i == 1 {
             let ends = if near {
@@ -337,6 +356,7 @@ fn bisect(n: usize, theta: f64, bound: &Bound, angles: &mut Angles) -> Option<Ve
                 i,
                 step: s,
                 cut: true,
+                bound: ends,
             });
         } else {
             let m = i + (j - i) / 2;
@@ -362,21 +382,33 @@ fn arc_diameter(
     let at = |q: usize| (start + q) % n;
     let (a_start, a_end) = (angles.at(start)?, angles.at(end)?);
     let delta = bound.over(a_start, a_start + step(a_start, a_end, bound.global));
+    // A later token q below the lowest angle seen lies within delta below a_start, and so does
+    // every token from the start to q: their bound is the one local to the arc's start end, and
+    // the scan stops at the first angle more than that above the lowest one seen (steps
+    // measured from a_start, through the cut). Likewise at the last end.
+    let at_start = bound.over(a_start - delta, a_start).min(delta);
     let mut near_start = vec![a_start];
+    let mut lowest = 0.0_f64;
     for q in 1..len {
         let a = angles.at(at(q))?;
         near_start.push(a);
-        if step(a_start, a, delta) > 2.0 * delta {
+        let s = step(a_start, a, delta);
+        if s > lowest + at_start {
             break;
         }
+        lowest = lowest.min(s);
     }
+    let at_end = bound.over(a_end, a_end + delta).min(delta);
     let mut near_end = vec![a_end];
+    let mut highest = 0.0_f64;
     for q in (0..len - 1).rev() {
         let a = angles.at(at(q))?;
         near_end.push(a);
-        if step(a, a_end, delta) > 2.0 * delta {
+        let s = -step(a, a_end, delta);
+        if s < highest - at_end {
             break;
         }
+        highest = highest.max(s);
     }
     // Through the cut when the arc (shorter than pi / 2) has angles near both pi and -pi.
     let seen = || near_start.iter().chain(&near_end);

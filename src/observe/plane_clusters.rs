@@ -14,9 +14,9 @@
 //! runs): when the bounds of the bisection do not decide, or a token is not a unit vector to
 //! rounding (the pass would normalise every token first).
 
-use super::circle_order::{partition, Arcs, Bound, CircleOrder, Partition};
+use super::circle_order::{partition, Arcs, Bound, Partition};
 use super::clusters::{direction_of_sum, is_unit, smallest_separation, ClusterRule, Clustering};
-use super::TokenSource;
+use super::{PlaneOrder, TokenSource};
 
 /// Below this many tokens the pass over the tokens is as cheap.
 pub const MIN_TOKENS: usize = 1 << 12;
@@ -25,7 +25,7 @@ pub const MIN_TOKENS: usize = 1 << 12;
 const PIECE_TOKENS: usize = 1 << 14;
 
 /// The bisection may compute at most max(n / BUDGET_FRACTION, MIN_TOKENS) angles.
-const BUDGET_FRACTION: usize = 64;
+const BUDGET_FRACTION: usize = 8;
 
 /// What [`plane_clusters`] keeps between samples.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ pub fn plane_clusters(
         return None;
     }
     let plane = source.plane_order()?;
-    if plane.order.len() != n {
+    if plane.len() != n {
         return None;
     }
     let bound = Bound::of(&plane.p)?;
@@ -69,7 +69,7 @@ pub fn plane_clusters(
     }
     let mut token = [0.0; 2];
     let mut angle = |p: usize| {
-        source.rows(plane.order.token(p), &mut token);
+        source.rows(plane.token(p), &mut token);
         token[1].atan2(token[0])
     };
     let budget = (n / BUDGET_FRACTION).max(MIN_TOKENS);
@@ -79,13 +79,9 @@ pub fn plane_clusters(
     };
     match found {
         Partition::NotClustered => Some(Clustering::not_clustered(n, rule.threshold)),
-        Partition::Arcs(arcs) => summarise(
-            source,
-            plane.order,
-            &arcs,
-            rule.threshold,
-            &mut scratch.rows,
-        ),
+        Partition::Arcs(arcs) => {
+            summarise(source, &plane, &arcs, rule.threshold, &mut scratch.rows)
+        }
     }
 }
 
@@ -97,39 +93,36 @@ struct ArcSums {
     diameter: f64,
 }
 
+/// An arc's sum of tokens and its first token (index and row).
+type SumAndFirst = ([f64; 2], Option<(usize, [f64; 2])>);
+
 /// Sizes, centres, diameter and separation of the arcs, largest first (ties: the arc whose
 /// first token comes first), as the pass over the tokens orders them.
 fn summarise(
     source: &dyn TokenSource,
-    order: &CircleOrder,
+    order: &PlaneOrder<'_>,
     arcs: &Arcs,
     threshold: f64,
     rows: &mut Vec<f64>,
 ) -> Option<Clustering> {
     let n = source.n();
-    let mut sums: Vec<ArcSums> = (0..arcs.starts.len())
-        .map(|a| ArcSums {
-            sum: [0.0; 2],
-            first: None,
+    let found = match arcs.starts.len() {
+        1 => sums_in_registers::<1>(source, order, arcs, rows),
+        2 => sums_in_registers::<2>(source, order, arcs, rows),
+        3 => sums_in_registers::<3>(source, order, arcs, rows),
+        4 => sums_in_registers::<4>(source, order, arcs, rows),
+        _ => sums_in_memory(source, order, arcs, rows),
+    }?;
+    let mut sums: Vec<ArcSums> = found
+        .into_iter()
+        .enumerate()
+        .map(|(a, (sum, first))| ArcSums {
+            sum,
+            first,
             size: arcs.size(a),
             diameter: arcs.diameters[a],
         })
         .collect();
-    rows.resize(2 * PIECE_TOKENS.min(n), 0.0);
-    for start in (0..n).step_by(PIECE_TOKENS) {
-        let piece = &mut rows[..2 * PIECE_TOKENS.min(n - start)];
-        source.rows(start, piece);
-        for (i, y) in piece.chunks_exact(2).enumerate() {
-            if !is_unit(y) {
-                return None;
-            }
-            let k = start + i;
-            let arc = &mut sums[arcs.arc_of(order.position(k))];
-            arc.sum[0] += y[0];
-            arc.sum[1] += y[1];
-            arc.first.get_or_insert((k, [y[0], y[1]]));
-        }
-    }
     let first_token = |a: &ArcSums| a.first.map_or(usize::MAX, |f| f.0);
     sums.sort_by(|a, b| {
         b.size
@@ -149,6 +142,77 @@ fn summarise(
         threshold,
         n,
     })
+}
+
+/// Calls `each(k, y)` for every token y_k in index order, made a piece at a time; `None` when a
+/// token is not a unit vector to rounding.
+fn each_token(
+    source: &dyn TokenSource,
+    rows: &mut Vec<f64>,
+    mut each: impl FnMut(usize, &[f64]),
+) -> Option<()> {
+    let n = source.n();
+    rows.resize(2 * PIECE_TOKENS.min(n), 0.0);
+    for start in (0..n).step_by(PIECE_TOKENS) {
+        let piece = &mut rows[..2 * PIECE_TOKENS.min(n - start)];
+        source.rows(start, piece);
+        for (i, y) in piece.chunks_exact(2).enumerate() {
+            if !is_unit(y) {
+                return None;
+            }
+            each(start + i, y);
+        }
+    }
+    Some(())
+}
+
+/// The arcs' sums in token order, K arcs: every token is added to every sum, times 1 for its
+/// own arc and 0 for the others. s + 0 y = s and s + 1 y = s + y exactly (s is never -0: it
+/// starts at +0, and x + (-x) = +0), so these are the sums of [`sums_in_memory`], the same
+/// doubles, with the sums held in registers instead of a store and a load per token.
+fn sums_in_registers<const K: usize>(
+    source: &dyn TokenSource,
+    order: &PlaneOrder<'_>,
+    arcs: &Arcs,
+    rows: &mut Vec<f64>,
+) -> Option<Vec<SumAndFirst>> {
+    let starts: [usize; K] = std::array::from_fn(|a| arcs.starts[a]);
+    let mut sums = [[0.0_f64; 2]; K];
+    let mut firsts: [Option<(usize, [f64; 2])>; K] = [None; K];
+    each_token(source, rows, |k, y| {
+        let p = order.position(k);
+        // Arc a holds the positions from starts[a]; before starts[0], the last arc's (round).
+        let at_or_after: usize = starts.iter().map(|&s| usize::from(s <= p)).sum();
+        let arc = if at_or_after == 0 {
+            K - 1
+        } else {
+            at_or_after - 1
+        };
+        for (a, sum) in sums.iter_mut().enumerate() {
+            let w = if a == arc { 1.0 } else { 0.0 };
+            sum[0] += w * y[0];
+            sum[1] += w * y[1];
+        }
+        firsts[arc].get_or_insert((k, [y[0], y[1]]));
+    })?;
+    Some(sums.into_iter().zip(firsts).collect())
+}
+
+/// The arcs' sums in token order, any number of arcs.
+fn sums_in_memory(
+    source: &dyn TokenSource,
+    order: &PlaneOrder<'_>,
+    arcs: &Arcs,
+    rows: &mut Vec<f64>,
+) -> Option<Vec<SumAndFirst>> {
+    let mut found: Vec<SumAndFirst> = vec![([0.0; 2], None); arcs.starts.len()];
+    each_token(source, rows, |k, y| {
+        let (sum, first) = &mut found[arcs.arc_of(order.position(k))];
+        sum[0] += y[0];
+        sum[1] += y[1];
+        first.get_or_insert((k, [y[0], y[1]]));
+    })?;
+    Some(found)
 }
 
 #[cfg(test)]
@@ -191,10 +255,7 @@ mod tests {
             None
         }
         fn plane_order(&self) -> Option<PlaneOrder<'_>> {
-            Some(PlaneOrder {
-                p: self.p,
-                order: &self.order,
-            })
+            PlaneOrder::new(self.p, &self.order)
         }
     }
 
@@ -255,7 +316,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(38);
         let rule = ClusterRule::default();
         let theta = rule.threshold;
-        let (mut decided, mut clustered, mut trials) = (0, 0, 0);
+        let (mut decided, mut clustered, mut trials, mut reversed) = (0, 0, 0, 0);
         for trial in 0..160 {
             let cond = [1.0, 3.0, 1e2, 1e4, 1e6, 1e8, 1e10, 1e12][trial % 8];
             let p = squeeze(
@@ -296,6 +357,14 @@ mod tests {
                     }
                 }
             }
+            // Every third map reverses the circle (det < 0, as a computed Phi may): P R of R x,
+            // R = diag(1, -1), the same images.
+            let p = if trial % 3 == 2 {
+                x.chunks_exact_mut(2).for_each(|t| t[1] = -t[1]);
+                [p[0], -p[1], p[2], -p[3]]
+            } else {
+                p
+            };
             let n = x.len() / 2;
             let source = Mapped {
                 p,
@@ -312,10 +381,13 @@ mod tests {
                     "trial {trial}: cond {cond}, k {k}, width {width}, gap {gap}"
                 );
                 decided += 1;
+                reversed += usize::from(trial % 3 == 2);
             }
             clustered += pass.is_clustered() as usize;
         }
         assert!(clustered > 40, "{clustered} of {trials} clustered");
+        eprintln!("{decided} of {trials} decided, {reversed} of them reversed");
         assert!(decided > trials * 2 / 3, "{decided} of {trials} decided");
+        assert!(reversed > 30, "{reversed} reversed maps decided");
     }
 }

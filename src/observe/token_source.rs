@@ -66,13 +66,62 @@ pub struct PlaneMap<'a> {
 }
 
 /// A model's d = 2 tokens as one map of the start tokens, with the start tokens' order by angle
-/// (for the clusters by bisection, docs/MATH.md §11.3): y_k = P x_k / |P x_k|, det P > 0.
+/// (for the clusters by bisection, docs/MATH.md §11.3): y_k = P x_k / |P x_k|. When det P < 0
+/// (a computed Phi whose tiny determinant rounding made negative) the map reverses the circle:
+/// y_k = (P R)(R x_k) / |.| with the reflection R = diag(1, -1) (the same products, so the same
+/// doubles), whose start order is the order read backwards.
 #[derive(Debug, Clone, Copy)]
 pub struct PlaneOrder<'a> {
-    /// P row-major: (p11, p12, p21, p22).
+    /// The increasing map: P, or P R when det P < 0 (row-major).
     pub p: [f64; 4],
-    /// The start tokens x_k sorted by their angle.
-    pub order: &'a CircleOrder,
+    order: &'a CircleOrder,
+    reversed: bool,
+}
+
+impl<'a> PlaneOrder<'a> {
+    /// The order of the map P (row-major) of the start tokens ordered by `order`; `None` when
+    /// det P is zero or an entry is not finite.
+    pub fn new(p: [f64; 4], order: &'a CircleOrder) -> Option<Self> {
+        let det = p[0] * p[3] - p[1] * p[2];
+        if !(det.is_finite() && p.iter().all(|v| v.is_finite())) || det == 0.0 {
+            return None;
+        }
+        let reversed = det < 0.0;
+        let p = if reversed {
+            [p[0], -p[1], p[2], -p[3]]
+        } else {
+            p
+        };
+        Some(PlaneOrder { p, order, reversed })
+    }
+
+    /// Number of tokens.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether there are no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The token at position p of the increasing map's start order.
+    pub fn token(&self, p: usize) -> usize {
+        if self.reversed {
+            self.order.token(self.order.len() - 1 - p)
+        } else {
+            self.order.token(p)
+        }
+    }
+
+    /// The position of token k in that order.
+    pub fn position(&self, k: usize) -> usize {
+        if self.reversed {
+            self.order.len() - 1 - self.order.position(k)
+        } else {
+            self.order.position(k)
+        }
+    }
 }
 
 /// A sample's tokens, made when asked for.

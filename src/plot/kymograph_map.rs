@@ -15,11 +15,23 @@
 //! other token is at least (delta - 1e-6 - 1e-14 kappa) / kappa from an edge after the map, far
 //! more than the rounding of the map and of the bin (1e-14 kappa), so its bin is the bin of its
 //! segment. delta = 2e-6 + 1e-12 (kappa + kappa^2); above [`MAX_WINDOW`] (Phi far from
-//! conformal) the column is left to the pass over the tokens.
+//! conformal) [`doubled_counts_along`] counts the column from the computed angles along the
+//! start tokens' order instead (docs/MATH.md §11.4):
+//!
+//! ```text
+//! a range of positions i < j with step(a_i, a_j) = s, |s| < pi / (2 B): its angles lie in
+//! [a_i + min(s, 0) - delta_I, a_i + max(s, 0) + delta_I]  (delta_I: Bound::over, §11.3);
+//! one bin at both ends of that interval (with a margin for the bin's rounding)
+//!   => every token of the range is in that bin; else bisect, down to single tokens.
+//! ```
+//!
+//! Then a column costs O(B log n) angles for spread tokens and O(k log n) for k tight clusters;
+//! more than a budget of angles leave it to the pass over the tokens.
 
-use std::f64::consts::TAU;
+use std::f64::consts::{PI, TAU};
 
-use super::kymograph::{angle_bin_of, BINS};
+use super::kymograph::{angle_bin, angle_bin_of, BINS};
+use crate::observe::circle_order::{step, Bound, MAX_GLOBAL_BOUND};
 use crate::observe::token_source::{key_angle, key_index};
 use crate::observe::PlaneMap;
 
@@ -120,6 +132,69 @@ pub fn doubled_counts(
     Some(counts)
 }
 
+/// The counts per bin of the doubled angles of n tokens from their computed angles along the
+/// start order (module docs): `angle(p)` is atan2 of the sample's token at position p, the
+/// doubles a pass over the tokens bins; at most `budget` angles. `None` when the bound is too
+/// large, an angle is not finite, the steps do not go once round, or the budget runs out.
+pub fn doubled_counts_along(
+    n: usize,
+    bound: &Bound,
+    budget: usize,
+    angle: &mut dyn FnMut(usize) -> f64,
+) -> Option<[u64; BINS]> {
+    let delta = bound.global;
+    if n < 2 || !(0.0..MAX_GLOBAL_BOUND).contains(&delta) {
+        return None;
+    }
+    let mut left = budget;
+    let mut at = |p: usize| -> Option<f64> {
+        left = left.checked_sub(1)?;
+        let a = angle(p);
+        a.is_finite().then_some(a)
+    };
+    let bin = |a: f64| angle_bin(2.0 * a, BINS);
+    let mut counts = [0u64; BINS];
+    let mut total = 0.0;
+    let (a0, half) = (at(0)?, n / 2);
+    let ah = at(half)?;
+    // (i, j, a_i, a_j); j = n stands for position 0. Range [i, j) holds positions i .. j - 1.
+    let mut stack = vec![(half, n, ah, a0), (0, half, a0, ah)];
+    while let Some((i, j, ai, aj)) = stack.pop() {
+        let s = step(ai, aj, delta);
+        if j - i == 1 {
+            counts[bin(ai)] += 1;
+        } else if let Some(b) = one_bin(ai, s, bound) {
+            counts[b] += (j - i) as u64;
+        } else {
+            let m = i + (j - i) / 2;
+            let am = at(m)?;
+            stack.push((m, j, am, aj));
+            stack.push((i, m, ai, am));
+            continue;
+        }
+        total += s;
+    }
+    // Once round: a range read a whole turn short shows as a total near 0.
+    (PI..3.0 * PI).contains(&total).then_some(counts)
+}
+
+/// The one bin of every token of a range from computed angle a with step s, or `None`.
+fn one_bin(a: f64, s: f64, bound: &Bound) -> Option<usize> {
+    // Shorter than half a bin of the (single) angle: a range cannot hold two whole bins' edges.
+    const SPAN: f64 = PI / BINS as f64 / 2.0;
+    // Above the rounding of `angle_bin`'s reduction and scaling (angles below 2 pi).
+    const MARGIN: f64 = 1e-12;
+    if s.abs() >= SPAN {
+        return None;
+    }
+    let (lo, hi) = (a + s.min(0.0), a + s.max(0.0));
+    let within = |w: f64| {
+        let first = angle_bin(2.0 * (lo - w - MARGIN), BINS);
+        (first == angle_bin(2.0 * (hi + w + MARGIN), BINS)).then_some(first)
+    };
+    within(bound.global).or_else(|| within(bound.over(lo, hi)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +288,87 @@ mod tests {
             .collect();
         assert!(check(p, &circle(&angles)));
         assert!(check([1.0, 0.0, 0.0, 1.0], &circle(&angles)));
+    }
+
+    /// The counts along the start order of the tokens of P (any sign of det P), if decided.
+    fn along(p: [f64; 4], x: &[f64]) -> Option<[u64; BINS]> {
+        let order = crate::observe::circle_order::CircleOrder::of(x).unwrap();
+        let plane = crate::observe::PlaneOrder::new(p, &order)?;
+        let bound = Bound::of(&plane.p)?;
+        let mut y = [0.0; 2];
+        let mut angle = |q: usize| {
+            let k = plane.token(q);
+            image(&p, &x[2 * k..2 * k + 2], &mut y);
+            y[1].atan2(y[0])
+        };
+        doubled_counts_along(x.len() / 2, &bound, x.len(), &mut angle)
+    }
+
+    #[test]
+    fn counts_along_the_order_are_those_of_a_pass_up_to_cond_1e12() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(72);
+        let (mut decided, mut trials) = (0, 0);
+        for trial in 0..120 {
+            // P = R(alpha) diag(s, 1 / s) R(beta), cond s^2 from 1 to 1e12; every other one
+            // with a column negated (det < 0).
+            let cond: f64 = [1.0, 1e2, 1e4, 1e6, 1e8, 1e10, 1e12][trial % 7];
+            let s = cond.sqrt();
+            let (a, b) = (
+                rng.random_range(-3.0..3.0_f64),
+                rng.random_range(-3.0..3.0_f64),
+            );
+            let (sa, ca) = a.sin_cos();
+            let (sb, cb) = b.sin_cos();
+            let d = [s * ca, -sa / s, s * sa, ca / s];
+            let mut p = [
+                d[0] * cb + d[1] * sb,
+                -d[0] * sb + d[1] * cb,
+                d[2] * cb + d[3] * sb,
+                -d[2] * sb + d[3] * cb,
+            ];
+            if trial % 2 == 1 {
+                p[1] = -p[1];
+                p[3] = -p[3];
+            }
+            // Spread tokens, a few tight clusters, and tokens next to the edges' preimages.
+            let n = 200 + trial * 37;
+            let angles: Vec<f64> = match trial % 3 {
+                0 => (0..n).map(|_| rng.random_range(-4.0..4.0)).collect(),
+                1 => (0..n)
+                    .map(|k| [0.3, 1.9, -2.2][k % 3] + 1e-3 * rng.random_range(-1.0..1.0))
+                    .collect(),
+                _ => (0..n)
+                    .map(|k| {
+                        let j = (k % BINS) as f64;
+                        0.5 * TAU * j / BINS as f64 + 1e-12 * rng.random_range(-1.0..1.0)
+                    })
+                    .collect(),
+            };
+            let x = if trial % 3 == 2 {
+                // Start tokens whose images sit on or next to the edges: x = adj(P) y.
+                angles
+                    .iter()
+                    .flat_map(|t| {
+                        let (st, ct) = t.sin_cos();
+                        let w = [p[3] * ct - p[1] * st, -p[2] * ct + p[0] * st];
+                        let r = w[0].hypot(w[1]);
+                        [w[0] / r, w[1] / r]
+                    })
+                    .collect()
+            } else {
+                circle(&angles)
+            };
+            trials += 1;
+            if let Some(counts) = along(p, &x) {
+                assert_eq!(
+                    counts,
+                    pass(&p, &x),
+                    "trial {trial}: cond {cond}, p = {p:?}"
+                );
+                decided += 1;
+            }
+        }
+        assert!(decided > trials * 2 / 3, "{decided} of {trials} decided");
     }
 
     #[test]

@@ -278,6 +278,28 @@ impl TokenSnapshots {
     }
 }
 
+/// At most this fraction of the tokens' angles for a column along the start order (each costs
+/// a few times a token of the pass over the tokens).
+const ALONG_BUDGET_FRACTION: usize = 16;
+
+/// The kymograph's column of a plane map from the angles along the start tokens' order
+/// ([`super::kymograph_map::doubled_counts_along`]), when the map has that order.
+fn counts_along_the_order(source: &dyn TokenSource) -> Option<[u64; super::kymograph::BINS]> {
+    let plane = source.plane_order()?;
+    let n = source.n();
+    if plane.len() != n {
+        return None;
+    }
+    let bound = crate::observe::circle_order::Bound::of(&plane.p)?;
+    let mut y = [0.0; 2];
+    let mut angle = |p: usize| {
+        source.rows(plane.token(p), &mut y);
+        y[1].atan2(y[0])
+    };
+    let budget = (n / ALONG_BUDGET_FRACTION).max(4096);
+    super::kymograph_map::doubled_counts_along(n, &bound, budget, &mut angle)
+}
+
 impl Observer for TokenSnapshots {
     fn wants_tokens(&self) -> bool {
         true
@@ -312,11 +334,12 @@ impl Observer for TokenSnapshots {
         }
         let n = source.n();
         if self.history.records(index) {
-            let Some(map) = source.plane_map() else {
-                return Ok(false);
-            };
             let token = |k: usize, y: &mut [f64]| source.rows(k, y);
-            let Some(counts) = super::kymograph_map::doubled_counts(&map, token) else {
+            let counts = source
+                .plane_map()
+                .and_then(|map| super::kymograph_map::doubled_counts(&map, token))
+                .or_else(|| counts_along_the_order(source));
+            let Some(counts) = counts else {
                 return Ok(false);
             };
             self.history.add_counts(index, &counts, n as u64);

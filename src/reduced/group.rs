@@ -414,15 +414,20 @@ impl TokenSource for GroupTokens<'_> {
         Some(PlaneMap { p, sorted })
     }
 
-    /// d = 2 with det Phi > 0, with the start tokens' order by angle (made once).
+    /// d = 2 with det Phi != 0, with the start tokens' order by angle (made once). The exact
+    /// det Phi is positive, but once Phi squeezes the circle (cond Phi near 1e12) the computed
+    /// one may round to either sign: [`PlaneOrder`] reads the order backwards then.
     fn plane_order(&self) -> Option<PlaneOrder<'_>> {
-        let p = self.plane_p()?;
+        if self.flow.d != 2 {
+            return None;
+        }
+        let p = [self.phi[0], self.phi[2], self.phi[1], self.phi[3]];
         let order = self
             .flow
             .circle_order
             .get_or_init(|| CircleOrder::of(&self.flow.tokens))
             .as_ref()?;
-        Some(PlaneOrder { p, order })
+        PlaneOrder::new(p, order)
     }
 }
 

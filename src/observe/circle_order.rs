@@ -15,8 +15,8 @@
 //! than theta of the sorted angles; two neighbouring positions more than theta + 2 delta apart
 //! are such a gap. Bisection finds every gap with O(k log n) angles for k tight clusters; an
 //! arc's first and last angle (the doubles the sorted definition subtracts for its diameter)
-//! are among the tokens within 2 delta of its two ends. Near theta and at the arcs' ends a
-//! bound local to the arc replaces delta ([`Bound::over`]: Q = |adj(P) y|^2 at its largest over
+//! are among the tokens from each end up to the first one a local bound beyond the extreme
+//! angle seen so far. Near theta and at the arcs' ends a bound local to the arc replaces delta ([`Bound::over`]: Q = |adj(P) y|^2 at its largest over
 //! the arc's images in place of its worst case K). Whatever the bounds do not decide (a gap
 //! within 2 delta of theta, too many angles) is left to the pass over every token.
 
@@ -370,7 +370,8 @@ fn bisect(n: usize, theta: f64, bound: &Bound, angles: &mut Angles) -> Option<Ve
 
 /// The diameter of the arc from position `start` to `end` (round the cycle when end < start),
 /// as the sorted definition computes it: its last angle minus its first (plus 2 pi through the
-/// cut at +-pi). The first and last angles are among the tokens within 2 delta of the ends.
+/// cut at +-pi). The first and last angles are among the tokens scanned from each end until one
+/// lies the end's local bound beyond the extreme seen so far (docs/MATH.md §11.3).
 fn arc_diameter(
     start: usize,
     end: usize,

@@ -166,10 +166,10 @@ fn each_token(
     Some(())
 }
 
-/// The arcs' sums in token order, K arcs: every token is added to every sum, times 1 for its
-/// own arc and 0 for the others. s + 0 y = s and s + 1 y = s + y exactly (s is never -0: it
-/// starts at +0, and x + (-x) = +0), so these are the sums of [`sums_in_memory`], the same
-/// doubles, with the sums held in registers instead of a store and a load per token.
+/// The arcs' sums in token order, K arcs: every token is added to every sum, as itself to its
+/// own arc's and as +0 to the others. s + 0 = s exactly (s is never -0: it starts at +0, and
+/// x + (-x) = +0), so these are the sums of [`sums_in_memory`], the same doubles, with the sums
+/// held in registers instead of a store and a load per token.
 fn sums_in_registers<const K: usize>(
     source: &dyn TokenSource,
     order: &PlaneOrder<'_>,
@@ -188,10 +188,12 @@ fn sums_in_registers<const K: usize>(
         } else {
             at_or_after - 1
         };
+        // The token's bits masked to +0 for the other arcs, by integer masks (no branch: the
+        // arcs of tokens in index order are random, a misprediction every other token).
         for (a, sum) in sums.iter_mut().enumerate() {
-            let w = if a == arc { 1.0 } else { 0.0 };
-            sum[0] += w * y[0];
-            sum[1] += w * y[1];
+            let mask = 0_u64.wrapping_sub(u64::from(a == arc));
+            sum[0] += f64::from_bits(y[0].to_bits() & mask);
+            sum[1] += f64::from_bits(y[1].to_bits() & mask);
         }
         firsts[arc].get_or_insert((k, [y[0], y[1]]));
     })?;

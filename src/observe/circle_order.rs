@@ -141,7 +141,7 @@ impl Bound {
 
     /// A bound for tokens whose computed angles lie in [lo - global, hi + global] (hi >= lo):
     /// 64 eps (|P|_F sqrt(Q) / det + 2 + Q / det) with Q the largest over the arc of their exact
-    /// images, narrowed from the global bound while it shrinks (at most [`NARROWINGS`] times); never
+    /// images, narrowed from the global bound while it shrinks (at most 64 times); never
     /// above it.
     pub fn over(&self, lo: f64, hi: f64) -> f64 {
         let mut delta = self.global;

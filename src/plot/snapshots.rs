@@ -285,8 +285,12 @@ const ALONG_BUDGET_FRACTION: usize = 16;
 /// The kymograph's column of a plane map from the angles along the start tokens' order
 /// ([`super::kymograph_map::doubled_counts_along`]), when the map has that order.
 fn counts_along_the_order(source: &dyn TokenSource) -> Option<[u64; super::kymograph::BINS]> {
-    let plane = source.plane_order()?;
     let n = source.n();
+    // Below this the pass over the tokens is as cheap (the clusters' bisection uses the same).
+    if n < crate::observe::plane_clusters::MIN_TOKENS {
+        return None;
+    }
+    let plane = source.plane_order()?;
     if plane.len() != n {
         return None;
     }

@@ -70,3 +70,4 @@ pub mod simulation;
 pub mod sweep;
 
 pub use error::Error;
+pub use parallel::on_the_pool;

@@ -123,7 +123,7 @@ fn main() -> ExitCode {
         }
     };
     install_signal_handlers();
-    match execute(cli.command) {
+    match on_the_pool(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) if !tokdyn::interrupt::claim_exit() => {
             // A forced stop is under way on the signal thread: it prints and ends the process.
@@ -209,6 +209,19 @@ fn options(out: Option<PathBuf>) -> RunOptions {
         progress: true,
         command_line: std::env::args().collect(),
     }
+}
+
+/// The stack of the pool's threads: the main thread's usual 8 MiB (the command runs on one).
+const STACK_BYTES: usize = 8 << 20;
+
+/// Runs the command on a thread of rayon's global pool (`RAYON_NUM_THREADS` threads), so that
+/// its parallel loops start on the calling thread ([`tokdyn::on_the_pool`]).
+fn on_the_pool(command: Command) -> Result<(), Error> {
+    // Fails only when a pool exists already; the command then runs on that one.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .stack_size(STACK_BYTES)
+        .build_global();
+    tokdyn::on_the_pool(|| execute(command))
 }
 
 fn execute(command: Command) -> Result<(), Error> {

@@ -46,7 +46,8 @@ pub fn detached<T: Send + 'static>(
     interrupt::clear();
     let (tx, rx) = channel();
     std::thread::spawn(move || {
-        let outcome = catch_unwind(AssertUnwindSafe(work));
+        // On a thread of rayon's pool: the parallel loops then start without a hand-off.
+        let outcome = catch_unwind(AssertUnwindSafe(|| tokdyn::on_the_pool(work)));
         let _ = tx.send(outcome);
     });
     let mut rx = rx;

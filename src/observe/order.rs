@@ -6,6 +6,10 @@
 //! s  = (d lambda_max(S) - 1)/(d - 1)  nematic order, S = (1/n) sum_k x_k x_k^T; s = |R2| when d = 2
 //! ```
 //!
+//! Points carrying several tokens each (the cluster model): with fewer points k than dimensions,
+//! S = Q^T Q with rows q_i = sqrt(m_i / n) p_i has rank <= k, and its leading eigenpair comes
+//! from the k x k matrix G = Q Q^T (docs/MATH.md §5).
+//!
 //! e^{2 i t} is formed without trigonometry: for (x1, x2) = r (cos t, sin t),
 //! e^{2 i t} = (x1^2 - x2^2 + 2 i x1 x2) / r^2.
 
@@ -140,6 +144,78 @@ where
     order_parameters_from_sums(n, r2_sum, &sums[2..2 + d], moment)
 }
 
+/// The order parameters of k points (rows of `points`, unit vectors in R^d) carrying `counts[i]`
+/// tokens each: those of the n = sum counts tokens, as [`order_parameters`] would give them.
+/// With k < d (d > 2) the nematic order and the axis come from G = Q Q^T, k x k, instead of the
+/// d x d moment: S = Q^T Q has G's nonzero eigenvalues, and a unit eigenvector v of G for
+/// lambda gives S's unit eigenvector Q^T v / sqrt(lambda).
+pub fn order_parameters_of_points(points: &[f64], counts: &[usize], d: usize) -> OrderParameters {
+    let n: usize = counts.iter().sum();
+    let mut r2 = Complex64::new(0.0, 0.0);
+    let mut sum_x = vec![0.0; d];
+    for (p, &m) in points.chunks_exact(d).zip(counts) {
+        let w = m as f64;
+        r2 += doubled_phase(p[0], p[1]) * w;
+        for (s, x) in sum_x.iter_mut().zip(p) {
+            *s += w * x;
+        }
+    }
+    let k = counts.len();
+    if d <= 2 || k >= d {
+        let mut moment = DMatrix::zeros(d, d);
+        for (p, &m) in points.chunks_exact(d).zip(counts) {
+            let w = m as f64;
+            for i in 0..d {
+                for j in 0..d {
+                    moment[(i, j)] += w * p[i] * p[j];
+                }
+            }
+        }
+        return order_parameters_from_sums(n, r2, &sum_x, moment);
+    }
+    let inv_n = 1.0 / n as f64;
+    let scaled: Vec<f64> = points
+        .chunks_exact(d)
+        .zip(counts)
+        .flat_map(|(p, &m)| {
+            let r = (m as f64 * inv_n).sqrt();
+            p.iter().map(move |x| r * x)
+        })
+        .collect();
+    let q = DMatrix::from_row_slice(k, d, &scaled);
+    let eigen = SymmetricEigen::new(&q * q.transpose());
+    let (imax, lambda) = leading(eigen.eigenvalues.as_slice());
+    let axis =
+        q.transpose() * eigen.eigenvectors.column(imax) / lambda.max(f64::MIN_POSITIVE).sqrt();
+    let s = (d as f64 * lambda - 1.0) / (d as f64 - 1.0);
+    let r1 = sum_x
+        .iter()
+        .map(|s| (s * inv_n).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    OrderParameters {
+        r2: r2 * inv_n,
+        r1: Some(r1),
+        nematic: s.clamp(0.0, 1.0),
+        axis: Some(axis.iter().copied().collect()),
+    }
+}
+
+/// The index and value of the largest of `values` (the first of equals).
+fn leading(values: &[f64]) -> (usize, f64) {
+    values
+        .iter()
+        .copied()
+        .enumerate()
+        .fold((0, f64::NEG_INFINITY), |best, (i, l)| {
+            if l > best.1 {
+                (i, l)
+            } else {
+                best
+            }
+        })
+}
+
 /// The order parameters from the sums over n tokens of e^{2 i t_k}, of x_k and of x_k x_k^T.
 pub fn order_parameters_from_sums(
     n: usize,
@@ -174,16 +250,7 @@ fn nematic_order(moment: &DMatrix<f64>) -> (f64, Option<Vec<f64>>) {
         return (s.clamp(0.0, 1.0), None);
     }
     let eigen = SymmetricEigen::new(moment.clone());
-    let (imax, lambda) = eigen.eigenvalues.iter().copied().enumerate().fold(
-        (0, f64::NEG_INFINITY),
-        |best, (i, l)| {
-            if l > best.1 {
-                (i, l)
-            } else {
-                best
-            }
-        },
-    );
+    let (imax, lambda) = leading(eigen.eigenvalues.as_slice());
     let s = (d as f64 * lambda - 1.0) / (d as f64 - 1.0);
     let axis = eigen.eigenvectors.column(imax).iter().copied().collect();
     (s.clamp(0.0, 1.0), Some(axis))
@@ -250,5 +317,42 @@ mod tests {
         let op = OrderParameters::from_r2(Complex64::new(-0.5, -0.0));
         assert_eq!(op.r2_arg(), std::f64::consts::PI);
         assert_eq!(doubled_phase(0.0, 0.0), Complex64::new(1.0, 0.0));
+    }
+
+    /// Points with token counts against the tokens themselves (each point repeated), through
+    /// the d x d moment: the k x k route (k < d) and the d x d one (k >= d) agree with it.
+    #[test]
+    fn points_with_counts_are_their_tokens() {
+        let unit = |v: Vec<f64>| {
+            let size = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+            v.into_iter().map(|x| x / size).collect::<Vec<f64>>()
+        };
+        for (k, d) in [(1, 5), (2, 3), (3, 7), (4, 100), (6, 4), (5, 5)] {
+            let points: Vec<f64> = (0..k)
+                .flat_map(|i| unit((0..d).map(|j| ((i * d + j) as f64 * 1.37).sin()).collect()))
+                .collect();
+            let counts: Vec<usize> = (0..k).map(|i| 1 + (i * 7) % 5).collect();
+            let tokens: Vec<f64> = points
+                .chunks_exact(d)
+                .zip(&counts)
+                .flat_map(|(p, &m)| std::iter::repeat_n(p, m).flatten().copied())
+                .collect();
+            let got = order_parameters_of_points(&points, &counts, d);
+            let want = order_parameters(&tokens, d);
+            let what = format!("k = {k}, d = {d}");
+            assert!((got.nematic - want.nematic).abs() < 1e-13, "{what}");
+            assert!((got.r1.unwrap() - want.r1.unwrap()).abs() < 1e-14, "{what}");
+            assert!((got.r2 - want.r2).norm() < 1e-14, "{what}");
+            if d > 2 {
+                let (a, b) = (got.axis.unwrap(), want.axis.unwrap());
+                let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+                let size: f64 = a.iter().map(|x| x * x).sum();
+                assert!((dot.abs() - 1.0).abs() < 1e-12, "{what}: axis {dot}");
+                assert!((size - 1.0).abs() < 1e-13, "{what}");
+            }
+        }
+        // One point: every token on its axis.
+        let one = order_parameters_of_points(&unit(vec![1.0, 2.0, 3.0, 4.0]), &[9], 4);
+        assert!((one.nematic - 1.0).abs() < 1e-14);
     }
 }

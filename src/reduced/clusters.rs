@@ -19,8 +19,8 @@ use std::borrow::Cow;
 use crate::integrate::Dynamics;
 use crate::model::{Attention, Kernel};
 use crate::observe::clusters::{angle_between, Clustering};
-use crate::observe::order::doubled_phase;
-use crate::observe::{order_parameters_from_sums, OrderParameters};
+use crate::observe::order::order_parameters_of_points;
+use crate::observe::OrderParameters;
 
 /// Points closer than this (radians) are merged into one.
 pub const MERGE_ANGLE: f64 = 1e-9;
@@ -226,21 +226,7 @@ impl Dynamics for ClusterModel {
     }
 
     fn order_parameters(&self, y: &[f64]) -> OrderParameters {
-        let d = self.d;
-        let mut r2 = num_complex::Complex64::new(0.0, 0.0);
-        let mut sum_x = vec![0.0; d];
-        let mut moment = nalgebra::DMatrix::zeros(d, d);
-        for (p, &m) in y.chunks_exact(d).zip(&self.counts) {
-            let w = m as f64;
-            r2 += doubled_phase(p[0], p[1]) * w;
-            for i in 0..d {
-                sum_x[i] += w * p[i];
-                for j in 0..d {
-                    moment[(i, j)] += w * p[i] * p[j];
-                }
-            }
-        }
-        order_parameters_from_sums(self.n(), r2, &sum_x, moment)
+        order_parameters_of_points(y, &self.counts, self.d)
     }
 
     fn tokens<'a>(&self, y: &'a [f64]) -> Option<Cow<'a, [f64]>> {

@@ -395,8 +395,11 @@ def test_runs_release_the_gil():
 
 
 def test_ctrl_c_stops_a_long_run_within_a_second(tmp_path):
+    # Python leaves SIGINT ignored when it started so (a job sent to the background by a
+    # non-interactive shell, as some CI runners do): the child installs the usual handler.
     script = """
-import time, tokdyn
+import signal, time, tokdyn
+signal.signal(signal.SIGINT, signal.default_int_handler)
 print("ready", flush=True)
 try:
     tokdyn.run(CASE4, set={"tokens.n": 100000, "time.t_end": 1e6})
@@ -408,6 +411,9 @@ except KeyboardInterrupt:
     child = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path
     )
+    # A child that never stops fails the test instead of hanging it.
+    watchdog = threading.Timer(120.0, child.kill)
+    watchdog.start()
     assert child.stdout.readline().strip() == "ready"
     time.sleep(1.0)
     sent = time.monotonic()
@@ -419,6 +425,7 @@ except KeyboardInterrupt:
     # A run after the interruption is not stopped by the old request.
     assert child.stdout.readline().strip() == "True"
     assert child.wait(timeout=60) == 0
+    watchdog.cancel()
 
 
 # --- bad arrays (issue 26) ----------------------------------------------------------------
@@ -485,11 +492,16 @@ def test_one_ctrl_c_stops_a_sweep_within_a_second(tmp_path):
         'name = "sw"\nscenario = "base.toml"\n[axes]\nv11 = { from = 0.05, to = 0.45, steps = 40 }\n'
     )
     out = tmp_path / "out"
+    # The usual handler even when this process started with SIGINT ignored (see above).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, lambda: signal.raise_signal(signal.SIGINT))
     timer.start()
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        tokdyn.sweep(sweep, out=out)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tokdyn.sweep(sweep, out=out)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     interrupted = time.monotonic()
     assert interrupted - started < 0.5 + 1.0
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".lock") or ".tmp-" in p.name]

@@ -317,7 +317,9 @@ fn draw_panel<DB: DrawingBackend>(
     if let View::Sphere { .. } = view {
         draw_sphere_frame(&mut chart, view)?;
     }
-    draw_tokens(&mut chart, view, tokens, d, colors)
+    draw_tokens(&mut chart, view, tokens, d, colors)?;
+    // The axis names over the tokens, where dots do not hide them.
+    draw_axis_names(&mut chart, view)
 }
 
 /// Draws the caption at the top of `area` and returns the centred square cell below it (with
@@ -416,18 +418,12 @@ fn draw_reference<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, view: &View) 
     Ok(())
 }
 
-/// d = 2: the density ring of the doubled angle outside the circle, and the axis names.
+/// d = 2: the density ring of the doubled angle outside the circle.
 fn draw_density_ring<DB: DrawingBackend>(
     chart: &mut Chart2d<'_, DB>,
     tokens: &[f64],
     d: usize,
 ) -> io::Result<()> {
-    let label = text_at(
-        super::LEGEND_SIZE,
-        RGBColor(110, 110, 110),
-        HPos::Center,
-        VPos::Center,
-    );
     chart
         .draw_series(
             density_ring(tokens, d)
@@ -435,16 +431,62 @@ fn draw_density_ring<DB: DrawingBackend>(
                 .map(|p| Polygon::new(p, RING_COLOR.mix(0.55).filled())),
         )
         .io()?;
-    chart
-        .draw_series([
-            Text::new("x₁", (1.1, 0.06), label.clone()),
-            Text::new("x₂", (0.07, 1.1), label),
-        ])
-        .io()?;
     Ok(())
 }
 
-/// d = 3: the equator and two meridians (the back half dashed) and the three axes.
+/// The names of the axes: x1, x2 at the circle (d = 2), x1, x2, x3 at the ends of the sphere's
+/// axes (d = 3, grey behind the sphere); none in the other views.
+fn draw_axis_names<DB: DrawingBackend>(chart: &mut Chart2d<'_, DB>, view: &View) -> io::Result<()> {
+    match view {
+        View::Circle => {
+            let label = text_at(
+                super::LEGEND_SIZE,
+                RGBColor(110, 110, 110),
+                HPos::Center,
+                VPos::Center,
+            );
+            chart
+                .draw_series([
+                    Text::new("x₁", (1.1, 0.06), label.clone()),
+                    Text::new("x₂", (0.07, 1.1), label),
+                ])
+                .io()?;
+        }
+        View::Sphere { .. } => {
+            for (i, name) in ["x₁", "x₂", "x₃"].into_iter().enumerate() {
+                let mut axis = [0.0; 3];
+                axis[i] = 1.0;
+                let (u, v, depth) = view.project(&axis);
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        name,
+                        (u * 1.1 + 0.02, v * 1.1 + 0.02),
+                        text_at(
+                            super::LEGEND_SIZE,
+                            axis_color(depth),
+                            HPos::Center,
+                            VPos::Center,
+                        ),
+                    )))
+                    .io()?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The grey of a sphere axis: darker in front (depth >= 0) than behind.
+fn axis_color(depth: f64) -> RGBColor {
+    if depth >= 0.0 {
+        RGBColor(120, 120, 120)
+    } else {
+        RGBColor(185, 185, 185)
+    }
+}
+
+/// d = 3: the equator and two meridians (the back half dashed) and the three axes (their
+/// names are drawn over the tokens, [`draw_axis_names`]).
 fn draw_sphere_frame<DB: DrawingBackend>(
     chart: &mut Chart2d<'_, DB>,
     view: &View,
@@ -471,25 +513,12 @@ fn draw_sphere_frame<DB: DrawingBackend>(
                 .io()?;
         }
     }
-    for (i, axis) in e.iter().enumerate() {
+    for axis in &e {
         let (u, v, depth) = view.project(axis);
-        let c = if depth >= 0.0 {
-            RGBColor(120, 120, 120)
-        } else {
-            RGBColor(185, 185, 185)
-        };
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(0.0, 0.0), (u, v)],
-                c.stroke_width(lw(1)),
-            )))
-            .io()?;
-        let name = ["x₁", "x₂", "x₃"][i];
-        chart
-            .draw_series(std::iter::once(Text::new(
-                name,
-                (u * 1.1 + 0.02, v * 1.1 + 0.02),
-                text_at(super::LEGEND_SIZE, c, HPos::Center, VPos::Center),
+                axis_color(depth).stroke_width(lw(1)),
             )))
             .io()?;
     }

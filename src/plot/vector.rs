@@ -3,8 +3,9 @@
 //!
 //! A picture of `w x h` pixels printed `W` inches wide has `dpi = w / W` pixels per inch; the
 //! PDF page is `72 w / dpi x 72 h / dpi` points (`W` inches wide, same aspect), and the SVG gets
-//! `width="W in"`, `height="(h / dpi) in"` with the pixel `viewBox` kept. The PDF is converted
-//! from the picture's own SVG by `svg2pdf` (through `usvg`), with DejaVu Sans — the font of the
+//! `width="W in"`, `height="(h / dpi) in"` with the pixel `viewBox` kept. The PDF is made from
+//! the picture's own SVG: its marks written as PDF paths directly ([`super::pdf_marks`]), its
+//! text converted by `svg2pdf` (through `usvg`), with DejaVu Sans — the font of the
 //! PNG — given to it from the bytes the project bundles (no system font is looked up); the text
 //! stays text, and the glyphs used are embedded as a subset (a TrueType `/FontFile2`).
 //!
@@ -20,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 
 use svg2pdf::usvg::{self, fontdb};
 
-use super::Figure;
+use super::{pdf_marks, Figure};
 
 /// The family name of the bundled font, as its name table gives it.
 const FAMILY: &str = "DejaVu Sans";
@@ -53,24 +54,50 @@ pub fn dpi(width: u32, figure: Figure) -> f64 {
     width.max(1) as f64 / figure.width_inches()
 }
 
-/// The PDF of an SVG of `size` pixels, at the physical size of `figure`.
+/// The PDF of an SVG of `size` pixels, at the physical size of `figure`: the marks written
+/// directly and the text through `svg2pdf` ([`super::pdf_marks`]), or the whole SVG through
+/// `svg2pdf` when it holds elements other than plotters' marks and text.
 pub fn svg_to_pdf(svg: &str, size: (u32, u32), figure: Figure) -> io::Result<Vec<u8>> {
+    let dpi = dpi(size.0, figure);
+    let Some((marks, text)) = pdf_marks::marks_and_text(svg) else {
+        return whole_svg_to_pdf(svg, dpi);
+    };
+    let text = if text.contains("<text") {
+        let tree = parse(&opaque_over_white(&text))?;
+        let chunk = svg2pdf::to_chunk(&tree, conversion())
+            .map_err(|e| io::Error::other(format!("PDF conversion failed: {e}")))?;
+        Some(chunk)
+    } else {
+        None
+    };
+    Ok(pdf_marks::page(&marks, text, size, dpi))
+}
+
+/// The PDF of a whole SVG converted by `svg2pdf` (its marks too).
+pub fn whole_svg_to_pdf(svg: &str, dpi: f64) -> io::Result<Vec<u8>> {
+    let tree = parse(&opaque_over_white(svg))?;
+    let page = svg2pdf::PageOptions { dpi: dpi as f32 };
+    svg2pdf::to_pdf(&tree, conversion(), page)
+        .map_err(|e| io::Error::other(format!("PDF conversion failed: {e}")))
+}
+
+/// The `usvg` tree of an SVG, its text set in the bundled font.
+fn parse(svg: &str) -> io::Result<usvg::Tree> {
     let options = usvg::Options {
         font_family: FAMILY.to_string(),
         fontdb: fonts(),
         ..usvg::Options::default()
     };
-    let tree = usvg::Tree::from_str(&opaque_over_white(svg), &options)
-        .map_err(|e| io::Error::other(format!("PDF: the SVG does not parse: {e}")))?;
-    let page = svg2pdf::PageOptions {
-        dpi: dpi(size.0, figure) as f32,
-    };
-    let conversion = svg2pdf::ConversionOptions {
+    usvg::Tree::from_str(svg, &options)
+        .map_err(|e| io::Error::other(format!("PDF: the SVG does not parse: {e}")))
+}
+
+/// `svg2pdf`'s options: streams left uncompressed (see the module's documentation).
+fn conversion() -> svg2pdf::ConversionOptions {
+    svg2pdf::ConversionOptions {
         compress: false,
         ..svg2pdf::ConversionOptions::default()
-    };
-    svg2pdf::to_pdf(&tree, conversion, page)
-        .map_err(|e| io::Error::other(format!("PDF conversion failed: {e}")))
+    }
 }
 
 /// The SVG with every `opacity="a"` (a < 1) of an element folded into its `fill` and `stroke`

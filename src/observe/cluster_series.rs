@@ -245,18 +245,11 @@ impl ClusterSeries {
     fn first_tokens_prove_unclustered(&self, tokens: &[f64], n: usize) -> bool {
         let d = self.d.max(1);
         let m = super::unclustered::subset_size(d).min(tokens.len() / d);
-        let mut tried = 0;
-        for k in [m / 16, m / 4, m] {
-            if k <= tried || k < 3 {
-                continue;
-            }
-            tried = k;
-            let subset = super::clusters::directions(&tokens[..k * d], d);
-            if super::unclustered::surely_not_clustered(&subset, d, n, self.rule.threshold) {
-                return true;
-            }
-        }
-        false
+        let subset = super::clusters::directions(&tokens[..m * d], d);
+        let prove = |k: usize| {
+            super::unclustered::surely_not_clustered(&subset[..k * d], d, n, self.rule.threshold)
+        };
+        prove(m / 16) || prove(m / 4) || prove(m)
     }
 
     /// Records the clustering `c` at time t, with the energy of `tokens` when given.

@@ -48,7 +48,7 @@ pub mod ensemble;
 pub mod kymograph;
 pub mod kymograph_map;
 pub mod order;
-pub mod pdf_marks;
+pub(crate) mod pdf_marks;
 pub mod portrait;
 pub(crate) mod projection;
 mod raster;

@@ -33,10 +33,8 @@ pub type Rgb = [u8; 3];
 #[derive(Clone, Debug, PartialEq)]
 pub enum Shape {
     /// The rectangle from the corner (x, y), w wide and h high.
-    #[allow(missing_docs)]
     Rect { x: f32, y: f32, w: f32, h: f32 },
     /// The circle about (cx, cy) of radius r.
-    #[allow(missing_docs)]
     Circle { cx: f32, cy: f32, r: f32 },
     /// An open polyline (an SVG `line` is one of two points).
     Polyline(Vec<(f32, f32)>),
@@ -191,7 +189,12 @@ fn paint(value: &str, alpha: f64) -> Option<Option<Rgb>> {
     if value == "none" {
         return Some(None);
     }
-    let hex = value.strip_prefix('#')?;
+    hex_over_white(value.strip_prefix('#')?, alpha).map(Some)
+}
+
+/// The colour `RRGGBB` (hexadecimal) at opacity `alpha` over white:
+/// c' = round(alpha c + (1 - alpha) 255) per channel; `None` when it is not six hex digits.
+pub fn hex_over_white(hex: &str, alpha: f64) -> Option<Rgb> {
     if hex.len() != 6 || !hex.is_ascii() {
         return None;
     }
@@ -202,7 +205,7 @@ fn paint(value: &str, alpha: f64) -> Option<Option<Rgb>> {
             .round()
             .clamp(0.0, 255.0) as u8;
     }
-    Some(Some(rgb))
+    Some(rgb)
 }
 
 /// The one-page PDF of `marks` drawn on a page of `size` pixels at `dpi`, with the text

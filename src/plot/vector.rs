@@ -4,7 +4,7 @@
 //! A picture of `w x h` pixels printed `W` inches wide has `dpi = w / W` pixels per inch; the
 //! PDF page is `72 w / dpi x 72 h / dpi` points (`W` inches wide, same aspect), and the SVG gets
 //! `width="W in"`, `height="(h / dpi) in"` with the pixel `viewBox` kept. The PDF is made from
-//! the picture's own SVG: its marks written as PDF paths directly ([`super::pdf_marks`]), its
+//! the picture's own SVG: its marks written as PDF paths directly (`plot::pdf_marks`), its
 //! text converted by `svg2pdf` (through `usvg`), with DejaVu Sans — the font of the
 //! PNG — given to it from the bytes the project bundles (no system font is looked up); the text
 //! stays text, and the glyphs used are embedded as a subset (a TrueType `/FontFile2`).
@@ -55,7 +55,7 @@ pub fn dpi(width: u32, figure: Figure) -> f64 {
 }
 
 /// The PDF of an SVG of `size` pixels, at the physical size of `figure`: the marks written
-/// directly and the text through `svg2pdf` ([`super::pdf_marks`]), or the whole SVG through
+/// directly and the text through `svg2pdf` (`plot::pdf_marks`), or the whole SVG through
 /// `svg2pdf` when it holds elements other than plotters' marks and text.
 pub fn svg_to_pdf(svg: &str, size: (u32, u32), figure: Figure) -> io::Result<Vec<u8>> {
     let dpi = dpi(size.0, figure);
@@ -74,7 +74,7 @@ pub fn svg_to_pdf(svg: &str, size: (u32, u32), figure: Figure) -> io::Result<Vec
 }
 
 /// The PDF of a whole SVG converted by `svg2pdf` (its marks too).
-pub fn whole_svg_to_pdf(svg: &str, dpi: f64) -> io::Result<Vec<u8>> {
+fn whole_svg_to_pdf(svg: &str, dpi: f64) -> io::Result<Vec<u8>> {
     let tree = parse(&opaque_over_white(svg))?;
     let page = svg2pdf::PageOptions { dpi: dpi as f32 };
     svg2pdf::to_pdf(&tree, conversion(), page)
@@ -167,15 +167,9 @@ fn attribute_span<'a>(tag: &'a str, key: &str) -> Option<(usize, &'a str)> {
 /// `RRGGBB` at opacity `alpha` over white, as `RRGGBB` (upper-case hexadecimal digits).
 fn blend_over_white(hex: &str, alpha: f64) -> Option<[u8; 6]> {
     const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-    if hex.len() != 6 || !hex.is_ascii() {
-        return None;
-    }
+    let rgb = pdf_marks::hex_over_white(hex, alpha)?;
     let mut out = [0u8; 6];
-    for i in 0..3 {
-        let c = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()? as f64;
-        let v = (alpha * c + (1.0 - alpha) * 255.0)
-            .round()
-            .clamp(0.0, 255.0) as u8;
+    for (i, v) in rgb.into_iter().enumerate() {
         out[2 * i] = DIGITS[usize::from(v >> 4)];
         out[2 * i + 1] = DIGITS[usize::from(v & 15)];
     }

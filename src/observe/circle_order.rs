@@ -1,5 +1,5 @@
 //! The circle's partition into tight arcs by bisection along the start tokens' order
-//! (docs/MATH.md §11.3).
+//! (docs/MATH.md §11.3, §11.4).
 //!
 //! The group model's plane tokens are y_k = P x_k / |P x_k| with det P > 0: an increasing map of
 //! the circle. Sorted once by their start angle atan2(x_k2, x_k1), the tokens' angles a_k at any
@@ -19,10 +19,17 @@
 //! angle seen so far. Near theta and at the arcs' ends a bound local to the arc replaces delta ([`Bound::over`]: Q = |adj(P) y|^2 at its largest over
 //! the arc's images in place of its worst case K). Whatever the bounds do not decide (a gap
 //! within 2 delta of theta, too many angles) is left to the pass over every token.
+//!
+//! Past cond P of some 1e13 the global bound exceeds 1/2 and the image side has nothing to
+//! say; the start side ([`super::start_bound`], docs/MATH.md §11.4) bounds each token by its own
+//! stretch |P x| / |x|, and the arcs' cuts are then checked on their extremes. Both bounds are
+//! valid, so the bisection takes the smaller wherever it has both.
 
 use std::f64::consts::{FRAC_PI_2, PI, TAU};
 
 use super::clusters::{arc_span, ClusterRule};
+pub use super::start_bound::step;
+use super::start_bound::{arc_ends, Reading, StartBound};
 
 /// The start tokens of a d = 2 model sorted by angle: position p holds token `perm[p]`, token k
 /// sits at position `inv[k]`.
@@ -213,16 +220,6 @@ pub enum Partition {
 /// (a whole turn short is caught by the total); beyond it the map is too far from conformal.
 pub const MAX_GLOBAL_BOUND: f64 = 0.5;
 
-/// The step from angle a to angle b along the circle: b - a, plus 2 pi when below -delta.
-pub fn step(a: f64, b: f64, delta: f64) -> f64 {
-    let s = b - a;
-    if s < -delta {
-        s + TAU
-    } else {
-        s
-    }
-}
-
 /// A piece of the bisection: positions i < j (j = n is position 0 again) and their step;
 /// `cut` when i, j are neighbours more than theta + 2 delta apart.
 struct Piece {
@@ -233,55 +230,97 @@ struct Piece {
     bound: f64,
 }
 
-/// Angles a_p of positions, counted against a budget.
+/// Readings of positions, counted against a budget.
 struct Angles<'f> {
-    angle: &'f mut dyn FnMut(usize) -> f64,
+    read: &'f mut dyn FnMut(usize) -> Reading,
     left: usize,
 }
 
 impl Angles<'_> {
-    fn at(&mut self, p: usize) -> Option<f64> {
+    fn at(&mut self, p: usize) -> Option<Reading> {
         self.left = self.left.checked_sub(1)?;
-        let a = (self.angle)(p);
-        a.is_finite().then_some(a)
+        let r = (self.read)(p);
+        r.angle.is_finite().then_some(r)
     }
 }
 
-/// The partition of n tokens into tight arcs under `rule`, from the angles a_p of positions of
-/// the start order (`angle(p)`: the sample's token at position p, its atan2, as the pass over
-/// the tokens computes it), with at most `budget` angles; `None` when the bounds do not decide
-/// or the budget runs out (then the pass over the tokens must run). `delta`: [`rounding_bound`].
+/// The bounds the bisection has: the image side's while its global bound is below
+/// [`MAX_GLOBAL_BOUND`], and the start side's (docs/MATH.md §11.4) always.
+pub struct Bounds {
+    /// The image-side bound, when usable.
+    pub image: Option<Bound>,
+    /// The start-side bound.
+    pub start: StartBound,
+}
+
+impl Bounds {
+    /// The bounds of the increasing map P (row-major); `None` when the start side has none.
+    pub fn of(p: &[f64; 4]) -> Option<Self> {
+        let image = Bound::of(p).filter(|b| (0.0..MAX_GLOBAL_BOUND).contains(&b.global));
+        Some(Bounds {
+            image,
+            start: StartBound::of(p)?,
+        })
+    }
+
+    /// The largest backward step from position i to a later position j.
+    pub fn pair(&self, i: &Reading, j: &Reading) -> f64 {
+        let start = self.start.point(i) + self.start.point(j);
+        self.image.map_or(start, |b| b.global.min(start))
+    }
+
+    /// delta of the tokens of a range from i to j (their angles within [a_i - delta, a_j +
+    /// delta]), its step s, narrowed on the image side when `near` theta.
+    pub fn range(&self, i: &Reading, j: &Reading, s: f64, near: bool) -> f64 {
+        let start = 2.0 * self.start.range(i, j);
+        let image = self.image.map(|b| {
+            if near {
+                b.over(i.angle, i.angle + s)
+            } else {
+                b.global
+            }
+        });
+        image.map_or(start, |b| b.min(start))
+    }
+}
+
+/// The partition of n tokens into tight arcs under `rule`, from the readings of positions of
+/// the start order (`read(p)`: the sample's token at position p, its atan2 as the pass over the
+/// tokens computes it, with its start token's angle and stretch), with at most `budget`
+/// readings; `None` when the bounds do not decide or the budget runs out (then the pass over
+/// the tokens must run). Without the image-side bound the arcs are decided from the start side
+/// and their gaps checked on the extremes found (docs/MATH.md §11.4).
 pub fn partition(
     n: usize,
     rule: ClusterRule,
-    bound: &Bound,
+    bounds: &Bounds,
     budget: usize,
-    angle: &mut dyn FnMut(usize) -> f64,
+    read: &mut dyn FnMut(usize) -> Reading,
 ) -> Option<Partition> {
     let theta = rule.threshold;
-    let delta = bound.global;
-    if n < 2 || !(0.0..MAX_GLOBAL_BOUND).contains(&delta) {
+    if n < 2 {
         return None;
     }
-    let mut angles = Angles {
-        angle,
-        left: budget,
-    };
-    let pieces = bisect(n, theta, bound, &mut angles)?;
-    // Once round: the steps add up to 2 pi (a step read a turn short shows here).
+    let mut angles = Angles { read, left: budget };
+    let pieces = bisect(n, theta, bounds, &mut angles)?;
+    // Once round: the steps add up to 2 pi (a piece read a turn short shows here).
     let total: f64 = pieces.iter().map(|p| p.step).sum();
     if !(PI..3.0 * PI).contains(&total) {
         return None;
     }
     let cuts: Vec<usize> = pieces.iter().filter(|p| p.cut).map(|p| p.i).collect();
-    if cuts.is_empty() || cuts.len() > ClusterRule::max_clusters(n) {
+    if cuts.is_empty() {
         return Some(Partition::NotClustered);
+    }
+    if cuts.len() > ClusterRule::max_clusters(n) {
+        // Cuts from the start side are checked only on the arcs' extremes.
+        return bounds.image.map(|_| Partition::NotClustered);
     }
     // Arc i starts after cut i (cuts ascending); its pieces are those between the two cuts.
     let mut starts: Vec<usize> = cuts.iter().map(|&c| (c + 1) % n).collect();
     let mut spans = vec![0.0; cuts.len()];
     let mut counts = vec![0usize; cuts.len()];
-    let mut bounds = vec![0.0_f64; cuts.len()];
+    let mut piece_bounds = vec![0.0_f64; cuts.len()];
     let mut arc = cuts.len() - 1;
     for piece in &pieces {
         if piece.cut {
@@ -289,28 +328,38 @@ pub fn partition(
         } else {
             spans[arc] += piece.step;
             counts[arc] += 1;
-            bounds[arc] = bounds[arc].max(piece.bound);
+            piece_bounds[arc] = piece_bounds[arc].max(piece.bound);
         }
     }
     // The arc after the last cut holds the positions from its start round to the first cut.
     let mut ends: Vec<usize> = cuts.clone();
     ends.rotate_left(1);
-    let mut diameters = Vec::with_capacity(cuts.len());
+    let mut extremes = Vec::with_capacity(cuts.len());
     for a in 0..cuts.len() {
         // The arc's tokens are those of its pieces: their largest bound holds for all of them.
-        let margin = (counts[a] as f64 + 2.0) * bounds[a];
+        let margin = (counts[a] as f64 + 2.0) * piece_bounds[a];
         if spans[a] - margin > theta {
             return Some(Partition::NotClustered);
         }
         if spans[a] + margin >= FRAC_PI_2 {
             return None;
         }
-        let diameter = arc_diameter(starts[a], ends[a], n, bound, &mut angles)?;
-        if diameter > theta {
+        let (first, last, across) = match &bounds.image {
+            Some(image) => arc_diameter(starts[a], ends[a], n, image, &mut angles)?,
+            None => arc_ends(starts[a], ends[a], n, &bounds.start, &mut |p| angles.at(p))?,
+        };
+        if arc_span(first, last, across) > theta {
             return Some(Partition::NotClustered);
         }
-        diameters.push(diameter);
+        extremes.push((first, last, across));
     }
+    if bounds.image.is_none() && !gaps_hold(&extremes, theta) {
+        return None;
+    }
+    let mut diameters: Vec<f64> = extremes
+        .iter()
+        .map(|&(first, last, across)| arc_span(first, last, across))
+        .collect();
     // Ascending starts: the arc after the last cut may start at position 0.
     let first = (0..starts.len()).min_by_key(|&a| starts[a]).unwrap_or(0);
     starts.rotate_left(first);
@@ -322,20 +371,50 @@ pub fn partition(
     }))
 }
 
+/// Whether the arcs (their first and last angles, in the circle's order) are apart by gaps
+/// wider than theta as the sorted definition computes them (the next first minus this last,
+/// plus 2 pi as (first + 2 pi) - last round the cut), and once round in that order (the spans
+/// and gaps add up to 2 pi).
+fn gaps_hold(extremes: &[(f64, f64, bool)], theta: f64) -> bool {
+    let k = extremes.len();
+    let mut total = 0.0;
+    for a in 0..k {
+        let (first, last, across) = extremes[a];
+        let next = extremes[(a + 1) % k].0;
+        let gap = if next >= last {
+            next - last
+        } else {
+            (next + TAU) - last
+        };
+        if gap.is_nan() || gap <= theta {
+            return false;
+        }
+        total += gap + arc_span(first, last, across);
+    }
+    (total - TAU).abs() < 1e-6
+}
+
 /// The pieces of positions 0..n once round, in order (module docs).
-fn bisect(n: usize, theta: f64, bound: &Bound, angles: &mut Angles) -> Option<Vec<Piece>> {
-    let delta = bound.global;
-    let a0 = angles.at(0)?;
+fn bisect(n: usize, theta: f64, bounds: &Bounds, angles: &mut Angles) -> Option<Vec<Piece>> {
+    let r0 = angles.at(0)?;
     let half = n / 2;
-    let ah = angles.at(half)?;
+    let rh = angles.at(half)?;
     let mut pieces = Vec::new();
-    // (i, j, a_i, a_j); j = n stands for position 0. Right halves pushed first: pieces in order.
-    let mut stack = vec![(half, n, ah, a0), (0, half, a0, ah)];
-    while let Some((i, j, ai, aj)) = stack.pop() {
-        let s = step(ai, aj, delta);
-        // The bound of this range's tokens (near theta only), and of the neighbours' arcs.
-        let near = (theta - 2.0 * delta..=theta + 2.0 * delta).contains(&s);
-        let local = if near { bound.over(ai, ai + s) } else { delta };
+    // (i, j, r_i, r_j); j = n stands for position 0. Right halves pushed first: pieces in order.
+    let mut stack = vec![(half, n, rh, r0), (0, half, r0, rh)];
+    while let Some((i, j, ri, rj)) = stack.pop() {
+        let pair = bounds.pair(&ri, &rj);
+        let usable = pair < MAX_GLOBAL_BOUND;
+        let s = step(ri.angle, rj.angle, pair);
+        // The image side narrows its bound of this range's tokens (near theta only), and of
+        // the neighbours' arcs.
+        let wide = bounds.image.map_or(pair, |b| b.global.max(pair));
+        let near = (theta - 2.0 * wide..=theta + 2.0 * wide).contains(&s);
+        let local = if usable {
+            bounds.range(&ri, &rj, s, near)
+        } else {
+            f64::INFINITY
+        };
         if s <= theta - 2.0 * local {
             pieces.push(Piece {
                 i,
@@ -344,10 +423,14 @@ fn bisect(n: usize, theta: f64, bound: &Bound, angles: &mut Angles) -> Option<Ve
                 bound: local,
             });
         } else if j - i == 1 {
-            let ends = if near {
-                bound.over(ai, ai).max(bound.over(aj, aj))
-            } else {
-                delta
+            let ends = match (&bounds.image, usable) {
+                (_, false) => return None,
+                (Some(b), true) if near => {
+                    b.over(ri.angle, ri.angle).max(b.over(rj.angle, rj.angle))
+                }
+                (Some(b), true) => b.global,
+                // The start side's cuts are checked on the arcs' extremes.
+                (None, true) => pair,
             };
             if s <= theta + 2.0 * ends {
                 return None;
@@ -360,17 +443,17 @@ fn bisect(n: usize, theta: f64, bound: &Bound, angles: &mut Angles) -> Option<Ve
             });
         } else {
             let m = i + (j - i) / 2;
-            let am = angles.at(m)?;
-            stack.push((m, j, am, aj));
-            stack.push((i, m, ai, am));
+            let rm = angles.at(m)?;
+            stack.push((m, j, rm, rj));
+            stack.push((i, m, ri, rm));
         }
     }
     Some(pieces)
 }
 
-/// The diameter of the arc from position `start` to `end` (round the cycle when end < start),
-/// as the sorted definition computes it: its last angle minus its first (plus 2 pi through the
-/// cut at +-pi). The first and last angles are among the tokens scanned from each end until one
+/// The first and last angle of the arc from position `start` to `end` (round the cycle when
+/// end < start), and whether it runs through the cut at +-pi: the doubles the sorted
+/// definition subtracts for its diameter. The first and last angles are among the tokens scanned from each end until one
 /// lies the end's local bound beyond the extreme seen so far (docs/MATH.md §11.3).
 fn arc_diameter(
     start: usize,
@@ -378,10 +461,10 @@ fn arc_diameter(
     n: usize,
     bound: &Bound,
     angles: &mut Angles,
-) -> Option<f64> {
+) -> Option<(f64, f64, bool)> {
     let len = (end + n - start) % n + 1;
     let at = |q: usize| (start + q) % n;
-    let (a_start, a_end) = (angles.at(start)?, angles.at(end)?);
+    let (a_start, a_end) = (angles.at(start)?.angle, angles.at(end)?.angle);
     let delta = bound.over(a_start, a_start + step(a_start, a_end, bound.global));
     // A later token q below the lowest angle seen lies within delta below a_start, and so does
     // every token from the start to q: their bound is the one local to the arc's start end, and
@@ -391,7 +474,7 @@ fn arc_diameter(
     let mut near_start = vec![a_start];
     let mut lowest = 0.0_f64;
     for q in 1..len {
-        let a = angles.at(at(q))?;
+        let a = angles.at(at(q))?.angle;
         near_start.push(a);
         let s = step(a_start, a, delta);
         if s > lowest + at_start {
@@ -403,7 +486,7 @@ fn arc_diameter(
     let mut near_end = vec![a_end];
     let mut highest = 0.0_f64;
     for q in (0..len - 1).rev() {
-        let a = angles.at(at(q))?;
+        let a = angles.at(at(q))?.angle;
         near_end.push(a);
         let s = -step(a, a_end, delta);
         if s < highest - at_end {
@@ -422,7 +505,7 @@ fn arc_diameter(
     };
     let first = near_start.iter().copied().min_by(earlier)?;
     let last = near_end.iter().copied().max_by(earlier)?;
-    Some(arc_span(first, last, across))
+    Some((first, last, across))
 }
 
 #[cfg(test)]

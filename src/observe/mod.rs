@@ -12,6 +12,7 @@ pub mod order;
 pub mod plane_clusters;
 pub mod progress;
 pub mod series;
+pub mod start_bound;
 pub mod token_source;
 pub mod unclustered;
 

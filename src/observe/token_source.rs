@@ -13,6 +13,7 @@
 //! ```
 
 use super::circle_order::CircleOrder;
+use super::start_bound::{exact_sign_det, Reading};
 
 /// The doubled angles 2 atan2(x_2, x_1) in [0, 2 pi) of d = 2 start tokens, rounded to f32,
 /// with their indices: key = (f32 bits of the angle) << 32 | k, ascending (the bits of a
@@ -65,9 +66,10 @@ pub struct PlaneMap<'a> {
     pub sorted: &'a [u64],
 }
 
-/// A model's d = 2 tokens as one map of the start tokens, with the start tokens' order by angle
-/// (for the clusters by bisection, docs/MATH.md §11.3): y_k = P x_k / |P x_k|. When det P < 0
-/// (a computed Phi whose tiny determinant rounding made negative) the map reverses the circle:
+/// A model's d = 2 tokens as one map of the start tokens, with the start tokens and their order
+/// by angle (for the clusters by bisection, docs/MATH.md §11.3): y_k = P x_k / |P x_k|. When
+/// det P < 0 (its exact sign, [`exact_sign_det`]: a computed Phi whose determinant rounding
+/// made negative, the exact one being positive) the map reverses the circle:
 /// y_k = (P R)(R x_k) / |.| with the reflection R = diag(1, -1) (the same products, so the same
 /// doubles), whose start order is the order read backwards.
 #[derive(Debug, Clone, Copy)]
@@ -75,15 +77,20 @@ pub struct PlaneOrder<'a> {
     /// The increasing map: P, or P R when det P < 0 (row-major).
     pub p: [f64; 4],
     order: &'a CircleOrder,
+    /// The start tokens x_k (n x 2 row-major).
+    start: &'a [f64],
     reversed: bool,
 }
 
 impl<'a> PlaneOrder<'a> {
-    /// The order of the map P (row-major) of the start tokens ordered by `order`; `None` when
-    /// det P is zero or an entry is not finite.
-    pub fn new(p: [f64; 4], order: &'a CircleOrder) -> Option<Self> {
-        let det = p[0] * p[3] - p[1] * p[2];
+    /// The order of the map P (row-major) of the start tokens `start` ordered by `order`;
+    /// `None` when det P is zero or an entry is not finite, or the tokens are not the order's.
+    pub fn new(p: [f64; 4], order: &'a CircleOrder, start: &'a [f64]) -> Option<Self> {
+        let det = exact_sign_det(&p);
         if !(det.is_finite() && p.iter().all(|v| v.is_finite())) || det == 0.0 {
+            return None;
+        }
+        if start.len() != 2 * order.len() {
             return None;
         }
         let reversed = det < 0.0;
@@ -92,7 +99,39 @@ impl<'a> PlaneOrder<'a> {
         } else {
             p
         };
-        Some(PlaneOrder { p, order, reversed })
+        Some(PlaneOrder {
+            p,
+            order,
+            start,
+            reversed,
+        })
+    }
+
+    /// What the bisection reads at position q of a sample `source` of this map: its token's
+    /// angle atan2(y_2, y_1) (the double the pass over the tokens takes), its start token's
+    /// angle and stretch |fl(P x)| / |x| (docs/MATH.md §11.4).
+    pub fn read(&self, source: &dyn TokenSource, q: usize) -> Reading {
+        let mut y = [0.0; 2];
+        source.rows(self.token(q), &mut y);
+        let x = self.start_token(q);
+        let p = self.p;
+        let image = [p[0] * x[0] + p[1] * x[1], p[2] * x[0] + p[3] * x[1]];
+        Reading {
+            angle: y[1].atan2(y[0]),
+            start: x[1].atan2(x[0]),
+            stretch: image[0].hypot(image[1]) / x[0].hypot(x[1]),
+        }
+    }
+
+    /// The start token at position p as the increasing map takes it: x, or R x when reversed.
+    pub fn start_token(&self, p: usize) -> [f64; 2] {
+        let k = self.token(p);
+        let x = [self.start[2 * k], self.start[2 * k + 1]];
+        if self.reversed {
+            [x[0], -x[1]]
+        } else {
+            x
+        }
     }
 
     /// Number of tokens.

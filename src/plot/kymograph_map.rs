@@ -31,7 +31,8 @@
 use std::f64::consts::{PI, TAU};
 
 use super::kymograph::{angle_bin, angle_bin_of, BINS};
-use crate::observe::circle_order::{step, Bound, MAX_GLOBAL_BOUND};
+use crate::observe::circle_order::{step, Bounds, MAX_GLOBAL_BOUND};
+use crate::observe::start_bound::Reading;
 use crate::observe::token_source::{key_angle, key_index};
 use crate::observe::PlaneMap;
 
@@ -133,43 +134,50 @@ pub fn doubled_counts(
 }
 
 /// The counts per bin of the doubled angles of n tokens from their computed angles along the
-/// start order (module docs): `angle(p)` is atan2 of the sample's token at position p, the
-/// doubles a pass over the tokens bins; at most `budget` angles. `None` when the bound is too
-/// large, an angle is not finite, the steps do not go once round, or the budget runs out.
+/// start order (module docs): `read(p)` is what the bisection reads at position p (atan2 of the
+/// sample's token, the double a pass over the tokens bins, with its start token's angle and
+/// stretch); at most `budget` readings. `None` when a pair of neighbours has no usable bound,
+/// an angle is not finite, the steps do not go once round, or the budget runs out.
 pub fn doubled_counts_along(
     n: usize,
-    bound: &Bound,
+    bounds: &Bounds,
     budget: usize,
-    angle: &mut dyn FnMut(usize) -> f64,
+    read: &mut dyn FnMut(usize) -> Reading,
 ) -> Option<[u64; BINS]> {
-    let delta = bound.global;
-    if n < 2 || !(0.0..MAX_GLOBAL_BOUND).contains(&delta) {
+    if n < 2 {
         return None;
     }
     let mut left = budget;
-    let mut at = |p: usize| -> Option<f64> {
+    let mut at = |p: usize| -> Option<Reading> {
         left = left.checked_sub(1)?;
-        let a = angle(p);
-        a.is_finite().then_some(a)
+        let r = read(p);
+        r.angle.is_finite().then_some(r)
     };
     let bin = |a: f64| angle_bin(2.0 * a, BINS);
     let mut counts = [0u64; BINS];
     let mut total = 0.0;
-    let (a0, half) = (at(0)?, n / 2);
-    let ah = at(half)?;
-    // (i, j, a_i, a_j); j = n stands for position 0. Range [i, j) holds positions i .. j - 1.
-    let mut stack = vec![(half, n, ah, a0), (0, half, a0, ah)];
-    while let Some((i, j, ai, aj)) = stack.pop() {
-        let s = step(ai, aj, delta);
+    let (r0, half) = (at(0)?, n / 2);
+    let rh = at(half)?;
+    // (i, j, r_i, r_j); j = n stands for position 0. Range [i, j) holds positions i .. j - 1.
+    let mut stack = vec![(half, n, rh, r0), (0, half, r0, rh)];
+    while let Some((i, j, ri, rj)) = stack.pop() {
+        let pair = bounds.pair(&ri, &rj);
+        let usable = pair < MAX_GLOBAL_BOUND;
+        let s = step(ri.angle, rj.angle, pair);
         if j - i == 1 {
-            counts[bin(ai)] += 1;
-        } else if let Some(b) = one_bin(ai, s, bound) {
+            // A single token: its own angle's bin; its step counts toward the turn only when
+            // its wrap is certain.
+            if !usable {
+                return None;
+            }
+            counts[bin(ri.angle)] += 1;
+        } else if let Some(b) = usable.then(|| one_bin(&ri, &rj, s, bounds)).flatten() {
             counts[b] += (j - i) as u64;
         } else {
             let m = i + (j - i) / 2;
-            let am = at(m)?;
-            stack.push((m, j, am, aj));
-            stack.push((i, m, ai, am));
+            let rm = at(m)?;
+            stack.push((m, j, rm, rj));
+            stack.push((i, m, ri, rm));
             continue;
         }
         total += s;
@@ -178,8 +186,9 @@ pub fn doubled_counts_along(
     (PI..3.0 * PI).contains(&total).then_some(counts)
 }
 
-/// The one bin of every token of a range from computed angle a with step s, or `None`.
-fn one_bin(a: f64, s: f64, bound: &Bound) -> Option<usize> {
+/// The one bin of every token of the range from reading i to reading j with step s, or
+/// `None`: the start side's delta, else the image side's global then narrowed one.
+fn one_bin(i: &Reading, j: &Reading, s: f64, bounds: &Bounds) -> Option<usize> {
     // Shorter than half a bin of the (single) angle: a range cannot hold two whole bins' edges.
     const SPAN: f64 = PI / BINS as f64 / 2.0;
     // Above the rounding of `angle_bin`'s reduction and scaling (angles below 2 pi).
@@ -187,12 +196,17 @@ fn one_bin(a: f64, s: f64, bound: &Bound) -> Option<usize> {
     if s.abs() >= SPAN {
         return None;
     }
+    let a = i.angle;
     let (lo, hi) = (a + s.min(0.0), a + s.max(0.0));
     let within = |w: f64| {
         let first = angle_bin(2.0 * (lo - w - MARGIN), BINS);
         (first == angle_bin(2.0 * (hi + w + MARGIN), BINS)).then_some(first)
     };
-    within(bound.global).or_else(|| within(bound.over(lo, hi)))
+    within(2.0 * bounds.start.range(i, j)).or_else(|| {
+        bounds
+            .image
+            .and_then(|b| within(b.global).or_else(|| within(b.over(lo, hi))))
+    })
 }
 
 #[cfg(test)]
@@ -293,15 +307,22 @@ mod tests {
     /// The counts along the start order of the tokens of P (any sign of det P), if decided.
     fn along(p: [f64; 4], x: &[f64]) -> Option<[u64; BINS]> {
         let order = crate::observe::circle_order::CircleOrder::of(x).unwrap();
-        let plane = crate::observe::PlaneOrder::new(p, &order)?;
-        let bound = Bound::of(&plane.p)?;
-        let mut y = [0.0; 2];
-        let mut angle = |q: usize| {
+        let plane = crate::observe::PlaneOrder::new(p, &order, x)?;
+        let bounds = Bounds::of(&plane.p)?;
+        let mut read = |q: usize| {
             let k = plane.token(q);
+            let mut y = [0.0; 2];
             image(&p, &x[2 * k..2 * k + 2], &mut y);
-            y[1].atan2(y[0])
+            let s = plane.start_token(q);
+            Reading {
+                angle: y[1].atan2(y[0]),
+                start: s[1].atan2(s[0]),
+                stretch: (p[0] * x[2 * k] + p[1] * x[2 * k + 1])
+                    .hypot(p[2] * x[2 * k] + p[3] * x[2 * k + 1])
+                    / s[0].hypot(s[1]),
+            }
         };
-        doubled_counts_along(x.len() / 2, &bound, x.len(), &mut angle)
+        doubled_counts_along(x.len() / 2, &bounds, x.len(), &mut read)
     }
 
     #[test]
@@ -369,6 +390,40 @@ mod tests {
             }
         }
         assert!(decided > trials * 2 / 3, "{decided} of {trials} decided");
+    }
+
+    /// Past cond 1e13 (the image side's limit) up to 1e200 the start side counts the column:
+    /// uniform tokens, whose images are two antipodal points to rounding, give the pass's
+    /// counts, reversed maps (the doubles' det of either sign) included.
+    #[test]
+    fn counts_along_the_order_are_those_of_a_pass_for_squeezed_maps() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(73);
+        let mut decided = 0;
+        let trials = 30;
+        for trial in 0..trials {
+            let s = [1e7, 1e8, 1e10, 1e20, 1e100][trial % 5];
+            let (a, b) = (
+                rng.random_range(-3.0..3.0_f64),
+                rng.random_range(-3.0..3.0_f64),
+            );
+            let (sa, ca) = a.sin_cos();
+            let (sb, cb) = b.sin_cos();
+            let d = [s * ca, -sa / s, s * sa, ca / s];
+            let p = [
+                d[0] * cb + d[1] * sb,
+                -d[0] * sb + d[1] * cb,
+                d[2] * cb + d[3] * sb,
+                -d[2] * sb + d[3] * cb,
+            ];
+            let n = 5000 + 300 * trial;
+            let angles: Vec<f64> = (0..n).map(|_| rng.random_range(-4.0..4.0)).collect();
+            let x = circle(&angles);
+            if let Some(counts) = along(p, &x) {
+                assert_eq!(counts, pass(&p, &x), "trial {trial}: s {s}, p = {p:?}");
+                decided += 1;
+            }
+        }
+        assert_eq!(decided, trials, "{decided} of {trials} decided");
     }
 
     #[test]

@@ -294,14 +294,10 @@ fn counts_along_the_order(source: &dyn TokenSource) -> Option<[u64; super::kymog
     if plane.len() != n {
         return None;
     }
-    let bound = crate::observe::circle_order::Bound::of(&plane.p)?;
-    let mut y = [0.0; 2];
-    let mut angle = |p: usize| {
-        source.rows(plane.token(p), &mut y);
-        y[1].atan2(y[0])
-    };
+    let bounds = crate::observe::circle_order::Bounds::of(&plane.p)?;
+    let mut read = |q: usize| plane.read(source, q);
     let budget = (n / ALONG_BUDGET_FRACTION).max(4096);
-    super::kymograph_map::doubled_counts_along(n, &bound, budget, &mut angle)
+    super::kymograph_map::doubled_counts_along(n, &bounds, budget, &mut read)
 }
 
 impl Observer for TokenSnapshots {

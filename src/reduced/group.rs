@@ -427,7 +427,7 @@ impl TokenSource for GroupTokens<'_> {
             .circle_order
             .get_or_init(|| CircleOrder::of(&self.flow.tokens))
             .as_ref()?;
-        PlaneOrder::new(p, order)
+        PlaneOrder::new(p, order, &self.flow.tokens)
     }
 }
 

@@ -29,7 +29,7 @@ use std::f64::consts::{FRAC_PI_2, PI, TAU};
 
 use super::clusters::{arc_span, ClusterRule};
 pub use super::start_bound::step;
-use super::start_bound::{arc_ends, Reading, StartBound};
+use super::start_bound::{arc_ends, arc_extremes, Reading, StartBound};
 
 /// The start tokens of a d = 2 model sorted by angle: position p holds token `perm[p]`, token k
 /// sits at position `inv[k]`.
@@ -494,18 +494,7 @@ fn arc_diameter(
         }
         highest = highest.max(s);
     }
-    // Through the cut when the arc (shorter than pi / 2) has angles near both pi and -pi.
-    let seen = || near_start.iter().chain(&near_end);
-    let across = seen().any(|&a| a > FRAC_PI_2) && seen().any(|&a| a < -FRAC_PI_2);
-    // Order along the arc: through the cut, the angles near -pi come after those near pi.
-    let key = |a: f64| (across && a < 0.0, a);
-    let earlier = |a: &f64, b: &f64| {
-        let (x, y) = (key(*a), key(*b));
-        x.0.cmp(&y.0).then(x.1.total_cmp(&y.1))
-    };
-    let first = near_start.iter().copied().min_by(earlier)?;
-    let last = near_end.iter().copied().max_by(earlier)?;
-    Some((first, last, across))
+    arc_extremes(&near_start, &near_end)
 }
 
 #[cfg(test)]

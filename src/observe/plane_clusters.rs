@@ -58,11 +58,11 @@ pub fn plane_clusters(
     if plane.len() != n {
         return None;
     }
-    let bounds = Bounds::of(&plane.p)?;
     if scratch.wait > 0 {
         scratch.wait -= 1;
         return None;
     }
+    let bounds = Bounds::of(&plane.p)?;
     let mut read = |q: usize| plane.read(source, q);
     let budget = (n / BUDGET_FRACTION).max(MIN_TOKENS);
     let Some(found) = partition(n, rule, &bounds, budget, &mut read) else {

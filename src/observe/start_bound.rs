@@ -175,17 +175,23 @@ pub fn arc_ends(
         lowest = lowest.min(offset(reading.angle));
         highest = highest.max(offset(reading.angle));
     }
-    // Through the cut when the arc has angles near both pi and -pi; there those near -pi
-    // come last.
-    let across = seen.iter().any(|&a| a > FRAC_PI_2) && seen.iter().any(|&a| a < -FRAC_PI_2);
+    arc_extremes(&seen, &seen)
+}
+
+/// An arc's first angle among `lows` and last among `highs` (candidates read from its two
+/// ends), and whether it runs through the cut at +-pi: it does when the angles seen lie near
+/// both pi and -pi (the arc being shorter than pi / 2), and then those near -pi come last.
+pub fn arc_extremes(lows: &[f64], highs: &[f64]) -> Option<(f64, f64, bool)> {
+    let seen = || lows.iter().chain(highs);
+    let across = seen().any(|&a| a > FRAC_PI_2) && seen().any(|&a| a < -FRAC_PI_2);
     let key = |a: f64| (across && a < 0.0, a);
     let earlier = |a: &f64, b: &f64| {
         let (x, y) = (key(*a), key(*b));
         x.0.cmp(&y.0).then(x.1.total_cmp(&y.1))
     };
-    let lowest = seen.iter().copied().min_by(earlier)?;
-    let highest = seen.iter().copied().max_by(earlier)?;
-    Some((lowest, highest, across))
+    let first = lows.iter().copied().min_by(earlier)?;
+    let last = highs.iter().copied().max_by(earlier)?;
+    Some((first, last, across))
 }
 
 #[cfg(test)]

@@ -304,6 +304,23 @@ mod tests {
         assert!(check([1.0, 0.0, 0.0, 1.0], &circle(&angles)));
     }
 
+    /// P = R(alpha) diag(s, 1 / s) R(beta) with random alpha, beta (cond s^2), row-major.
+    fn squeeze(rng: &mut rand_chacha::ChaCha8Rng, s: f64) -> [f64; 4] {
+        let (a, b) = (
+            rng.random_range(-3.0..3.0_f64),
+            rng.random_range(-3.0..3.0_f64),
+        );
+        let (sa, ca) = a.sin_cos();
+        let (sb, cb) = b.sin_cos();
+        let d = [s * ca, -sa / s, s * sa, ca / s];
+        [
+            d[0] * cb + d[1] * sb,
+            -d[0] * sb + d[1] * cb,
+            d[2] * cb + d[3] * sb,
+            -d[2] * sb + d[3] * cb,
+        ]
+    }
+
     /// The counts along the start order of the tokens of P (any sign of det P), if decided.
     fn along(p: [f64; 4], x: &[f64]) -> Option<[u64; BINS]> {
         let order = crate::observe::circle_order::CircleOrder::of(x).unwrap();
@@ -334,19 +351,7 @@ mod tests {
             // with a column negated (det < 0).
             let cond: f64 = [1.0, 1e2, 1e4, 1e6, 1e8, 1e10, 1e12][trial % 7];
             let s = cond.sqrt();
-            let (a, b) = (
-                rng.random_range(-3.0..3.0_f64),
-                rng.random_range(-3.0..3.0_f64),
-            );
-            let (sa, ca) = a.sin_cos();
-            let (sb, cb) = b.sin_cos();
-            let d = [s * ca, -sa / s, s * sa, ca / s];
-            let mut p = [
-                d[0] * cb + d[1] * sb,
-                -d[0] * sb + d[1] * cb,
-                d[2] * cb + d[3] * sb,
-                -d[2] * sb + d[3] * cb,
-            ];
+            let mut p = squeeze(&mut rng, s);
             if trial % 2 == 1 {
                 p[1] = -p[1];
                 p[3] = -p[3];
@@ -402,19 +407,7 @@ mod tests {
         let trials = 30;
         for trial in 0..trials {
             let s = [1e7, 1e8, 1e10, 1e20, 1e100][trial % 5];
-            let (a, b) = (
-                rng.random_range(-3.0..3.0_f64),
-                rng.random_range(-3.0..3.0_f64),
-            );
-            let (sa, ca) = a.sin_cos();
-            let (sb, cb) = b.sin_cos();
-            let d = [s * ca, -sa / s, s * sa, ca / s];
-            let p = [
-                d[0] * cb + d[1] * sb,
-                -d[0] * sb + d[1] * cb,
-                d[2] * cb + d[3] * sb,
-                -d[2] * sb + d[3] * cb,
-            ];
+            let p = squeeze(&mut rng, s);
             let n = 5000 + 300 * trial;
             let angles: Vec<f64> = (0..n).map(|_| rng.random_range(-4.0..4.0)).collect();
             let x = circle(&angles);

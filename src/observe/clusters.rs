@@ -32,6 +32,7 @@
 //! limit. In a clustered state the leader pass finds exactly the components. Angles are
 //! formed as 2 asin(|x - y| / 2), accurate for the tiny angles of tight clusters.
 
+use crate::parallel::TOKENS_PER_CHUNK;
 use std::f64::consts::{PI, TAU};
 
 /// The default angle (radians) below which tokens count as one tight cluster.
@@ -250,10 +251,16 @@ struct Group {
     diameter: f64,
 }
 
-/// The angle between unit vectors, 2 asin(|x - y| / 2) (accurate near 0).
+/// The angle between unit vectors: 2 asin(|x - y| / 2) up to a right angle, pi - 2 asin(|x +
+/// y| / 2) beyond it (docs/MATH.md §11), each accurate to rounding where the other is not (asin
+/// near 1 turns a rounding of the chord into an error of its square root: 3e-8 at pi).
 pub fn angle_between(x: &[f64], y: &[f64]) -> f64 {
     let chord2: f64 = x.iter().zip(y).map(|(a, b)| (a - b) * (a - b)).sum();
-    2.0 * (chord2.sqrt() / 2.0).min(1.0).asin()
+    if chord2 <= 2.0 {
+        return 2.0 * (chord2.sqrt() / 2.0).asin();
+    }
+    let across2: f64 = x.iter().zip(y).map(|(a, b)| (a + b) * (a + b)).sum();
+    PI - 2.0 * (across2.sqrt() / 2.0).min(1.0).asin()
 }
 
 /// d = 2: the arcs between gaps wider than theta of the sorted angles, when each arc is at most
@@ -465,7 +472,7 @@ struct Cap {
 impl Cap {
     fn of(tokens: &[f64], d: usize, members: &[usize]) -> Cap {
         let row = |k: usize| &tokens[k * d..(k + 1) * d];
-        let centre = mean_direction(members.iter().map(|&k| row(k)), d);
+        let centre = centre_of(tokens, d, members);
         let (far, radius) = members
             .iter()
             .map(|&k| (k, angle_between(row(k), &centre)))
@@ -485,21 +492,41 @@ impl Cap {
     }
 }
 
-/// The normalised sum of unit vectors (the first one when the sum vanishes).
-pub fn mean_direction<'a>(rows: impl Iterator<Item = &'a [f64]>, d: usize) -> Vec<f64> {
+/// A group's centre c = s / |s| (its first member when s vanishes), with s the sum of its
+/// members' rows added by fixed chunks of token indices
+/// ([`crate::parallel::TOKENS_PER_CHUNK`] tokens): each chunk's members in the order given,
+/// from zero, and the chunks' sums in the order met, from zero (docs/MATH.md §11.5). For
+/// members in index order these are the doubles of a pass that sums each chunk apart, on any
+/// thread, and adds the chunks' sums in chunk order (as the bisection of plane maps does).
+pub fn centre_of(tokens: &[f64], d: usize, members: &[usize]) -> Vec<f64> {
+    let row = |k: usize| &tokens[k * d..(k + 1) * d];
     let mut sum = vec![0.0; d];
-    let mut first = None;
-    for x in rows {
-        first.get_or_insert_with(|| x.to_vec());
-        for (s, v) in sum.iter_mut().zip(x) {
-            *s += v;
+    let mut chunk_sum = vec![0.0; d];
+    let mut chunk = None;
+    for &k in members {
+        let c = k / TOKENS_PER_CHUNK;
+        if chunk != Some(c) {
+            if chunk.is_some() {
+                add_into(&mut sum, &chunk_sum);
+                chunk_sum.fill(0.0);
+            }
+            chunk = Some(c);
         }
+        add_into(&mut chunk_sum, row(k));
     }
-    direction_of_sum(sum, first)
+    add_into(&mut sum, &chunk_sum);
+    direction_of_sum(sum, members.first().map(|&k| row(k).to_vec()))
+}
+
+/// sum += x, number by number.
+fn add_into(sum: &mut [f64], x: &[f64]) {
+    for (s, v) in sum.iter_mut().zip(x) {
+        *s += v;
+    }
 }
 
 /// The sum of unit vectors `sum` (added from zero in member order) made unit; `first` (the
-/// first vector) when the sum vanishes: the end of [`mean_direction`].
+/// first vector) when the sum vanishes: the end of [`centre_of`].
 pub fn direction_of_sum(sum: Vec<f64>, first: Option<Vec<f64>>) -> Vec<f64> {
     let norm = sum.iter().map(|v| v * v).sum::<f64>().sqrt();
     if norm > 0.0 {
@@ -598,10 +625,9 @@ fn summarise(tokens: &[f64], d: usize, mut groups: Vec<Group>, threshold: f64) -
             .cmp(&a.members.len())
             .then(a.members[0].cmp(&b.members[0]))
     });
-    let row = |k: usize| &tokens[k * d..(k + 1) * d];
     let centres: Vec<Vec<f64>> = groups
         .iter()
-        .map(|g| mean_direction(g.members.iter().map(|&k| row(k)), d))
+        .map(|g| centre_of(tokens, d, &g.members))
         .collect();
     Clustering {
         count: groups.len(),
@@ -881,6 +907,36 @@ mod tests {
             let a = detect_points(&points, &counts, d, rule);
             let b = detect_clusters(&tokens, d, rule);
             assert_eq!((a.count, &a.sizes), (b.count, &b.sizes), "trial {trial}");
+        }
+    }
+
+    #[test]
+    fn angles_are_exact_to_rounding_from_zero_to_antipodal() {
+        // y is x turned by t in the plane of x and a unit u orthogonal to it, so the angle is t
+        // (to the rounding of y's entries, a few 1e-16): near pi the chord form alone is off
+        // by up to the square root of a rounding, some 1e-8.
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for d in [2, 3, 7] {
+            for _ in 0..20 {
+                let x = unit(&mut rng, d, 1.0, None);
+                let w = unit(&mut rng, d, 1.0, None);
+                let along: f64 = x.iter().zip(&w).map(|(a, b)| a * b).sum();
+                let u: Vec<f64> = w.iter().zip(&x).map(|(b, a)| b - along * a).collect();
+                let size = u.iter().map(|v| v * v).sum::<f64>().sqrt();
+                let u: Vec<f64> = u.iter().map(|v| v / size).collect();
+                for k in 1..=13 {
+                    let small = 10f64.powi(-k);
+                    for t in [small, std::f64::consts::FRAC_PI_2 + small, PI - small] {
+                        let y: Vec<f64> = x
+                            .iter()
+                            .zip(&u)
+                            .map(|(a, b)| t.cos() * a + t.sin() * b)
+                            .collect();
+                        let err = (angle_between(&x, &y) - t).abs();
+                        assert!(err <= 1e-15 * t.max(1.0), "d {d} t {t}: off by {err:e}");
+                    }
+                }
+            }
         }
     }
 

@@ -5,9 +5,10 @@
 //! arcs:    the partition by bisection along the start tokens' order (circle_order.rs):
 //!          O(k log n) angles, the same arcs and diameters as the sorted angles;
 //! sizes:   the arcs' numbers of positions;
-//! centres: c_a = s_a / |s_a|, s_a = sum over k in arc a of y_k, added in token order
-//!          (k = 0, 1, ..., each token's arc from its position): the sums of the pass over
-//!          the tokens, so the same doubles.
+//! centres: c_a = s_a / |s_a|, s_a = sum over k in arc a of y_k, added by fixed chunks of
+//!          token indices as centre_of adds them (each token's arc from its position; the
+//!          chunks made and summed in parallel): the sums of the pass over the tokens, so
+//!          the same doubles.
 //! ```
 //!
 //! The answer is [`super::clusters::detect_clusters`]'s to the bit, or `None` (then that pass
@@ -17,12 +18,11 @@
 use super::circle_order::{partition, Arcs, Bounds, Partition};
 use super::clusters::{direction_of_sum, is_unit, smallest_separation, ClusterRule, Clustering};
 use super::{PlaneOrder, TokenSource};
+use crate::parallel::{chunk_count, TOKENS_PER_CHUNK};
+use rayon::prelude::*;
 
 /// Below this many tokens the pass over the tokens is as cheap.
 pub const MIN_TOKENS: usize = 1 << 12;
-
-/// Tokens made at a time for the centres.
-const PIECE_TOKENS: usize = 1 << 14;
 
 /// The bisection may compute at most max(n / BUDGET_FRACTION, MIN_TOKENS) angles.
 const BUDGET_FRACTION: usize = 8;
@@ -30,8 +30,6 @@ const BUDGET_FRACTION: usize = 8;
 /// What [`plane_clusters`] keeps between samples.
 #[derive(Debug, Clone, Default)]
 pub struct PlaneScratch {
-    /// Tokens made for the centres.
-    rows: Vec<f64>,
     /// Samples to leave to the pass before the bisection is tried again, and the length of
     /// the last such wait (doubled at each refusal in a row, up to [`MAX_BACKOFF`]): a
     /// refused bisection costs up to an eighth of the pass, so a run of refusals (a spread-out
@@ -74,9 +72,7 @@ pub fn plane_clusters(
     scratch.backoff = 0;
     match found {
         Partition::NotClustered => Some(Clustering::not_clustered(n, rule.threshold)),
-        Partition::Arcs(arcs) => {
-            summarise(source, &plane, &arcs, rule.threshold, &mut scratch.rows)
-        }
+        Partition::Arcs(arcs) => summarise(source, &plane, &arcs, rule.threshold),
     }
 }
 
@@ -98,17 +94,9 @@ fn summarise(
     order: &PlaneOrder<'_>,
     arcs: &Arcs,
     threshold: f64,
-    rows: &mut Vec<f64>,
 ) -> Option<Clustering> {
     let n = source.n();
-    let found = match arcs.starts.len() {
-        1 => sums_in_registers::<1>(source, order, arcs, rows),
-        2 => sums_in_registers::<2>(source, order, arcs, rows),
-        3 => sums_in_registers::<3>(source, order, arcs, rows),
-        4 => sums_in_registers::<4>(source, order, arcs, rows),
-        _ => sums_in_memory(source, order, arcs, rows),
-    }?;
-    let mut sums: Vec<ArcSums> = found
+    let mut sums: Vec<ArcSums> = arc_sums(source, order, arcs)?
         .into_iter()
         .enumerate()
         .map(|(a, (sum, first))| ArcSums {
@@ -139,50 +127,89 @@ fn summarise(
     })
 }
 
-/// Calls `each(k, y)` for every token y_k in index order, made a piece at a time; `None` when a
-/// token is not a unit vector to rounding.
-fn each_token(
-    source: &dyn TokenSource,
-    rows: &mut Vec<f64>,
-    mut each: impl FnMut(usize, &[f64]),
-) -> Option<()> {
-    let n = source.n();
-    rows.resize(2 * PIECE_TOKENS.min(n), 0.0);
-    for start in (0..n).step_by(PIECE_TOKENS) {
-        let piece = &mut rows[..2 * PIECE_TOKENS.min(n - start)];
-        source.rows(start, piece);
-        for (i, y) in piece.chunks_exact(2).enumerate() {
-            if !is_unit(y) {
-                return None;
-            }
-            each(start + i, y);
-        }
-    }
-    Some(())
-}
-
-/// The arcs' sums in token order, K arcs: every token is added to every sum, as itself to its
-/// own arc's and as +0 to the others. s + 0 = s exactly (s is never -0: it starts at +0, and
-/// x + (-x) = +0), so these are the sums of [`sums_in_memory`], the same doubles, with the sums
-/// held in registers instead of a store and a load per token.
-fn sums_in_registers<const K: usize>(
+/// The arcs' sums as [`super::clusters::centre_of`] adds them: each chunk of
+/// [`TOKENS_PER_CHUNK`] tokens made and summed apart (in parallel), the chunks' sums added in
+/// chunk order; with each arc's first token. `None` when a token is not a unit vector to
+/// rounding.
+fn arc_sums(
     source: &dyn TokenSource,
     order: &PlaneOrder<'_>,
     arcs: &Arcs,
-    rows: &mut Vec<f64>,
 ) -> Option<Vec<SumAndFirst>> {
+    let n = source.n();
+    let chunks: Vec<Option<Vec<[f64; 2]>>> = (0..chunk_count(n))
+        .into_par_iter()
+        .map_init(Vec::new, |rows, c| {
+            let first = c * TOKENS_PER_CHUNK;
+            rows.resize(2 * TOKENS_PER_CHUNK.min(n - first), 0.0);
+            source.rows(first, rows);
+            if !rows.chunks_exact(2).all(is_unit) {
+                return None;
+            }
+            let positions = (first..first + rows.len() / 2).map(|k| order.position(k));
+            Some(match arcs.starts.len() {
+                1 => sums_in_registers::<1>(arcs, positions, rows),
+                2 => sums_in_registers::<2>(arcs, positions, rows),
+                3 => sums_in_registers::<3>(arcs, positions, rows),
+                4 => sums_in_registers::<4>(arcs, positions, rows),
+                _ => sums_in_memory(arcs, positions, rows),
+            })
+        })
+        .collect();
+    let mut sums = vec![[0.0; 2]; arcs.starts.len()];
+    for chunk in chunks {
+        for (sum, chunk_sum) in sums.iter_mut().zip(chunk?) {
+            sum[0] += chunk_sum[0];
+            sum[1] += chunk_sum[1];
+        }
+    }
+    Some(
+        sums.into_iter()
+            .zip(first_tokens(source, order, arcs))
+            .collect(),
+    )
+}
+
+/// Each arc's first token (index and row), by a scan from token 0 that stops once every arc
+/// has one.
+fn first_tokens(
+    source: &dyn TokenSource,
+    order: &PlaneOrder<'_>,
+    arcs: &Arcs,
+) -> Vec<Option<(usize, [f64; 2])>> {
+    let mut firsts = vec![None; arcs.starts.len()];
+    let mut missing = firsts.len();
+    for k in 0..source.n() {
+        if missing == 0 {
+            break;
+        }
+        let first = &mut firsts[arcs.arc_of(order.position(k))];
+        if first.is_none() {
+            let mut y = [0.0; 2];
+            source.rows(k, &mut y);
+            *first = Some((k, y));
+            missing -= 1;
+        }
+    }
+    firsts
+}
+
+/// One chunk's arc sums (tokens in `rows`, their positions in the start order from
+/// `positions`), K arcs: every token is added to every sum, as itself to its own arc's and as
+/// +0 to the others. s + 0 = s exactly (s is never -0: it starts at +0, and x + (-x) = +0), so
+/// these are the sums of [`sums_in_memory`], the same doubles, with the sums held in registers
+/// instead of a store and a load per token.
+fn sums_in_registers<const K: usize>(
+    arcs: &Arcs,
+    positions: impl Iterator<Item = usize>,
+    rows: &[f64],
+) -> Vec<[f64; 2]> {
     let starts: [usize; K] = std::array::from_fn(|a| arcs.starts[a]);
     let mut sums = [[0.0_f64; 2]; K];
-    let mut firsts: [Option<(usize, [f64; 2])>; K] = [None; K];
-    each_token(source, rows, |k, y| {
-        let p = order.position(k);
+    for (p, y) in positions.zip(rows.chunks_exact(2)) {
         // Arc a holds the positions from starts[a]; before starts[0], the last arc's (round).
         let at_or_after: usize = starts.iter().map(|&s| usize::from(s <= p)).sum();
-        let arc = if at_or_after == 0 {
-            K - 1
-        } else {
-            at_or_after - 1
-        };
+        let arc = (at_or_after + K - 1) % K;
         // The token's bits masked to +0 for the other arcs, by integer masks (no branch: the
         // arcs of tokens in index order are random, a misprediction every other token).
         for (a, sum) in sums.iter_mut().enumerate() {
@@ -190,26 +217,23 @@ fn sums_in_registers<const K: usize>(
             sum[0] += f64::from_bits(y[0].to_bits() & mask);
             sum[1] += f64::from_bits(y[1].to_bits() & mask);
         }
-        firsts[arc].get_or_insert((k, [y[0], y[1]]));
-    })?;
-    Some(sums.into_iter().zip(firsts).collect())
+    }
+    sums.to_vec()
 }
 
-/// The arcs' sums in token order, any number of arcs.
+/// One chunk's arc sums, any number of arcs.
 fn sums_in_memory(
-    source: &dyn TokenSource,
-    order: &PlaneOrder<'_>,
     arcs: &Arcs,
-    rows: &mut Vec<f64>,
-) -> Option<Vec<SumAndFirst>> {
-    let mut found: Vec<SumAndFirst> = vec![([0.0; 2], None); arcs.starts.len()];
-    each_token(source, rows, |k, y| {
-        let (sum, first) = &mut found[arcs.arc_of(order.position(k))];
+    positions: impl Iterator<Item = usize>,
+    rows: &[f64],
+) -> Vec<[f64; 2]> {
+    let mut sums = vec![[0.0; 2]; arcs.starts.len()];
+    for (p, y) in positions.zip(rows.chunks_exact(2)) {
+        let sum = &mut sums[arcs.arc_of(p)];
         sum[0] += y[0];
         sum[1] += y[1];
-        first.get_or_insert((k, [y[0], y[1]]));
-    })?;
-    Some(found)
+    }
+    sums
 }
 
 #[cfg(test)]

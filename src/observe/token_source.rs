@@ -164,7 +164,7 @@ impl<'a> PlaneOrder<'a> {
 }
 
 /// A sample's tokens, made when asked for.
-pub trait TokenSource {
+pub trait TokenSource: Sync {
     /// Number of tokens.
     fn n(&self) -> usize;
     /// Their dimension.

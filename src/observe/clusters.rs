@@ -494,7 +494,7 @@ impl Cap {
 
 /// A group's centre c = s / |s| (its first member when s vanishes), with s the sum of its
 /// members' rows added by fixed chunks of token indices
-/// ([`crate::parallel::TOKENS_PER_CHUNK`] tokens): each chunk's members in the order given,
+/// (2048 tokens, the chunks of every sum over tokens): each chunk's members in the order given,
 /// from zero, and the chunks' sums in the order met, from zero (docs/MATH.md §11.5). For
 /// members in index order these are the doubles of a pass that sums each chunk apart, on any
 /// thread, and adds the chunks' sums in chunk order (as the bisection of plane maps does).
@@ -907,6 +907,43 @@ mod tests {
             let a = detect_points(&points, &counts, d, rule);
             let b = detect_clusters(&tokens, d, rule);
             assert_eq!((a.count, &a.sizes), (b.count, &b.sizes), "trial {trial}");
+        }
+    }
+
+    #[test]
+    fn centres_by_chunks_are_within_their_rounding_bound_of_the_exact_sum() {
+        // The members' sum by compensated (Neumaier) summation is exact to a few eps; the
+        // chunked sum is off by at most (members per chunk + chunks) eps sum |y| (MATH §11.5).
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let d = 3;
+        let n = 150_001;
+        let tokens = cloud(&mut rng, n, d, 1, 0.3);
+        let members: Vec<usize> = (0..n).filter(|k| k % 3 != 1).collect();
+        let centre = centre_of(&tokens, d, &members);
+        let mut exact = vec![0.0; d];
+        let mut bound = vec![0.0; d];
+        for c in 0..d {
+            let (mut sum, mut carry) = (0.0_f64, 0.0_f64);
+            for &k in &members {
+                let v = tokens[k * d + c];
+                let t = sum + v;
+                carry += if sum.abs() >= v.abs() {
+                    (sum - t) + v
+                } else {
+                    (v - t) + sum
+                };
+                sum = t;
+                bound[c] += v.abs();
+            }
+            exact[c] = sum + carry;
+        }
+        let size = exact.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let chunks = n.div_ceil(TOKENS_PER_CHUNK) as f64;
+        for c in 0..d {
+            let allowed = (TOKENS_PER_CHUNK as f64 + chunks + 4.0) * f64::EPSILON * bound[c] / size
+                + 4.0 * f64::EPSILON;
+            let err = (centre[c] - exact[c] / size).abs();
+            assert!(err <= allowed, "component {c}: {err:e} > {allowed:e}");
         }
     }
 

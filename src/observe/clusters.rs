@@ -506,10 +506,9 @@ pub fn centre_of(tokens: &[f64], d: usize, members: &[usize]) -> Vec<f64> {
     for &k in members {
         let c = k / TOKENS_PER_CHUNK;
         if chunk != Some(c) {
-            if chunk.is_some() {
-                add_into(&mut sum, &chunk_sum);
-                chunk_sum.fill(0.0);
-            }
+            // The last chunk's sum, +0 before the first (0 + 0 = 0: no change).
+            add_into(&mut sum, &chunk_sum);
+            chunk_sum.fill(0.0);
             chunk = Some(c);
         }
         add_into(&mut chunk_sum, row(k));

@@ -36,6 +36,8 @@ pub struct PlaneScratch {
     /// transient) tries it at ever fewer samples. Only the time spent depends on this.
     wait: usize,
     backoff: usize,
+    /// Each chunk's arc sums (2 numbers an arc, an arc after another, a chunk after another).
+    partials: Vec<f64>,
 }
 
 /// The longest wait after refusals in a row, in samples.
@@ -72,7 +74,9 @@ pub fn plane_clusters(
     scratch.backoff = 0;
     match found {
         Partition::NotClustered => Some(Clustering::not_clustered(n, rule.threshold)),
-        Partition::Arcs(arcs) => summarise(source, &plane, &arcs, rule.threshold),
+        Partition::Arcs(arcs) => {
+            summarise(source, &plane, &arcs, rule.threshold, &mut scratch.partials)
+        }
     }
 }
 
@@ -94,9 +98,10 @@ fn summarise(
     order: &PlaneOrder<'_>,
     arcs: &Arcs,
     threshold: f64,
+    partials: &mut Vec<f64>,
 ) -> Option<Clustering> {
     let n = source.n();
-    let mut sums: Vec<ArcSums> = arc_sums(source, order, arcs)?
+    let mut sums: Vec<ArcSums> = arc_sums(source, order, arcs, partials)?
         .into_iter()
         .enumerate()
         .map(|(a, (sum, first))| ArcSums {
@@ -128,37 +133,31 @@ fn summarise(
 }
 
 /// The arcs' sums as [`super::clusters::centre_of`] adds them: each chunk of
-/// [`TOKENS_PER_CHUNK`] tokens made and summed apart (in parallel), the chunks' sums added in
-/// chunk order; with each arc's first token. `None` when a token is not a unit vector to
-/// rounding.
+/// [`TOKENS_PER_CHUNK`] tokens made and summed apart (in parallel, into `partials`), the
+/// chunks' sums added in chunk order; with each arc's first token. `None` when a token is not
+/// a unit vector to rounding.
 fn arc_sums(
     source: &dyn TokenSource,
     order: &PlaneOrder<'_>,
     arcs: &Arcs,
+    partials: &mut Vec<f64>,
 ) -> Option<Vec<SumAndFirst>> {
     let n = source.n();
-    let chunks: Vec<Option<Vec<[f64; 2]>>> = (0..chunk_count(n))
-        .into_par_iter()
-        .map_init(Vec::new, |rows, c| {
-            let first = c * TOKENS_PER_CHUNK;
-            rows.resize(2 * TOKENS_PER_CHUNK.min(n - first), 0.0);
-            source.rows(first, rows);
-            if !rows.chunks_exact(2).all(is_unit) {
-                return None;
-            }
-            let positions = (first..first + rows.len() / 2).map(|k| order.position(k));
-            Some(match arcs.starts.len() {
-                1 => sums_in_registers::<1>(arcs, positions, rows),
-                2 => sums_in_registers::<2>(arcs, positions, rows),
-                3 => sums_in_registers::<3>(arcs, positions, rows),
-                4 => sums_in_registers::<4>(arcs, positions, rows),
-                _ => sums_in_memory(arcs, positions, rows),
-            })
+    let width = 2 * arcs.starts.len();
+    partials.resize(width * chunk_count(n), 0.0);
+    let all_unit = partials
+        .par_chunks_mut(width)
+        .enumerate()
+        .map_init(Vec::new, |rows, (c, acc)| {
+            chunk_sums(source, order, arcs, c * TOKENS_PER_CHUNK, rows, acc)
         })
-        .collect();
+        .all(|unit| unit);
+    if !all_unit {
+        return None;
+    }
     let mut sums = vec![[0.0; 2]; arcs.starts.len()];
-    for chunk in chunks {
-        for (sum, chunk_sum) in sums.iter_mut().zip(chunk?) {
+    for acc in partials.chunks_exact(width) {
+        for (sum, chunk_sum) in sums.iter_mut().zip(acc.chunks_exact(2)) {
             sum[0] += chunk_sum[0];
             sum[1] += chunk_sum[1];
         }
@@ -168,6 +167,33 @@ fn arc_sums(
             .zip(first_tokens(source, order, arcs))
             .collect(),
     )
+}
+
+/// The arc sums of the chunk of tokens from `first` into `acc` (2 numbers an arc), the tokens
+/// made into `rows` (a thread's buffer, grown once); false when one of them is not a unit
+/// vector to rounding.
+fn chunk_sums(
+    source: &dyn TokenSource,
+    order: &PlaneOrder<'_>,
+    arcs: &Arcs,
+    first: usize,
+    rows: &mut Vec<f64>,
+    acc: &mut [f64],
+) -> bool {
+    rows.resize(2 * TOKENS_PER_CHUNK.min(source.n() - first), 0.0);
+    source.rows(first, rows);
+    if !rows.chunks_exact(2).all(is_unit) {
+        return false;
+    }
+    let positions = (first..first + rows.len() / 2).map(|k| order.position(k));
+    match arcs.starts.len() {
+        1 => sums_in_registers::<1>(arcs, positions, rows, acc),
+        2 => sums_in_registers::<2>(arcs, positions, rows, acc),
+        3 => sums_in_registers::<3>(arcs, positions, rows, acc),
+        4 => sums_in_registers::<4>(arcs, positions, rows, acc),
+        _ => sums_in_memory(arcs, positions, rows, acc),
+    }
+    true
 }
 
 /// Each arc's first token (index and row), by a scan from token 0 that stops once every arc
@@ -203,7 +229,8 @@ fn sums_in_registers<const K: usize>(
     arcs: &Arcs,
     positions: impl Iterator<Item = usize>,
     rows: &[f64],
-) -> Vec<[f64; 2]> {
+    acc: &mut [f64],
+) {
     let starts: [usize; K] = std::array::from_fn(|a| arcs.starts[a]);
     let mut sums = [[0.0_f64; 2]; K];
     for (p, y) in positions.zip(rows.chunks_exact(2)) {
@@ -218,22 +245,22 @@ fn sums_in_registers<const K: usize>(
             sum[1] += f64::from_bits(y[1].to_bits() & mask);
         }
     }
-    sums.to_vec()
+    acc.copy_from_slice(sums.as_flattened());
 }
 
-/// One chunk's arc sums, any number of arcs.
+/// One chunk's arc sums into `acc` (2 numbers an arc), any number of arcs.
 fn sums_in_memory(
     arcs: &Arcs,
     positions: impl Iterator<Item = usize>,
     rows: &[f64],
-) -> Vec<[f64; 2]> {
-    let mut sums = vec![[0.0; 2]; arcs.starts.len()];
+    acc: &mut [f64],
+) {
+    acc.fill(0.0);
     for (p, y) in positions.zip(rows.chunks_exact(2)) {
-        let sum = &mut sums[arcs.arc_of(p)];
-        sum[0] += y[0];
-        sum[1] += y[1];
+        let a = arcs.arc_of(p);
+        acc[2 * a] += y[0];
+        acc[2 * a + 1] += y[1];
     }
-    sums
 }
 
 #[cfg(test)]

@@ -552,17 +552,51 @@ fn tight_diameter(
         return Some(cap.farthest_pair);
     }
     if m.saturating_mul(m) / 2 <= EXACT_PAIRS {
-        let row = |k: usize| &tokens[k * d..(k + 1) * d];
-        let mut widest: f64 = 0.0;
-        for (i, &a) in members.iter().enumerate() {
-            for &b in &members[i + 1..] {
-                widest = widest.max(angle_between(row(a), row(b)));
-            }
-        }
+        let (a, b) = widest_pair(tokens, d, members);
+        let widest = angle_between(&tokens[a * d..(a + 1) * d], &tokens[b * d..(b + 1) * d]);
         return (widest <= theta).then_some(widest);
     }
     // Too many pairs: 2 r bounds the diameter; the farthest pair is reported.
     (2.0 * cap.radius <= theta).then_some(cap.farthest_pair)
+}
+
+/// The pair of members farthest apart: the largest squared chord |x_a - x_b|^2, which ranks
+/// pairs of unit vectors as their angle does, so one angle is taken (for the pair found) instead
+/// of one per pair. The pairs are scanned in member order, the first of equal chords kept.
+fn widest_pair(tokens: &[f64], d: usize, members: &[usize]) -> (usize, usize) {
+    crate::simd::vectorized(
+        #[inline(always)]
+        || {
+            let row = |k: usize| &tokens[k * d..(k + 1) * d];
+            let mut best = (0.0, members[0], members[0]);
+            for (i, &a) in members.iter().enumerate() {
+                for &b in &members[i + 1..] {
+                    let c = squared_chord(row(a), row(b));
+                    if c > best.0 {
+                        best = (c, a, b);
+                    }
+                }
+            }
+            (best.1, best.2)
+        },
+    )
+}
+
+/// |x - y|^2, summed in [`crate::simd::LANES`] running sums so that the loop vectorises.
+#[inline(always)]
+fn squared_chord(x: &[f64], y: &[f64]) -> f64 {
+    use crate::simd::LANES;
+    let mut acc = [0.0; LANES];
+    let (xs, ys) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    let tail: f64 = (xs.remainder().iter().zip(ys.remainder()))
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum();
+    for (a, b) in xs.zip(ys) {
+        for l in 0..LANES {
+            acc[l] += (a[l] - b[l]) * (a[l] - b[l]);
+        }
+    }
+    acc.iter().sum::<f64>() + tail
 }
 
 /// Whether every token of one group is more than theta from every token of the other.
@@ -984,6 +1018,39 @@ mod tests {
         assert!(ClusterRule::new(0.5).is_some());
         assert!(ClusterRule::new(1e-300).is_none());
         assert!(ClusterRule::new(MIN_THRESHOLD).is_some());
+    }
+
+    #[test]
+    fn the_widest_chord_is_the_widest_angle() {
+        // The diameter of a group up to EXACT_DIAMETER_TOKENS tokens, found by squared chords,
+        // against the largest of every pair's angle; spreads from 1e-12 to beyond theta.
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        for trial in 0..120 {
+            let d = [2, 3, 7, 100][trial % 4];
+            let m = [2, 3, 17, 256][(trial / 4) % 4];
+            let spread = [1e-12, 1e-7, 1e-3, 0.02, 0.2][(trial / 16) % 5];
+            let tokens = cloud(&mut rng, m, d, 1, spread);
+            let members: Vec<usize> = (0..m).collect();
+            let row = |k: usize| &tokens[k * d..(k + 1) * d];
+            let mut exact: f64 = 0.0;
+            for a in 0..m {
+                for b in a + 1..m {
+                    exact = exact.max(angle_between(row(a), row(b)));
+                }
+            }
+            let theta = 0.1;
+            let cap = Cap::of(&tokens, d, &members);
+            let found = tight_diameter(&tokens, d, &members, &cap, theta);
+            if exact <= theta {
+                let found = found.unwrap_or(f64::NAN);
+                assert!(
+                    (found - exact).abs() <= 4.0 * f64::EPSILON * exact,
+                    "trial {trial}: d = {d}, m = {m}: {found} against {exact}"
+                );
+            } else {
+                assert!(found.is_none(), "trial {trial}: {exact} > theta");
+            }
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod circle_order;
 pub mod cluster_series;
 pub mod clusters;
+pub mod leading_pair;
 pub mod order;
 pub mod plane_clusters;
 pub mod progress;

@@ -118,6 +118,10 @@ pub(crate) struct Dop853 {
     y_old: Vec<f64>,
     /// Argument of the stage being evaluated.
     y_stage: Vec<f64>,
+    /// The dense output's rows r5..r8 of the last accepted step, sum_j d_rj k_j (without the
+    /// factor h), one after the other: they do not depend on theta, so they are formed once per
+    /// step, not once per sample (allocated at the first dense output).
+    dense_rows: [Vec<f64>; 4],
     /// Per-block partial sums (two per block) of the error norms.
     partials: Vec<f64>,
     t: f64,
@@ -160,6 +164,7 @@ impl Dop853 {
             y: y0.to_vec(),
             y_old: vec![0.0; m],
             y_stage: vec![0.0; m],
+            dense_rows: Default::default(),
             partials: vec![0.0; 2 * m.div_ceil(BLOCK).max(1)],
             t: 0.0,
             t_end,
@@ -199,6 +204,10 @@ impl Dop853 {
         map(&mut self.y_old);
         for k in &mut self.k {
             map(k);
+        }
+        if self.dense_ready {
+            // The rows from the mapped stages, as if they had been formed after the map.
+            self.form_dense_rows();
         }
     }
 
@@ -398,8 +407,8 @@ impl Dop853 {
         let h = self.h_old;
         let theta = (t - self.t_old) / h;
         let dense = DenseStep {
-            tab: &self.tab,
             k: &self.k,
+            rows: &self.dense_rows,
             y_old: &self.y_old,
             y_new: &self.y,
             h,
@@ -426,9 +435,55 @@ impl Dop853 {
             combine(&mut self.y_stage, &self.y_old, &terms, &self.k);
             self.eval_at_stage_argument(dynamics, s);
         }
+        self.form_dense_rows();
         self.dense_ready = true;
     }
+
+    /// dense_rows = (sum_j d_rj k_j for r = 5..8), from zero, stage after stage in
+    /// [`DENSE_STAGES`] order, block by block.
+    fn form_dense_rows(&mut self) {
+        let m = self.y.len();
+        for row in &mut self.dense_rows {
+            row.resize(m, 0.0);
+        }
+        let (tab, k) = (&self.tab, &self.k);
+        let form = |(block, ((r5, r6), (r7, r8))): (usize, RowBlocks)| {
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (r, out) in [r5, r6, r7, r8].into_iter().enumerate() {
+                        let range = block * BLOCK..block * BLOCK + out.len();
+                        out.fill(0.0);
+                        for s in DENSE_STAGES {
+                            let coefficient = tab.d[r + 4][s];
+                            for (o, &v) in out.iter_mut().zip(&k[slot(s)][range.clone()]) {
+                                *o += v * coefficient;
+                            }
+                        }
+                    }
+                },
+            )
+        };
+        let [r5, r6, r7, r8] = &mut self.dense_rows;
+        if m >= PARALLEL_MIN {
+            (r5.par_chunks_mut(BLOCK).zip(r6.par_chunks_mut(BLOCK)))
+                .zip(r7.par_chunks_mut(BLOCK).zip(r8.par_chunks_mut(BLOCK)))
+                .enumerate()
+                .for_each(form);
+        } else {
+            (r5.chunks_mut(BLOCK).zip(r6.chunks_mut(BLOCK)))
+                .zip(r7.chunks_mut(BLOCK).zip(r8.chunks_mut(BLOCK)))
+                .enumerate()
+                .for_each(form);
+        }
+    }
 }
+
+/// One block of each of the four dense-output rows.
+type RowBlocks<'a> = (
+    (&'a mut [f64], &'a mut [f64]),
+    (&'a mut [f64], &'a mut [f64]),
+);
 
 /// The non-zero terms h a_sj k_j of stage s: coefficients and slots.
 struct StageTerms {
@@ -458,8 +513,8 @@ impl StageTerms {
 
 /// The continuous extension of the last accepted step at one theta.
 struct DenseStep<'a> {
-    tab: &'a Tableau,
     k: &'a [Vec<f64>],
+    rows: &'a [Vec<f64>; 4],
     y_old: &'a [f64],
     y_new: &'a [f64],
     h: f64,
@@ -467,38 +522,13 @@ struct DenseStep<'a> {
 }
 
 impl DenseStep<'_> {
-    /// Writes components start.. of y(t_old + theta h) into `out`, LANES components at a time
-    /// with the rows r5..r8 held in registers.
+    /// Writes components start.. of y(t_old + theta h) into `out`.
     #[inline(always)]
     fn fill(&self, start: usize, out: &mut [f64]) {
-        let full = out.len() - out.len() % LANES;
-        for (group, out) in out[..full].chunks_exact_mut(LANES).enumerate() {
-            let from = start + group * LANES;
-            let mut rows = [[0.0; LANES]; 4];
-            for s in DENSE_STAGES {
-                let stage: &[f64; LANES] = self.k[slot(s)][from..from + LANES]
-                    .try_into()
-                    .expect("LANES components");
-                for (row, r) in rows.iter_mut().enumerate() {
-                    let coefficient = self.tab.d[row + 4][s];
-                    for l in 0..LANES {
-                        r[l] += stage[l] * coefficient;
-                    }
-                }
-            }
-            for (l, o) in out.iter_mut().enumerate() {
-                *o = self.formula(from + l, [rows[0][l], rows[1][l], rows[2][l], rows[3][l]]);
-            }
-        }
-        for (offset, o) in out[full..].iter_mut().enumerate() {
-            let i = start + full + offset;
-            let mut rows = [0.0; 4];
-            for s in DENSE_STAGES {
-                for (row, r) in rows.iter_mut().enumerate() {
-                    *r += self.k[slot(s)][i] * self.tab.d[row + 4][s];
-                }
-            }
-            *o = self.formula(i, rows);
+        let [r5, r6, r7, r8] = self.rows;
+        for (offset, o) in out.iter_mut().enumerate() {
+            let i = start + offset;
+            *o = self.formula(i, [r5[i], r6[i], r7[i], r8[i]]);
         }
     }
 

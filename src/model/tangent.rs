@@ -31,6 +31,8 @@
 //! vector); query tokens go in fixed blocks, so the result does not depend on the number of
 //! threads.
 
+use std::sync::Mutex;
+
 use nalgebra::DMatrix;
 use rayon::prelude::*;
 
@@ -79,14 +81,14 @@ impl Map {
             None => out.extend_from_slice(input),
             Some(w) => {
                 out.resize(n * self.rows, 0.0);
-                for (o, x) in out
-                    .chunks_exact_mut(self.rows)
-                    .zip(input.chunks_exact(cols))
-                {
-                    for (oa, row) in o.iter_mut().zip(w.chunks_exact(cols)) {
-                        *oa = dot(row, x);
+                let rows = self.rows;
+                by_width(cols, |cols| {
+                    for (o, x) in out.chunks_exact_mut(rows).zip(input.chunks_exact(cols)) {
+                        for (oa, row) in o.iter_mut().zip(w.chunks_exact(cols)) {
+                            *oa = dot(row, x);
+                        }
                     }
-                }
+                });
             }
         }
     }
@@ -116,9 +118,28 @@ pub struct TangentField {
     rope: Vec<RopeTable>,
     n: usize,
     d: usize,
+    /// The arrays of one evaluation, kept between evaluations: a tangent flow evaluates the
+    /// field thousands of times, and arrays of n d numbers allocated afresh each time cost more
+    /// than the arithmetic for the O(n) kernels (page faults and zeroing of new memory).
+    workspace: Mutex<Workspace>,
+}
+
+/// The arrays of one evaluation (see [`TangentField::workspace`]).
+#[derive(Default)]
+struct Workspace {
+    /// The directions z (n x d), their inverse norms and their variations dz (one per vector).
+    z: Vec<f64>,
+    inverse_norms: Vec<f64>,
+    dz: Vec<Vec<f64>>,
+    /// One head's queries, keys and values.
+    head: HeadData,
+    /// One head's sums a and da before its output map.
+    a: Vec<f64>,
+    da: Vec<Vec<f64>>,
 }
 
 /// One head's queries, keys and values of the state and of each tangent vector.
+#[derive(Default)]
 struct HeadData {
     q: Vec<f64>,
     key: Vec<f64>,
@@ -199,6 +220,7 @@ impl TangentField {
             rope,
             n,
             d,
+            workspace: Mutex::new(Workspace::default()),
         }
     }
 
@@ -207,54 +229,61 @@ impl TangentField {
         self.normalization.on_sphere()
     }
 
-    /// The directions z and their variations dz of the vectors `v` (k of them, n x d each).
-    fn directions(&self, y: &[f64], v: &[f64]) -> (Vec<f64>, Vec<Vec<f64>>) {
-        let d = self.d;
-        let mut z = y.to_vec();
-        let mut inverse_norms = Vec::with_capacity(self.n);
-        for row in z.chunks_exact_mut(d) {
-            let inv = 1.0 / dot(row, row).sqrt();
-            row.iter_mut().for_each(|a| *a *= inv);
-            inverse_norms.push(inv);
-        }
-        let dz = v
-            .chunks_exact(y.len())
-            .map(|vi| {
-                let mut out = vi.to_vec();
+    /// The directions z (with their inverse norms) and their variations dz of the vectors `v`
+    /// (k of them, n x d each), into `z`, `inverse_norms` and `dz`.
+    fn directions(
+        &self,
+        (y, v): (&[f64], &[f64]),
+        z: &mut Vec<f64>,
+        inverse_norms: &mut Vec<f64>,
+        dz: &mut Vec<Vec<f64>>,
+    ) {
+        z.clear();
+        z.extend_from_slice(y);
+        inverse_norms.clear();
+        dz.resize_with(v.len() / y.len().max(1), Vec::new);
+        by_width(self.d, |d| {
+            for row in z.chunks_exact_mut(d) {
+                let inv = 1.0 / dot(row, row).sqrt();
+                row.iter_mut().for_each(|a| *a *= inv);
+                inverse_norms.push(inv);
+            }
+            for (out, vi) in dz.iter_mut().zip(v.chunks_exact(y.len())) {
+                out.clear();
+                out.extend_from_slice(vi);
                 for ((o, zk), inv) in out
                     .chunks_exact_mut(d)
                     .zip(z.chunks_exact(d))
-                    .zip(&inverse_norms)
+                    .zip(inverse_norms.iter())
                 {
                     let radial = dot(o, zk);
                     o.iter_mut()
                         .zip(zk)
                         .for_each(|(a, b)| *a = (*a - radial * b) * inv);
                 }
-                out
-            })
-            .collect();
-        (z, dz)
+            }
+        });
     }
 
-    fn head_data(&self, head: &HeadMaps, z: &[f64], dz: &[Vec<f64>]) -> HeadData {
+    /// One head's queries, keys and values of z and of each dz, into `data`.
+    fn head_data(&self, head: &HeadMaps, (z, dz): (&[f64], &[Vec<f64>]), data: &mut HeadData) {
         let d = self.d;
-        let maps = |map: &Map, x: &[f64]| {
-            let mut out = Vec::new();
-            map.apply(x, d, &mut out);
-            out
-        };
-        let mut data = HeadData {
-            q: maps(&head.query, z),
-            key: maps(&head.key, z),
-            val: maps(&head.value, z),
-            dq: dz.iter().map(|v| maps(&head.query, v)).collect(),
-            dkey: dz.iter().map(|v| maps(&head.key, v)).collect(),
-            dval: dz.iter().map(|v| maps(&head.value, v)).collect(),
-            m: head.query.rows,
-            p: head.value.rows,
-            slope: head.slope,
-        };
+        head.query.apply(z, d, &mut data.q);
+        head.key.apply(z, d, &mut data.key);
+        head.value.apply(z, d, &mut data.val);
+        for (maps, outs) in [
+            (&head.query, &mut data.dq),
+            (&head.key, &mut data.dkey),
+            (&head.value, &mut data.dval),
+        ] {
+            outs.resize_with(dz.len(), Vec::new);
+            for (out, v) in outs.iter_mut().zip(dz) {
+                maps.apply(v, d, out);
+            }
+        }
+        data.m = head.query.rows;
+        data.p = head.value.rows;
+        data.slope = head.slope;
         if let Some(table) = head.rope.map(|i| &self.rope[i]) {
             // R(p_k omega) is fixed per token: q_k -> R_k q_k and dq_k -> R_k dq_k, keys alike.
             table.rotate(&mut data.q);
@@ -262,13 +291,14 @@ impl TangentField {
             data.dq.iter_mut().for_each(|v| table.rotate(v));
             data.dkey.iter_mut().for_each(|v| table.rotate(v));
         }
-        data
     }
 
-    /// a (n x p) and da (one n x p per vector) of one head before its output map.
-    fn head_sums(&self, h: &HeadData) -> (Vec<f64>, Vec<Vec<f64>>) {
+    /// a (n x p) and da (one n x p per vector) of one head before its output map, into `a`
+    /// and `da`.
+    fn head_sums(&self, h: &HeadData, a: &mut Vec<f64>, da: &mut Vec<Vec<f64>>) {
         if self.kernel == Kernel::Lsa && !self.causal && h.slope.is_none() {
-            return self.linear_sums(h);
+            self.linear_sums(h, a, da);
+            return;
         }
         let (n, p, kv) = (self.n, h.p, h.dq.len());
         let cols = HeadColumns::of((&h.key, &h.dkey), (&h.val, &h.dval), n);
@@ -300,64 +330,45 @@ impl TangentField {
                 .enumerate()
                 .for_each(block);
         }
-        split_rows(&per_token, n, p, kv)
+        split_rows(&per_token, (n, p, kv), a, da);
     }
 
     /// The `lsa` sums without a mask through the moments M and dM (O(n m p)).
-    fn linear_sums(&self, h: &HeadData) -> (Vec<f64>, Vec<Vec<f64>>) {
-        let (n, m, p) = (self.n, h.m, h.p);
-        let inv = 1.0 / n as f64;
-        // M (p x m) = (1/n) sum_j u_j kappa_j^T.
-        let moment = |u: &[f64], kappa: &[f64], acc: &mut [f64]| {
-            for (uj, kj) in u.chunks_exact(p).zip(kappa.chunks_exact(m)) {
-                for (row, ua) in acc.chunks_exact_mut(m).zip(uj) {
-                    axpy(ua * inv, kj, row);
-                }
-            }
-        };
-        let mut big_m = vec![0.0; p * m];
-        moment(&h.val, &h.key, &mut big_m);
-        let apply = |mat: &[f64], x: &[f64], out: &mut [f64]| {
-            for (o, row) in out.iter_mut().zip(mat.chunks_exact(m)) {
-                *o += dot(row, x);
-            }
-        };
-        let mut a = vec![0.0; n * p];
-        for (ak, qk) in a.chunks_exact_mut(p).zip(h.q.chunks_exact(m)) {
-            apply(&big_m, qk, ak);
+    fn linear_sums(&self, h: &HeadData, a: &mut Vec<f64>, da: &mut Vec<Vec<f64>>) {
+        if h.m == h.p {
+            by_width(h.m, |w| linear_sums_in((self.n, w, w), h, a, da));
+        } else {
+            linear_sums_in((self.n, h.m, h.p), h, a, da);
         }
-        let da = (0..h.dq.len())
-            .map(|i| {
-                let mut dm = vec![0.0; p * m];
-                moment(&h.dval[i], &h.key, &mut dm);
-                moment(&h.val, &h.dkey[i], &mut dm);
-                let mut dai = vec![0.0; n * p];
-                for k in 0..n {
-                    let out = &mut dai[k * p..(k + 1) * p];
-                    apply(&big_m, &h.dq[i][k * m..(k + 1) * m], out);
-                    apply(&dm, &h.q[k * m..(k + 1) * m], out);
-                }
-                dai
-            })
-            .collect();
-        (a, da)
     }
 
     /// F(y) and DF(y) v (the module's formula).
     fn evaluate(&self, y: &[f64], v: &[f64], dy: &mut [f64], dv: &mut [f64]) {
+        // A second caller at the same time (none in the tangent flow) works in arrays of its own.
+        let mut own = Workspace::default();
+        let mut guard = self.workspace.try_lock().ok();
+        let ws = guard.as_deref_mut().unwrap_or(&mut own);
         let d = self.d;
-        let (z, dz) = self.directions(y, v);
+        let Workspace {
+            z,
+            inverse_norms,
+            dz,
+            head: data,
+            a,
+            da,
+        } = ws;
+        self.directions((y, v), z, inverse_norms, dz);
         dy.fill(0.0);
         dv.fill(0.0);
         for head in &self.heads {
-            let data = self.head_data(head, &z, &dz);
-            let (a, da) = self.head_sums(&data);
-            add_output(head.output.as_ref(), &a, data.p, d, dy);
-            for (dvi, dai) in dv.chunks_exact_mut(y.len()).zip(&da) {
+            self.head_data(head, (z, dz), data);
+            self.head_sums(data, a, da);
+            add_output(head.output.as_ref(), a, data.p, d, dy);
+            for (dvi, dai) in dv.chunks_exact_mut(y.len()).zip(da.iter()) {
                 add_output(head.output.as_ref(), dai, data.p, d, dvi);
             }
         }
-        normalise((self.normalization, self.ngpt_alpha), (&z, &dz), dy, dv, d);
+        normalise((self.normalization, self.ngpt_alpha), (z, dz), dy, dv, d);
     }
 }
 
@@ -390,18 +401,87 @@ impl Linearization for TangentField {
     }
 }
 
+/// The `lsa` sums of [`TangentField::linear_sums`] for n tokens, queries and keys of width m and
+/// values of width p (inlined, so that the widths 2 and 3 become constants).
+#[inline(always)]
+fn linear_sums_in(
+    (n, m, p): (usize, usize, usize),
+    h: &HeadData,
+    a: &mut Vec<f64>,
+    da: &mut Vec<Vec<f64>>,
+) {
+    let inv = 1.0 / n as f64;
+    // M (p x m) = (1/n) sum_j u_j kappa_j^T.
+    let moment = |u: &[f64], kappa: &[f64], acc: &mut [f64]| {
+        for (uj, kj) in u.chunks_exact(p).zip(kappa.chunks_exact(m)) {
+            for (row, ua) in acc.chunks_exact_mut(m).zip(uj) {
+                axpy(ua * inv, kj, row);
+            }
+        }
+    };
+    let mut big_m = vec![0.0; p * m];
+    moment(&h.val, &h.key, &mut big_m);
+    let apply = |mat: &[f64], x: &[f64], out: &mut [f64]| {
+        for (o, row) in out.iter_mut().zip(mat.chunks_exact(m)) {
+            *o += dot(row, x);
+        }
+    };
+    zeroed(a, n * p);
+    for (ak, qk) in a.chunks_exact_mut(p).zip(h.q.chunks_exact(m)) {
+        apply(&big_m, qk, ak);
+    }
+    da.resize_with(h.dq.len(), Vec::new);
+    for (i, dai) in da.iter_mut().enumerate() {
+        let mut dm = vec![0.0; p * m];
+        moment(&h.dval[i], &h.key, &mut dm);
+        moment(&h.val, &h.dkey[i], &mut dm);
+        zeroed(dai, n * p);
+        for k in 0..n {
+            let out = &mut dai[k * p..(k + 1) * p];
+            apply(&big_m, &h.dq[i][k * m..(k + 1) * m], out);
+            apply(&dm, &h.q[k * m..(k + 1) * m], out);
+        }
+    }
+}
+
 /// Splits per-token rows [a_k, da_k(1), ..., da_k(kv)] into a and the da of each vector.
-fn split_rows(rows: &[f64], n: usize, p: usize, kv: usize) -> (Vec<f64>, Vec<Vec<f64>>) {
+fn split_rows(
+    rows: &[f64],
+    (n, p, kv): (usize, usize, usize),
+    a: &mut Vec<f64>,
+    da: &mut Vec<Vec<f64>>,
+) {
     let width = p * (1 + kv);
-    let mut a = Vec::with_capacity(n * p);
-    let mut da = vec![Vec::with_capacity(n * p); kv];
+    a.clear();
+    a.reserve(n * p);
+    da.resize_with(kv, Vec::new);
+    da.iter_mut().for_each(|dai| {
+        dai.clear();
+        dai.reserve(n * p);
+    });
     for row in rows.chunks_exact(width) {
         a.extend_from_slice(&row[..p]);
         for (i, dai) in da.iter_mut().enumerate() {
             dai.extend_from_slice(&row[p * (1 + i)..p * (2 + i)]);
         }
     }
-    (a, da)
+}
+
+/// `f(width)`, with the width a constant for 2 and 3 (the common d of the flows with many
+/// tokens): the small loops inside then unroll.
+#[inline(always)]
+fn by_width<R>(width: usize, mut f: impl FnMut(usize) -> R) -> R {
+    match width {
+        2 => f(2),
+        3 => f(3),
+        _ => f(width),
+    }
+}
+
+/// `v` as `len` zeros, in its own memory when it has the room.
+fn zeroed(v: &mut Vec<f64>, len: usize) {
+    v.clear();
+    v.resize(len, 0.0);
 }
 
 /// out (n x d) += W_o a_k for each token (a: n x p; no map: p = d).

@@ -142,6 +142,45 @@ fn the_derivative_matches_finite_differences_for_every_kernel_head_mask_and_norm
     }
 }
 
+/// `lsa` without a mask goes by blocks of 256 tokens through the moments, on the thread pool from
+/// 8 blocks: with 2100 tokens (9 blocks, a tail of 52) and two vectors at once, the field and each
+/// derivative against the production field and its central differences, formed and factored.
+#[test]
+fn the_lsa_derivative_by_blocks_of_tokens_matches_finite_differences() {
+    let (n, d) = (2100, 3);
+    for factored in [false, true] {
+        let field = SphereField::new(attention(Kernel::Lsa, d, factored, 9), n);
+        let x = unit_tokens(n, d, 29);
+        let mut vectors = Vec::new();
+        for seed in [71, 73] {
+            let mut v = unit_tokens(n, d, seed);
+            tangent(&x, &mut v, d);
+            vectors.extend(v);
+        }
+        let lin = field.linearization().expect("a derivative");
+        let (mut dy, mut dv) = (vec![0.0; n * d], vec![0.0; 2 * n * d]);
+        lin.field_and_derivatives(&x, &vectors, &mut dy, &mut dv);
+        let mut f = vec![0.0; n * d];
+        field.eval(&x, &mut f);
+        let max_diff = |a: &[f64], b: &[f64]| {
+            a.iter()
+                .zip(b)
+                .map(|(p, q)| (p - q).abs())
+                .fold(0.0, f64::max)
+        };
+        assert!(max_diff(&dy, &f) < 1e-12, "factored {factored}: F differs");
+        for (v, dvi) in vectors.chunks_exact(n * d).zip(dv.chunks_exact(n * d)) {
+            let expected = difference_quotient(&field, &x, v, 1e-5);
+            let scale = expected.iter().fold(1e-3, |m: f64, e| m.max(e.abs()));
+            let err = max_diff(dvi, &expected);
+            assert!(
+                err < 1e-7 * scale,
+                "factored {factored}: DF v off by {err:e} (scale {scale:e})"
+            );
+        }
+    }
+}
+
 /// More tokens than one chunk of the pair sums (256) and a tail: the field and its derivative
 /// against the production field and its central differences, every kernel, with and without
 /// the causal mask, formed and factored heads.

@@ -25,7 +25,9 @@
 //!
 //! For `lsa` without a mask and without ALiBi the sums go through the moments
 //! M = (1/n) sum_j u_j kappa_j^T and dM = (1/n) sum_j (W_v dz_j kappa_j^T + u_j (W_k dz_j)^T): a_k = W_o M q_k,
-//! da_k = W_o (M W_q dz_k + dM q_k), O(n d m) work. The other kernels are O(n^2 m) per vector,
+//! da_k = W_o (M W_q dz_k + dM q_k), O(n d m) work; without RoPE in two passes over fixed
+//! blocks of tokens (the moments of each block added in block order, then each block's field and
+//! derivatives), so that a block's arrays stay in cache. The other kernels are O(n^2 m) per vector,
 //! summed token by token over columns of keys and values (`tangent_columns`: the scores and
 //! weights of the state are formed once per query token and shared by the field and every
 //! vector); query tokens go in fixed blocks, so the result does not depend on the number of
@@ -44,6 +46,10 @@ use crate::integrate::Linearization;
 
 /// Query tokens per block of the pairwise sums.
 const BLOCK: usize = 32;
+/// Tokens per block of the moments' two passes ([`TangentField::evaluate_by_blocks`]).
+const BLOCK_TOKENS: usize = 256;
+/// From this many blocks the two passes run on the thread pool.
+const PARALLEL_BLOCKS: usize = 8;
 /// Below this many pair terms the pairwise sums run on the calling thread.
 const SEQUENTIAL_WORK: usize = 1 << 16;
 
@@ -136,6 +142,42 @@ struct Workspace {
     /// One head's sums a and da before its output map.
     a: Vec<f64>,
     da: Vec<Vec<f64>>,
+}
+
+/// A block's index, its rows of F and its rows of each DF v.
+type BlockRows<'a> = (usize, &'a mut [f64], Vec<&'a mut [f64]>);
+
+/// One block's arrays (see [`TangentField::evaluate_by_blocks`]).
+#[derive(Default)]
+struct Block {
+    /// The block's rows of each tangent vector, one after the other.
+    v: Vec<f64>,
+    z: Vec<f64>,
+    inverse_norms: Vec<f64>,
+    dz: Vec<Vec<f64>>,
+    head: HeadData,
+    a: Vec<f64>,
+    da: Vec<Vec<f64>>,
+    /// The block's DF v, one vector after the other.
+    dv: Vec<f64>,
+}
+
+impl Block {
+    /// The directions of block `b` of the state `y` and of the vectors `v`.
+    fn directions(&mut self, field: &TangentField, (y, v): (&[f64], &[f64]), b: usize) {
+        let rows = BLOCK_TOKENS * field.d;
+        let range = b * rows..((b + 1) * rows).min(y.len());
+        self.v.clear();
+        for vi in v.chunks_exact(y.len().max(1)) {
+            self.v.extend_from_slice(&vi[range.clone()]);
+        }
+        field.directions(
+            (&y[range], &self.v),
+            &mut self.z,
+            &mut self.inverse_norms,
+            &mut self.dz,
+        );
+    }
 }
 
 /// One head's queries, keys and values of the state and of each tangent vector.
@@ -335,15 +377,114 @@ impl TangentField {
 
     /// The `lsa` sums without a mask through the moments M and dM (O(n m p)).
     fn linear_sums(&self, h: &HeadData, a: &mut Vec<f64>, da: &mut Vec<Vec<f64>>) {
-        if h.m == h.p {
-            by_width(h.m, |w| linear_sums_in((self.n, w, w), h, a, da));
+        let mut moments = Vec::new();
+        moments_into(h, 1.0 / self.n as f64, &mut moments);
+        moment_forms(h, &moments, a, da);
+    }
+
+    /// Whether the moments serve every head and no head rotates its tokens: then the field goes
+    /// by blocks of tokens ([`Self::evaluate_by_blocks`]).
+    fn by_blocks(&self) -> bool {
+        self.kernel == Kernel::Lsa
+            && !self.causal
+            && self
+                .heads
+                .iter()
+                .all(|h| h.slope.is_none() && h.rope.is_none())
+    }
+
+    /// F(y) and DF(y) v through each head's moments, in two passes over blocks of [`BLOCK_TOKENS`]
+    /// tokens: the first sums the moments of each block (added in block order), the second forms
+    /// each block's field and derivatives. A block's arrays stay in cache where arrays of n d
+    /// numbers did not; the blocks are fixed, so the result does not depend on the threads.
+    fn evaluate_by_blocks(&self, y: &[f64], v: &[f64], dy: &mut [f64], dv: &mut [f64]) {
+        let (n, d) = (self.n, self.d);
+        let blocks = n.div_ceil(BLOCK_TOKENS);
+        let block_moments = |blk: &mut Block, b: usize| {
+            blk.directions(self, (y, v), b);
+            let mut out = Vec::new();
+            for head in &self.heads {
+                self.head_data(head, (&blk.z, &blk.dz), &mut blk.head);
+                moments_into(&blk.head, 1.0 / n as f64, &mut out);
+            }
+            out
+        };
+        let partials: Vec<Vec<f64>> = if blocks < PARALLEL_BLOCKS {
+            let mut blk = Block::default();
+            (0..blocks).map(|b| block_moments(&mut blk, b)).collect()
         } else {
-            linear_sums_in((self.n, h.m, h.p), h, a, da);
+            (0..blocks)
+                .into_par_iter()
+                .map_init(Block::default, block_moments)
+                .collect()
+        };
+        let mut moments = partials.first().cloned().unwrap_or_default();
+        for partial in partials.iter().skip(1) {
+            moments.iter_mut().zip(partial).for_each(|(a, b)| *a += b);
+        }
+        let rows = BLOCK_TOKENS * d;
+        let mut dv_blocks: Vec<_> = dv
+            .chunks_mut(y.len().max(1))
+            .map(|vi| vi.chunks_mut(rows))
+            .collect();
+        let jobs: Vec<BlockRows<'_>> = dy
+            .chunks_mut(rows)
+            .enumerate()
+            .map(|(b, dyb)| {
+                (
+                    b,
+                    dyb,
+                    dv_blocks.iter_mut().flat_map(|it| it.next()).collect(),
+                )
+            })
+            .collect();
+        let form = |blk: &mut Block, (b, dyb, dvb): BlockRows<'_>| {
+            blk.directions(self, (y, v), b);
+            self.block_forms(blk, &moments, dyb, dvb);
+        };
+        if blocks < PARALLEL_BLOCKS {
+            let mut blk = Block::default();
+            jobs.into_iter().for_each(|job| form(&mut blk, job));
+        } else {
+            jobs.into_par_iter().for_each_init(Block::default, form);
+        }
+    }
+
+    /// One block's F and DF v (its directions in `blk`) from every head's moments.
+    fn block_forms(&self, blk: &mut Block, moments: &[f64], dy: &mut [f64], dv: Vec<&mut [f64]>) {
+        let (d, len) = (self.d, dy.len());
+        dy.fill(0.0);
+        zeroed(&mut blk.dv, dv.len() * len);
+        let mut offset = 0;
+        for head in &self.heads {
+            self.head_data(head, (&blk.z, &blk.dz), &mut blk.head);
+            let h = &blk.head;
+            let size = h.p * h.m * (1 + h.dq.len());
+            moment_forms(h, &moments[offset..offset + size], &mut blk.a, &mut blk.da);
+            offset += size;
+            add_output(head.output.as_ref(), &blk.a, h.p, d, dy);
+            for (dvi, dai) in blk.dv.chunks_exact_mut(len).zip(&blk.da) {
+                add_output(head.output.as_ref(), dai, h.p, d, dvi);
+            }
+        }
+        normalise(
+            (self.normalization, self.ngpt_alpha),
+            (&blk.z, &blk.dz),
+            dy,
+            &mut blk.dv,
+            d,
+        );
+        for (out, src) in dv.into_iter().zip(blk.dv.chunks_exact(len)) {
+            out.copy_from_slice(src);
         }
     }
 
     /// F(y) and DF(y) v (the module's formula).
     fn evaluate(&self, y: &[f64], v: &[f64], dy: &mut [f64], dv: &mut [f64]) {
+        if self.by_blocks() {
+            self.evaluate_by_blocks(y, v, dy, dv);
+            return;
+        }
         // A second caller at the same time (none in the tangent flow) works in arrays of its own.
         let mut own = Workspace::default();
         let mut guard = self.workspace.try_lock().ok();
@@ -401,47 +542,59 @@ impl Linearization for TangentField {
     }
 }
 
-/// The `lsa` sums of [`TangentField::linear_sums`] for n tokens, queries and keys of width m and
-/// values of width p (inlined, so that the widths 2 and 3 become constants).
-#[inline(always)]
-fn linear_sums_in(
-    (n, m, p): (usize, usize, usize),
-    h: &HeadData,
-    a: &mut Vec<f64>,
-    da: &mut Vec<Vec<f64>>,
-) {
-    let inv = 1.0 / n as f64;
-    // M (p x m) = (1/n) sum_j u_j kappa_j^T.
-    let moment = |u: &[f64], kappa: &[f64], acc: &mut [f64]| {
-        for (uj, kj) in u.chunks_exact(p).zip(kappa.chunks_exact(m)) {
-            for (row, ua) in acc.chunks_exact_mut(m).zip(uj) {
-                axpy(ua * inv, kj, row);
+/// Appends one head's moments [M, dM_1, ..., dM_kv] (p x m each) over the tokens of `h`, with
+/// the factor `inv` = 1/n: M = inv sum_j u_j kappa_j^T, dM_i = inv sum_j (du_ij kappa_j^T +
+/// u_j dkappa_ij^T) (the first sum over the tokens, then the second).
+fn moments_into(h: &HeadData, inv: f64, out: &mut Vec<f64>) {
+    let (m, p) = (h.m, h.p);
+    let start = out.len();
+    out.resize(start + p * m * (1 + h.dq.len()), 0.0);
+    let (big_m, dms) = out[start..].split_at_mut(p * m);
+    by_widths(m, p, |m, p| {
+        let moment = |u: &[f64], kappa: &[f64], acc: &mut [f64]| {
+            for (uj, kj) in u.chunks_exact(p).zip(kappa.chunks_exact(m)) {
+                for (row, ua) in acc.chunks_exact_mut(m).zip(uj) {
+                    axpy(ua * inv, kj, row);
+                }
+            }
+        };
+        moment(&h.val, &h.key, big_m);
+        for (i, dm) in dms.chunks_exact_mut(p * m).enumerate() {
+            moment(&h.dval[i], &h.key, dm);
+            moment(&h.val, &h.dkey[i], dm);
+        }
+    });
+}
+
+/// a_k = M q_k and da_ik = M dq_ik + dM_i q_k for the tokens of `h`, from one head's moments
+/// [M, dM_1, ..., dM_kv] (see [`moments_into`]), into `a` and `da`.
+fn moment_forms(h: &HeadData, moments: &[f64], a: &mut Vec<f64>, da: &mut Vec<Vec<f64>>) {
+    let (m, p) = (h.m, h.p);
+    let tokens = h.q.len() / m.max(1);
+    let (big_m, dms) = moments.split_at(p * m);
+    zeroed(a, tokens * p);
+    da.resize_with(h.dq.len(), Vec::new);
+    by_widths(m, p, |m, p| {
+        let apply = |mat: &[f64], x: &[f64], out: &mut [f64]| {
+            for (o, row) in out.iter_mut().zip(mat.chunks_exact(m)) {
+                *o += dot(row, x);
+            }
+        };
+        for (ak, qk) in a.chunks_exact_mut(p).zip(h.q.chunks_exact(m)) {
+            apply(big_m, qk, ak);
+        }
+        for ((dai, dm), dq) in da.iter_mut().zip(dms.chunks_exact(p * m)).zip(&h.dq) {
+            zeroed(dai, tokens * p);
+            for ((out, dqk), qk) in dai
+                .chunks_exact_mut(p)
+                .zip(dq.chunks_exact(m))
+                .zip(h.q.chunks_exact(m))
+            {
+                apply(big_m, dqk, out);
+                apply(dm, qk, out);
             }
         }
-    };
-    let mut big_m = vec![0.0; p * m];
-    moment(&h.val, &h.key, &mut big_m);
-    let apply = |mat: &[f64], x: &[f64], out: &mut [f64]| {
-        for (o, row) in out.iter_mut().zip(mat.chunks_exact(m)) {
-            *o += dot(row, x);
-        }
-    };
-    zeroed(a, n * p);
-    for (ak, qk) in a.chunks_exact_mut(p).zip(h.q.chunks_exact(m)) {
-        apply(&big_m, qk, ak);
-    }
-    da.resize_with(h.dq.len(), Vec::new);
-    for (i, dai) in da.iter_mut().enumerate() {
-        let mut dm = vec![0.0; p * m];
-        moment(&h.dval[i], &h.key, &mut dm);
-        moment(&h.val, &h.dkey[i], &mut dm);
-        zeroed(dai, n * p);
-        for k in 0..n {
-            let out = &mut dai[k * p..(k + 1) * p];
-            apply(&big_m, &h.dq[i][k * m..(k + 1) * m], out);
-            apply(&dm, &h.q[k * m..(k + 1) * m], out);
-        }
-    }
+    });
 }
 
 /// Splits per-token rows [a_k, da_k(1), ..., da_k(kv)] into a and the da of each vector.
@@ -475,6 +628,16 @@ fn by_width<R>(width: usize, mut f: impl FnMut(usize) -> R) -> R {
         2 => f(2),
         3 => f(3),
         _ => f(width),
+    }
+}
+
+/// `f(m, p)`, with the widths constants when both are 2 or both 3 (see [`by_width`]).
+#[inline(always)]
+fn by_widths<R>(m: usize, p: usize, mut f: impl FnMut(usize, usize) -> R) -> R {
+    if m == p {
+        by_width(m, |w| f(w, w))
+    } else {
+        f(m, p)
     }
 }
 

@@ -144,6 +144,15 @@ struct Workspace {
     da: Vec<Vec<f64>>,
 }
 
+/// Which of a head's maps [`TangentField::head_data`] applies: the moments need the keys and
+/// values, their forms the queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeadPart {
+    All,
+    Queries,
+    KeysAndValues,
+}
+
 /// A block's index, its rows of F and its rows of each DF v.
 type BlockRows<'a> = (usize, &'a mut [f64], Vec<&'a mut [f64]>);
 
@@ -308,31 +317,41 @@ impl TangentField {
     }
 
     /// One head's queries, keys and values of z and of each dz, into `data`.
-    fn head_data(&self, head: &HeadMaps, (z, dz): (&[f64], &[Vec<f64>]), data: &mut HeadData) {
+    fn head_data(
+        &self,
+        head: &HeadMaps,
+        (z, dz): (&[f64], &[Vec<f64>]),
+        data: &mut HeadData,
+        part: HeadPart,
+    ) {
         let d = self.d;
-        head.query.apply(z, d, &mut data.q);
-        head.key.apply(z, d, &mut data.key);
-        head.value.apply(z, d, &mut data.val);
-        for (maps, outs) in [
-            (&head.query, &mut data.dq),
-            (&head.key, &mut data.dkey),
-            (&head.value, &mut data.dval),
-        ] {
-            outs.resize_with(dz.len(), Vec::new);
-            for (out, v) in outs.iter_mut().zip(dz) {
-                maps.apply(v, d, out);
+        let apply = |map: &Map, x: &mut Vec<f64>, dx: &mut Vec<Vec<f64>>| {
+            map.apply(z, d, x);
+            dx.resize_with(dz.len(), Vec::new);
+            for (out, v) in dx.iter_mut().zip(dz) {
+                map.apply(v, d, out);
             }
+        };
+        let table = head.rope.map(|i| &self.rope[i]);
+        // R(p_k omega) is fixed per token: q_k -> R_k q_k and dq_k -> R_k dq_k, keys alike.
+        let rotate = |x: &mut Vec<f64>, dx: &mut Vec<Vec<f64>>| {
+            if let Some(table) = table {
+                table.rotate(x);
+                dx.iter_mut().for_each(|v| table.rotate(v));
+            }
+        };
+        if part != HeadPart::KeysAndValues {
+            apply(&head.query, &mut data.q, &mut data.dq);
+            rotate(&mut data.q, &mut data.dq);
+        }
+        if part != HeadPart::Queries {
+            apply(&head.key, &mut data.key, &mut data.dkey);
+            rotate(&mut data.key, &mut data.dkey);
+            apply(&head.value, &mut data.val, &mut data.dval);
         }
         data.m = head.query.rows;
         data.p = head.value.rows;
         data.slope = head.slope;
-        if let Some(table) = head.rope.map(|i| &self.rope[i]) {
-            // R(p_k omega) is fixed per token: q_k -> R_k q_k and dq_k -> R_k dq_k, keys alike.
-            table.rotate(&mut data.q);
-            table.rotate(&mut data.key);
-            data.dq.iter_mut().for_each(|v| table.rotate(v));
-            data.dkey.iter_mut().for_each(|v| table.rotate(v));
-        }
     }
 
     /// a (n x p) and da (one n x p per vector) of one head before its output map, into `a`
@@ -404,7 +423,8 @@ impl TangentField {
             blk.directions(self, (y, v), b);
             let mut out = Vec::new();
             for head in &self.heads {
-                self.head_data(head, (&blk.z, &blk.dz), &mut blk.head);
+                let part = HeadPart::KeysAndValues;
+                self.head_data(head, (&blk.z, &blk.dz), &mut blk.head, part);
                 moments_into(&blk.head, 1.0 / n as f64, &mut out);
             }
             out
@@ -457,7 +477,8 @@ impl TangentField {
         zeroed(&mut blk.dv, dv.len() * len);
         let mut offset = 0;
         for head in &self.heads {
-            self.head_data(head, (&blk.z, &blk.dz), &mut blk.head);
+            let part = HeadPart::Queries;
+            self.head_data(head, (&blk.z, &blk.dz), &mut blk.head, part);
             let h = &blk.head;
             let size = h.p * h.m * (1 + h.dq.len());
             moment_forms(h, &moments[offset..offset + size], &mut blk.a, &mut blk.da);
@@ -502,7 +523,7 @@ impl TangentField {
         dy.fill(0.0);
         dv.fill(0.0);
         for head in &self.heads {
-            self.head_data(head, (z, dz), data);
+            self.head_data(head, (z, dz), data, HeadPart::All);
             self.head_sums(data, a, da);
             add_output(head.output.as_ref(), a, data.p, d, dy);
             for (dvi, dai) in dv.chunks_exact_mut(y.len()).zip(da.iter()) {
@@ -548,7 +569,7 @@ impl Linearization for TangentField {
 fn moments_into(h: &HeadData, inv: f64, out: &mut Vec<f64>) {
     let (m, p) = (h.m, h.p);
     let start = out.len();
-    out.resize(start + p * m * (1 + h.dq.len()), 0.0);
+    out.resize(start + p * m * (1 + h.dval.len()), 0.0);
     let (big_m, dms) = out[start..].split_at_mut(p * m);
     by_widths(m, p, |m, p| {
         let moment = |u: &[f64], kappa: &[f64], acc: &mut [f64]| {

@@ -88,13 +88,17 @@ impl Map {
             Some(w) => {
                 out.resize(n * self.rows, 0.0);
                 let rows = self.rows;
-                by_width(cols, |cols| {
-                    for (o, x) in out.chunks_exact_mut(rows).zip(input.chunks_exact(cols)) {
-                        for (oa, row) in o.iter_mut().zip(w.chunks_exact(cols)) {
-                            *oa = dot(row, x);
+                by_width(
+                    cols,
+                    #[inline(always)]
+                    |cols| {
+                        for (o, x) in out.chunks_exact_mut(rows).zip(input.chunks_exact(cols)) {
+                            for (oa, row) in o.iter_mut().zip(w.chunks_exact(cols)) {
+                                *oa = dot(row, x);
+                            }
                         }
-                    }
-                });
+                    },
+                );
             }
         }
     }
@@ -293,27 +297,31 @@ impl TangentField {
         z.extend_from_slice(y);
         inverse_norms.clear();
         dz.resize_with(v.len() / y.len().max(1), Vec::new);
-        by_width(self.d, |d| {
-            for row in z.chunks_exact_mut(d) {
-                let inv = 1.0 / dot(row, row).sqrt();
-                row.iter_mut().for_each(|a| *a *= inv);
-                inverse_norms.push(inv);
-            }
-            for (out, vi) in dz.iter_mut().zip(v.chunks_exact(y.len())) {
-                out.clear();
-                out.extend_from_slice(vi);
-                for ((o, zk), inv) in out
-                    .chunks_exact_mut(d)
-                    .zip(z.chunks_exact(d))
-                    .zip(inverse_norms.iter())
-                {
-                    let radial = dot(o, zk);
-                    o.iter_mut()
-                        .zip(zk)
-                        .for_each(|(a, b)| *a = (*a - radial * b) * inv);
+        by_width(
+            self.d,
+            #[inline(always)]
+            |d| {
+                for row in z.chunks_exact_mut(d) {
+                    let inv = 1.0 / dot(row, row).sqrt();
+                    row.iter_mut().for_each(|a| *a *= inv);
+                    inverse_norms.push(inv);
                 }
-            }
-        });
+                for (out, vi) in dz.iter_mut().zip(v.chunks_exact(y.len())) {
+                    out.clear();
+                    out.extend_from_slice(vi);
+                    for ((o, zk), inv) in out
+                        .chunks_exact_mut(d)
+                        .zip(z.chunks_exact(d))
+                        .zip(inverse_norms.iter())
+                    {
+                        let radial = dot(o, zk);
+                        o.iter_mut()
+                            .zip(zk)
+                            .for_each(|(a, b)| *a = (*a - radial * b) * inv);
+                    }
+                }
+            },
+        );
     }
 
     /// One head's queries, keys and values of z and of each dz, into `data`.
@@ -571,20 +579,25 @@ fn moments_into(h: &HeadData, inv: f64, out: &mut Vec<f64>) {
     let start = out.len();
     out.resize(start + p * m * (1 + h.dval.len()), 0.0);
     let (big_m, dms) = out[start..].split_at_mut(p * m);
-    by_widths(m, p, |m, p| {
-        let moment = |u: &[f64], kappa: &[f64], acc: &mut [f64]| {
-            for (uj, kj) in u.chunks_exact(p).zip(kappa.chunks_exact(m)) {
-                for (row, ua) in acc.chunks_exact_mut(m).zip(uj) {
-                    axpy(ua * inv, kj, row);
+    by_widths(
+        m,
+        p,
+        #[inline(always)]
+        |m, p| {
+            let moment = |u: &[f64], kappa: &[f64], acc: &mut [f64]| {
+                for (uj, kj) in u.chunks_exact(p).zip(kappa.chunks_exact(m)) {
+                    for (row, ua) in acc.chunks_exact_mut(m).zip(uj) {
+                        axpy(ua * inv, kj, row);
+                    }
                 }
+            };
+            moment(&h.val, &h.key, big_m);
+            for (i, dm) in dms.chunks_exact_mut(p * m).enumerate() {
+                moment(&h.dval[i], &h.key, dm);
+                moment(&h.val, &h.dkey[i], dm);
             }
-        };
-        moment(&h.val, &h.key, big_m);
-        for (i, dm) in dms.chunks_exact_mut(p * m).enumerate() {
-            moment(&h.dval[i], &h.key, dm);
-            moment(&h.val, &h.dkey[i], dm);
-        }
-    });
+        },
+    );
 }
 
 /// a_k = M q_k and da_ik = M dq_ik + dM_i q_k for the tokens of `h`, from one head's moments
@@ -595,27 +608,32 @@ fn moment_forms(h: &HeadData, moments: &[f64], a: &mut Vec<f64>, da: &mut Vec<Ve
     let (big_m, dms) = moments.split_at(p * m);
     zeroed(a, tokens * p);
     da.resize_with(h.dq.len(), Vec::new);
-    by_widths(m, p, |m, p| {
-        let apply = |mat: &[f64], x: &[f64], out: &mut [f64]| {
-            for (o, row) in out.iter_mut().zip(mat.chunks_exact(m)) {
-                *o += dot(row, x);
+    by_widths(
+        m,
+        p,
+        #[inline(always)]
+        |m, p| {
+            let apply = |mat: &[f64], x: &[f64], out: &mut [f64]| {
+                for (o, row) in out.iter_mut().zip(mat.chunks_exact(m)) {
+                    *o += dot(row, x);
+                }
+            };
+            for (ak, qk) in a.chunks_exact_mut(p).zip(h.q.chunks_exact(m)) {
+                apply(big_m, qk, ak);
             }
-        };
-        for (ak, qk) in a.chunks_exact_mut(p).zip(h.q.chunks_exact(m)) {
-            apply(big_m, qk, ak);
-        }
-        for ((dai, dm), dq) in da.iter_mut().zip(dms.chunks_exact(p * m)).zip(&h.dq) {
-            zeroed(dai, tokens * p);
-            for ((out, dqk), qk) in dai
-                .chunks_exact_mut(p)
-                .zip(dq.chunks_exact(m))
-                .zip(h.q.chunks_exact(m))
-            {
-                apply(big_m, dqk, out);
-                apply(dm, qk, out);
+            for ((dai, dm), dq) in da.iter_mut().zip(dms.chunks_exact(p * m)).zip(&h.dq) {
+                zeroed(dai, tokens * p);
+                for ((out, dqk), qk) in dai
+                    .chunks_exact_mut(p)
+                    .zip(dq.chunks_exact(m))
+                    .zip(h.q.chunks_exact(m))
+                {
+                    apply(big_m, dqk, out);
+                    apply(dm, qk, out);
+                }
             }
-        }
-    });
+        },
+    );
 }
 
 /// Splits per-token rows [a_k, da_k(1), ..., da_k(kv)] into a and the da of each vector.
@@ -656,7 +674,11 @@ fn by_width<R>(width: usize, mut f: impl FnMut(usize) -> R) -> R {
 #[inline(always)]
 fn by_widths<R>(m: usize, p: usize, mut f: impl FnMut(usize, usize) -> R) -> R {
     if m == p {
-        by_width(m, |w| f(w, w))
+        by_width(
+            m,
+            #[inline(always)]
+            |w| f(w, w),
+        )
     } else {
         f(m, p)
     }

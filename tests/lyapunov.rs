@@ -142,6 +142,14 @@ fn the_derivative_matches_finite_differences_for_every_kernel_head_mask_and_norm
     }
 }
 
+/// The largest entrywise difference of `a` and `b`.
+fn max_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0.0, f64::max)
+}
+
 /// `lsa` without a mask goes by blocks of 256 tokens through the moments, on the thread pool from
 /// 8 blocks: with 2100 tokens (9 blocks, a tail of 52) and two vectors at once, the field and each
 /// derivative against the production field and its central differences, formed and factored.
@@ -162,12 +170,6 @@ fn the_lsa_derivative_by_blocks_of_tokens_matches_finite_differences() {
         lin.field_and_derivatives(&x, &vectors, &mut dy, &mut dv);
         let mut f = vec![0.0; n * d];
         field.eval(&x, &mut f);
-        let max_diff = |a: &[f64], b: &[f64]| {
-            a.iter()
-                .zip(b)
-                .map(|(p, q)| (p - q).abs())
-                .fold(0.0, f64::max)
-        };
         assert!(max_diff(&dy, &f) < 1e-12, "factored {factored}: F differs");
         for (v, dvi) in vectors.chunks_exact(n * d).zip(dv.chunks_exact(n * d)) {
             let expected = difference_quotient(&field, &x, v, 1e-5);
@@ -199,12 +201,6 @@ fn the_derivative_over_several_chunks_of_tokens_matches_finite_differences() {
             lin.field_and_derivatives(&x, &v, &mut dy, &mut dv);
             let mut f = vec![0.0; n * d];
             field.eval(&x, &mut f);
-            let max_diff = |a: &[f64], b: &[f64]| {
-                a.iter()
-                    .zip(b)
-                    .map(|(p, q)| (p - q).abs())
-                    .fold(0.0, f64::max)
-            };
             let what = format!("{kernel:?} {mask:?} factored {factored}");
             assert!(max_diff(&dy, &f) < 1e-12, "{what}: F differs");
             let expected = difference_quotient(&field, &x, &v, 1e-5);

@@ -160,19 +160,15 @@ enum HeadPart {
 /// A block's index, its rows of F and its rows of each DF v.
 type BlockRows<'a> = (usize, &'a mut [f64], Vec<&'a mut [f64]>);
 
-/// One block's arrays (see [`TangentField::evaluate_by_blocks`]).
+/// One block's arrays (see [`TangentField::evaluate_by_blocks`]): an evaluation's arrays for
+/// the block's tokens, with its rows of the vectors and of DF v.
 #[derive(Default)]
 struct Block {
     /// The block's rows of each tangent vector, one after the other.
     v: Vec<f64>,
-    z: Vec<f64>,
-    inverse_norms: Vec<f64>,
-    dz: Vec<Vec<f64>>,
-    head: HeadData,
-    a: Vec<f64>,
-    da: Vec<Vec<f64>>,
     /// The block's DF v, one vector after the other.
     dv: Vec<f64>,
+    arrays: Workspace,
 }
 
 impl Block {
@@ -184,11 +180,12 @@ impl Block {
         for vi in v.chunks_exact(y.len().max(1)) {
             self.v.extend_from_slice(&vi[range.clone()]);
         }
+        let w = &mut self.arrays;
         field.directions(
             (&y[range], &self.v),
-            &mut self.z,
-            &mut self.inverse_norms,
-            &mut self.dz,
+            &mut w.z,
+            &mut w.inverse_norms,
+            &mut w.dz,
         );
     }
 }
@@ -431,9 +428,9 @@ impl TangentField {
             blk.directions(self, (y, v), b);
             let mut out = Vec::new();
             for head in &self.heads {
-                let part = HeadPart::KeysAndValues;
-                self.head_data(head, (&blk.z, &blk.dz), &mut blk.head, part);
-                moments_into(&blk.head, 1.0 / n as f64, &mut out);
+                let w = &mut blk.arrays;
+                self.head_data(head, (&w.z, &w.dz), &mut w.head, HeadPart::KeysAndValues);
+                moments_into(&w.head, 1.0 / n as f64, &mut out);
             }
             out
         };
@@ -446,9 +443,10 @@ impl TangentField {
                 .map_init(Block::default, block_moments)
                 .collect()
         };
-        let mut moments = partials.first().cloned().unwrap_or_default();
-        for partial in partials.iter().skip(1) {
-            moments.iter_mut().zip(partial).for_each(|(a, b)| *a += b);
+        let mut partials = partials.into_iter();
+        let mut moments = partials.next().unwrap_or_default();
+        for partial in partials {
+            moments.iter_mut().zip(&partial).for_each(|(a, b)| *a += b);
         }
         let rows = BLOCK_TOKENS * d;
         let mut dv_blocks: Vec<_> = dv
@@ -483,22 +481,23 @@ impl TangentField {
         let (d, len) = (self.d, dy.len());
         dy.fill(0.0);
         zeroed(&mut blk.dv, dv.len() * len);
+        let w = &mut blk.arrays;
         let mut offset = 0;
         for head in &self.heads {
-            let part = HeadPart::Queries;
-            self.head_data(head, (&blk.z, &blk.dz), &mut blk.head, part);
-            let h = &blk.head;
+            self.head_data(head, (&w.z, &w.dz), &mut w.head, HeadPart::Queries);
+            let h = &w.head;
             let size = h.p * h.m * (1 + h.dq.len());
-            moment_forms(h, &moments[offset..offset + size], &mut blk.a, &mut blk.da);
+            moment_forms(h, &moments[offset..offset + size], &mut w.a, &mut w.da);
             offset += size;
-            add_output(head.output.as_ref(), &blk.a, h.p, d, dy);
-            for (dvi, dai) in blk.dv.chunks_exact_mut(len).zip(&blk.da) {
+            add_output(head.output.as_ref(), &w.a, h.p, d, dy);
+            for (dvi, dai) in blk.dv.chunks_exact_mut(len).zip(&w.da) {
                 add_output(head.output.as_ref(), dai, h.p, d, dvi);
             }
         }
+        let zdz = (w.z.as_slice(), w.dz.as_slice());
         normalise(
             (self.normalization, self.ngpt_alpha),
-            (&blk.z, &blk.dz),
+            zdz,
             dy,
             &mut blk.dv,
             d,

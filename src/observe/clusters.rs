@@ -16,9 +16,10 @@
 //!
 //! Cost, no n x n matrix: d = 2 takes the angles (the components are the arcs between gaps
 //! larger than theta of the sorted angles, a component's diameter is its arc, last angle minus
-//! first) and finds those gaps from angle bins at most theta / 2 wide without sorting, O(n +
-//! 4 pi / theta), exact: the same partition and the same diameters as the sort (docs/MATH.md
-//! §11.2; the sort remains for thresholds so small that the bins outnumber 4 n). d >= 3 makes
+//! first) and finds those gaps from pseudo-angle bins at most theta / 2 wide without sorting and
+//! with an atan2 only for each bin's least and greatest token, O(n + 16 / theta), exact: the
+//! same partition and the same diameters as the sort (docs/MATH.md §11.2; the sort remains for
+//! thresholds so small that the bins outnumber 4 n). d >= 3 makes
 //! groups by one leader pass (a token joins the first leader within theta, else leads a new
 //! group; more leaders than the cap means not clustered), O(n k d), then verifies: a group is
 //! tight when twice its radius about its centre is <= theta, not tight when a true pair is
@@ -264,19 +265,17 @@ pub fn angle_between(x: &[f64], y: &[f64]) -> f64 {
 }
 
 /// d = 2: the arcs between gaps wider than theta of the sorted angles, when each arc is at most
-/// theta long; by angle bins in O(n + bins) when the bins are few enough, else by sorting.
+/// theta long; by pseudo-angle bins in O(n + bins) when the bins are few enough and every token
+/// has a direction, else by sorting the angles.
 fn circle_groups(tokens: &[f64], theta: f64) -> Option<Vec<Group>> {
-    let angles = circle_angles(tokens);
-    let n = angles.len();
-    match angle_bins(theta) {
-        Some(bins)
-            if bins <= MAX_BINS_PER_TOKEN * n + MIN_BINS
-                && angles.iter().all(|a| a.is_finite()) =>
-        {
-            binned_angle_groups(&angles, theta, bins)
+    let n = tokens.len() / 2;
+    if let Some(bins) = pseudo_angle_bins(theta).filter(|&b| b <= MAX_BINS_PER_TOKEN * n + MIN_BINS)
+    {
+        if let Some(groups) = binned_groups(tokens, theta, bins) {
+            return groups;
         }
-        _ => sorted_angle_groups(&angles, theta),
     }
+    sorted_angle_groups(&circle_angles(tokens), theta)
 }
 
 /// The angles atan2(x_2, x_1) in [-pi, pi] of d = 2 tokens (elementwise, so the same numbers
@@ -298,12 +297,168 @@ const MAX_BINS_PER_TOKEN: usize = 4;
 /// See [`MAX_BINS_PER_TOKEN`].
 const MIN_BINS: usize = 256;
 
-/// The number of angle bins over [-pi, pi]: ceil(4 pi / theta), so a bin is at most theta / 2
-/// wide and no gap wider than theta fits inside one (docs/MATH.md §11.2); `None` when that is
-/// not a usable count.
-fn angle_bins(theta: f64) -> Option<usize> {
-    let bins = (2.0 * TAU / theta).ceil();
+/// The pseudo-angle of (x_1, x_2) != 0 in [0, 4]: 0 at atan2 = -pi, 1 at -pi/2, 2 at 0, 3 at
+/// pi/2, 4 at pi, and in each quarter the fraction |x_2| / (|x_1| + |x_2|) or
+/// |x_1| / (|x_1| + |x_2|) (the signs of zeros sort as atan2 sorts them). It increases with the
+/// angle, at a rate between 1 / 2 and 1 per radian, and its rounding is below 1e-15
+/// (docs/MATH.md §11.2): a division instead of an atan2.
+#[inline(always)]
+fn pseudo_angle(x1: f64, x2: f64) -> f64 {
+    let (ax, ay) = (x1.abs(), x2.abs());
+    let below = x2.is_sign_negative();
+    let odd = below != x1.is_sign_negative();
+    let base = if below { 0.0 } else { 2.0 } + if odd { 1.0 } else { 0.0 };
+    let part = if odd { ax } else { ay };
+    base + part / (ax + ay)
+}
+
+/// Pseudo-angles closer than this are ordered by the sign of the cross product: far above their
+/// rounding (1e-15), far below a bin (theta / 16 >= 6e-14).
+const NEAR: f64 = 1e-14;
+
+/// The number of pseudo-angle bins over [0, 4]: a bin 4 / B <= theta / 4 - 1e-15 wide spans at
+/// most theta / 2 of angle (docs/MATH.md §11.2); `None` when that is not a usable count.
+fn pseudo_angle_bins(theta: f64) -> Option<usize> {
+    let bins = (4.0 / (0.25 * theta - 1e-15)).ceil();
     (1.0..1e12).contains(&bins).then_some(bins as usize)
+}
+
+/// Whether token i (x_i1, x_i2) comes before token j at a smaller angle, given their
+/// pseudo-angles: by the pseudo-angles when they are more than [`NEAR`] apart, else by the sign
+/// of x_i x x_j (positive: x_j is counterclockwise of x_i), each product's rounding error
+/// recovered by a fused multiply-add so that the sign is the exact one.
+#[inline(always)]
+fn comes_before(i: (f64, f64, f64), j: (f64, f64, f64)) -> bool {
+    let ((pi, xi1, xi2), (pj, xj1, xj2)) = (i, j);
+    if pi < pj - NEAR {
+        return true;
+    }
+    if pi > pj + NEAR {
+        return false;
+    }
+    let a = xi1 * xj2;
+    let b = xi2 * xj1;
+    let exact = (a - b) + (xi1.mul_add(xj2, -a) - xi2.mul_add(xj1, -b));
+    exact > 0.0
+}
+
+/// The sorted definition's arcs from `bins` pseudo-angle bins (module docs) in O(n + bins):
+/// each bin's least and greatest token by [`comes_before`], their atan2 only; inside a bin no gap
+/// exceeds theta, so only the gaps between consecutive non-empty bins decide, and an arc's
+/// diameter is its greatest angle minus its least (docs/MATH.md §11.2). `None` when a token
+/// has no direction (0 or not finite): the sort handles those.
+fn binned_groups(tokens: &[f64], theta: f64, bins: usize) -> Option<Option<Vec<Group>>> {
+    let n = tokens.len() / 2;
+    let mut pseudo = vec![0.0; n];
+    crate::simd::vectorized(
+        #[inline(always)]
+        || {
+            for (p, x) in pseudo.iter_mut().zip(tokens.chunks_exact(2)) {
+                *p = pseudo_angle(x[0], x[1]);
+            }
+        },
+    );
+    if !pseudo.iter().all(|p| p.is_finite()) {
+        return None;
+    }
+    let scale = bins as f64 / 4.0;
+    let bin = |p: f64| ((p * scale) as usize).min(bins - 1);
+    let (low, high) = crate::simd::vectorized(
+        #[inline(always)]
+        || bin_extremes(tokens, &pseudo, bins, bin),
+    );
+    let angle = |k: usize| tokens[2 * k + 1].atan2(tokens[2 * k]);
+    let filled: Vec<usize> = (0..bins).filter(|&b| low[b] != usize::MAX).collect();
+    let lowest: Vec<f64> = filled.iter().map(|&b| angle(low[b])).collect();
+    let highest: Vec<f64> = filled
+        .iter()
+        .zip(&lowest)
+        .map(|(&b, &a)| if high[b] == low[b] { a } else { angle(high[b]) })
+        .collect();
+    let Some((label, spans)) = arcs_of_bins(&lowest, &highest, theta) else {
+        return Some(None);
+    };
+    let mut arc_of_bin = vec![u32::MAX; bins];
+    for (&b, &l) in filled.iter().zip(&label) {
+        arc_of_bin[b] = l;
+    }
+    let mut groups: Vec<Group> = spans
+        .into_iter()
+        .map(|diameter| Group {
+            members: Vec::new(),
+            diameter,
+        })
+        .collect();
+    for (k, &p) in pseudo.iter().enumerate() {
+        groups[arc_of_bin[bin(p)] as usize].members.push(k);
+    }
+    Some(Some(groups))
+}
+
+/// Each bin's least and greatest token ([`comes_before`]; `usize::MAX` for an empty bin).
+#[inline(always)]
+fn bin_extremes(
+    tokens: &[f64],
+    pseudo: &[f64],
+    bins: usize,
+    bin: impl Fn(f64) -> usize,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut low = vec![usize::MAX; bins];
+    let mut high = vec![usize::MAX; bins];
+    let key = |k: usize| (pseudo[k], tokens[2 * k], tokens[2 * k + 1]);
+    for (k, &p) in pseudo.iter().enumerate() {
+        let b = bin(p);
+        if low[b] == usize::MAX {
+            (low[b], high[b]) = (k, k);
+        } else if comes_before(key(k), key(low[b])) {
+            low[b] = k;
+        } else if comes_before(key(high[b]), key(k)) {
+            high[b] = k;
+        }
+    }
+    (low, high)
+}
+
+/// The arcs of the non-empty bins in order (their least and greatest angles): each bin's arc and
+/// each arc's diameter, `None` when there is no gap wider than theta or an arc is wider than
+/// theta. The gap after bin j is the next bin's least angle minus bin j's greatest (the last one
+/// wraps round by 2 pi); an arc's span is its greatest angle minus its least, the part after
+/// the cut at +-pi giving the greatest of an arc through it.
+fn arcs_of_bins(lowest: &[f64], highest: &[f64], theta: f64) -> Option<(Vec<u32>, Vec<f64>)> {
+    let m = lowest.len();
+    let gap = |j: usize| -> f64 {
+        let next = if j + 1 == m {
+            lowest[0] + TAU
+        } else {
+            lowest[j + 1]
+        };
+        next - highest[j]
+    };
+    let start = (0..m).find(|&j| gap(j) > theta).map(|j| (j + 1) % m)?;
+    let mut label = vec![u32::MAX; m];
+    let mut spans = Vec::new();
+    let (mut first, mut least, mut greatest) = (start, f64::INFINITY, f64::NEG_INFINITY);
+    for step in 0..m {
+        let j = (start + step) % m;
+        if j == 0 && first != 0 {
+            // Through the cut: the arc's greatest angle is after it.
+            greatest = f64::NEG_INFINITY;
+        }
+        if j >= first {
+            least = least.min(lowest[j]);
+        }
+        greatest = greatest.max(highest[j]);
+        label[j] = spans.len() as u32;
+        if gap(j) > theta {
+            let span = arc_span(least, greatest, j < first);
+            if span > theta || spans.len() >= u32::MAX as usize - 1 {
+                return None;
+            }
+            spans.push(span);
+            (first, least, greatest) = ((j + 1) % m, f64::INFINITY, f64::NEG_INFINITY);
+        }
+    }
+    Some((label, spans))
 }
 
 /// The span of an arc from its first angle to its last (in sorted order), `wrapped` when it
@@ -355,61 +510,6 @@ fn sorted_angle_groups(angles: &[f64], theta: f64) -> Option<Vec<Group>> {
             });
             first = if i + 1 == n { 0 } else { i + 1 };
         }
-    }
-    Some(groups)
-}
-
-/// The same partition from `bins` angle bins (bins >= ceil(4 pi / theta)) in O(n + bins): inside
-/// a bin no gap exceeds theta, so only the gaps between consecutive non-empty bins (the next
-/// one's smallest angle minus this one's largest, the same two doubles the sort would subtract)
-/// decide; an arc's span is its last bin's largest angle minus its first bin's smallest
-/// (docs/MATH.md §11.2). The angles must be finite.
-fn binned_angle_groups(angles: &[f64], theta: f64, bins: usize) -> Option<Vec<Group>> {
-    let scale = bins as f64 / TAU;
-    let bin = |a: f64| (((a + PI) * scale) as usize).min(bins - 1);
-    let mut lowest = vec![f64::INFINITY; bins];
-    let mut highest = vec![f64::NEG_INFINITY; bins];
-    for &a in angles {
-        let b = bin(a);
-        lowest[b] = lowest[b].min(a);
-        highest[b] = highest[b].max(a);
-    }
-    let filled: Vec<usize> = (0..bins).filter(|&b| lowest[b] <= highest[b]).collect();
-    let m = filled.len();
-    let gap = |j: usize| -> f64 {
-        // The gap after the j-th non-empty bin (the last one wraps around).
-        let next = if j + 1 == m {
-            lowest[filled[0]] + TAU
-        } else {
-            lowest[filled[j + 1]]
-        };
-        next - highest[filled[j]]
-    };
-    let start = (0..m).find(|&j| gap(j) > theta).map(|j| (j + 1) % m)?;
-    let mut label = vec![u32::MAX; bins];
-    let mut spans = Vec::new();
-    let mut first = start;
-    for step in 0..m {
-        let j = (start + step) % m;
-        label[filled[j]] = spans.len() as u32;
-        if gap(j) > theta {
-            let span = arc_span(lowest[filled[first]], highest[filled[j]], j < first);
-            if span > theta || spans.len() >= u32::MAX as usize - 1 {
-                return None;
-            }
-            spans.push(span);
-            first = (j + 1) % m;
-        }
-    }
-    let mut groups: Vec<Group> = spans
-        .into_iter()
-        .map(|diameter| Group {
-            members: Vec::new(),
-            diameter,
-        })
-        .collect();
-    for (k, &a) in angles.iter().enumerate() {
-        groups[label[bin(a)] as usize].members.push(k);
     }
     Some(groups)
 }
@@ -814,6 +914,20 @@ mod tests {
         angles
     }
 
+    /// Unit tokens at the given angles.
+    fn on_circle(angles: &[f64]) -> Vec<f64> {
+        angles.iter().flat_map(|a| [a.cos(), a.sin()]).collect()
+    }
+
+    /// The definition: the sorted atan2 of the tokens.
+    fn sorted_groups(tokens: &[f64], theta: f64) -> Option<Vec<(Vec<usize>, u64)>> {
+        canonical(sorted_angle_groups(&circle_angles(tokens), theta))
+    }
+
+    fn binned(tokens: &[f64], theta: f64, bins: usize) -> Option<Vec<(Vec<usize>, u64)>> {
+        canonical(binned_groups(tokens, theta, bins).expect("every token has a direction"))
+    }
+
     #[test]
     fn binned_partition_is_the_sorted_one() {
         let mut rng = ChaCha8Rng::seed_from_u64(38);
@@ -823,7 +937,8 @@ mod tests {
             let k = 1 + trial % 7;
             let n = 1 + (trial * 13) % 400;
             let width = [0.0, 0.3, 0.9, 1.0, 1.5, 8.0][trial % 6] * theta;
-            // Gaps at the threshold: exactly, and one or two ulps either side.
+            // Gaps at the threshold: exactly, and one or two ulps either side (before the
+            // tokens' rounding, so on both sides of theta after it).
             let ulp = f64::EPSILON * 4.0;
             let gap = theta + [0.0, -ulp, ulp, -2.0 * ulp, 2.0 * ulp, 0.5][trial % 6];
             let mut angles = arcs(&mut rng, n, k, width, gap);
@@ -837,11 +952,15 @@ mod tests {
                     *a = -PI + 0.4 * theta * (*a + PI) / TAU;
                 }
             }
-            let sorted = canonical(sorted_angle_groups(&angles, theta));
-            let bins = angle_bins(theta).unwrap();
+            let tokens = on_circle(&angles);
+            let sorted = sorted_groups(&tokens, theta);
+            let bins = pseudo_angle_bins(theta).unwrap();
             for b in [bins, 3 * bins + 1] {
-                let binned = canonical(binned_angle_groups(&angles, theta, b));
-                assert_eq!(binned, sorted, "trial {trial}: theta {theta}, bins {b}");
+                assert_eq!(
+                    binned(&tokens, theta, b),
+                    sorted,
+                    "trial {trial}: theta {theta}, bins {b}"
+                );
             }
             clustered += sorted.is_some() as usize;
             wrapped += (trial % 3 == 0 && sorted.is_some()) as usize;
@@ -851,37 +970,82 @@ mod tests {
     }
 
     #[test]
-    fn a_gap_equal_to_the_threshold_links() {
-        // Exact doubles: the gap 0.625 - 0.5 is 0.125 = theta, one ulp more is wider.
-        let theta = 0.125;
-        let bins = angle_bins(theta).unwrap();
-        for groups in [
-            sorted_angle_groups(&[0.5, 0.625], theta),
-            binned_angle_groups(&[0.5, 0.625], theta, bins),
-        ] {
+    fn collapsed_clusters_are_ordered_by_the_exact_cross_product() {
+        // Tokens a few ulps apart in angle (a cluster that has converged): their pseudo-angles
+        // tie within their rounding, so the cross product orders them; the extremes and the
+        // diameter are still the sorted atan2's.
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for trial in 0..200 {
+            use rand::RngExt;
+            let centres = [rng.random_range(-PI..PI), rng.random_range(-PI..PI)];
+            let tokens: Vec<f64> = (0..300)
+                .flat_map(|k| {
+                    let c: f64 = centres[k % 2];
+                    let (x, y) = (c.cos(), c.sin());
+                    // Nudge each coordinate by up to 4 ulps (then the token is unit to rounding).
+                    let mut nudge = |v: f64| {
+                        f64::from_bits((v.to_bits() as i64 + rng.random_range(-4..=4)) as u64)
+                    };
+                    [nudge(x), nudge(y)]
+                })
+                .collect();
+            let theta = [0.1, 1e-9][trial % 2];
+            let Some(bins) = pseudo_angle_bins(theta).filter(|&b| b < 1 << 28) else {
+                continue;
+            };
             assert_eq!(
-                canonical(groups),
-                Some(vec![(vec![0, 1], 0.125f64.to_bits())])
+                binned(&tokens, theta, bins),
+                sorted_groups(&tokens, theta),
+                "trial {trial}"
             );
         }
-        let wider = [0.5, f64::from_bits(0.625f64.to_bits() + 1)];
-        for groups in [
-            sorted_angle_groups(&wider, theta),
-            binned_angle_groups(&wider, theta, bins),
-        ] {
-            let sizes: Vec<usize> = groups.unwrap().iter().map(|g| g.members.len()).collect();
-            assert_eq!(sizes, vec![1, 1]);
+    }
+
+    #[test]
+    fn pseudo_angles_increase_with_the_angle_and_place_the_signed_zeros_as_atan2() {
+        let mut last = f64::NEG_INFINITY;
+        for i in 0..=4000 {
+            let a = -PI + TAU * i as f64 / 4000.0;
+            let p = pseudo_angle(a.cos(), a.sin());
+            assert!(
+                p >= last - 1e-15 && (0.0..=4.0).contains(&p),
+                "{a}: {p} after {last}"
+            );
+            last = p;
         }
-        // Around the cut: pi - 0.0625 and -pi + 0.03125 are one arc 0.09375 wide.
-        let across = [PI - 0.0625, -PI + 0.03125];
-        let span = (-PI + 0.03125 + TAU) - (PI - 0.0625);
-        assert!((span - 0.09375).abs() < 1e-15);
-        let expected = Some(vec![(vec![0, 1], span.to_bits())]);
-        assert_eq!(canonical(sorted_angle_groups(&across, theta)), expected);
-        assert_eq!(
-            canonical(binned_angle_groups(&across, theta, bins)),
-            expected
-        );
+        for (x1, x2, p) in [
+            (-1.0, -0.0, 0.0),
+            (-0.0, -1.0, 1.0),
+            (1.0, -0.0, 2.0),
+            (1.0, 0.0, 2.0),
+            (0.0, 1.0, 3.0),
+            (-1.0, 0.0, 4.0),
+        ] {
+            assert_eq!(pseudo_angle(x1, x2), p, "({x1}, {x2})");
+        }
+    }
+
+    #[test]
+    fn a_gap_equal_to_the_threshold_links() {
+        // theta equal to the computed gap links; the next double below it splits.
+        for (a, b) in [(0.5, 0.625), (PI - 0.0625, -PI + 0.03125)] {
+            let tokens = on_circle(&[a, b]);
+            let angles = circle_angles(&tokens);
+            let gap = if angles[1] > angles[0] {
+                angles[1] - angles[0]
+            } else {
+                (angles[1] + TAU) - angles[0]
+            };
+            let bins = pseudo_angle_bins(gap).unwrap();
+            let expected = Some(vec![(vec![0, 1], gap.to_bits())]);
+            assert_eq!(sorted_groups(&tokens, gap), expected);
+            assert_eq!(binned(&tokens, gap, bins), expected);
+            let below = f64::from_bits(gap.to_bits() - 1);
+            for groups in [sorted_groups(&tokens, below), binned(&tokens, below, bins)] {
+                let sizes: Vec<usize> = groups.unwrap().iter().map(|g| g.0.len()).collect();
+                assert_eq!(sizes, vec![1, 1]);
+            }
+        }
     }
 
     #[test]

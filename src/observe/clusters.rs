@@ -144,12 +144,10 @@ pub fn detect_clusters(tokens: &[f64], d: usize, rule: ClusterRule) -> Clusterin
     if n == 0 || d < 2 {
         return Clustering::not_clustered(n, rule.threshold);
     }
-    let groups = if d == 2 {
-        circle_groups(tokens, rule.threshold)
-    } else {
-        leader_groups(tokens, d, rule.threshold)
-    };
-    match groups {
+    if d == 2 {
+        return circle_clustering(tokens, rule.threshold);
+    }
+    match leader_groups(tokens, d, rule.threshold) {
         Some(groups) if groups.len() <= ClusterRule::max_clusters(n) => {
             summarise(tokens, d, groups, rule.threshold)
         }
@@ -267,15 +265,20 @@ pub fn angle_between(x: &[f64], y: &[f64]) -> f64 {
 /// d = 2: the arcs between gaps wider than theta of the sorted angles, when each arc is at most
 /// theta long; by pseudo-angle bins in O(n + bins) when the bins are few enough and every token
 /// has a direction, else by sorting the angles.
-fn circle_groups(tokens: &[f64], theta: f64) -> Option<Vec<Group>> {
+fn circle_clustering(tokens: &[f64], theta: f64) -> Clustering {
     let n = tokens.len() / 2;
-    if let Some(bins) = pseudo_angle_bins(theta).filter(|&b| b <= MAX_BINS_PER_TOKEN * n + MIN_BINS)
-    {
-        if let Some(groups) = binned_groups(tokens, theta, bins) {
-            return groups;
-        }
+    let binned = pseudo_angle_bins(theta)
+        .filter(|&b| b <= MAX_BINS_PER_TOKEN * n + MIN_BINS)
+        .and_then(|bins| binned_arcs(tokens, theta, bins));
+    let fits = |count: usize| count <= ClusterRule::max_clusters(n);
+    match binned {
+        Some(Some(arcs)) if fits(arcs.spans.len()) => summarise_arcs(tokens, &arcs, theta),
+        Some(_) => Clustering::not_clustered(n, theta),
+        None => match sorted_angle_groups(&circle_angles(tokens), theta) {
+            Some(groups) if fits(groups.len()) => summarise(tokens, 2, groups, theta),
+            _ => Clustering::not_clustered(n, theta),
+        },
     }
-    sorted_angle_groups(&circle_angles(tokens), theta)
 }
 
 /// The angles atan2(x_2, x_1) in [-pi, pi] of d = 2 tokens (elementwise, so the same numbers
@@ -317,10 +320,13 @@ fn pseudo_angle(x1: f64, x2: f64) -> f64 {
 const NEAR: f64 = 1e-14;
 
 /// The number of pseudo-angle bins over [0, 4]: a bin 4 / B <= theta / 4 - 1e-15 wide spans at
-/// most theta / 2 of angle (docs/MATH.md §11.2); `None` when that is not a usable count.
+/// most theta / 2 of angle (docs/MATH.md §11.2); `None` when that is not a usable count (a bin
+/// index must fit in 32 bits).
 fn pseudo_angle_bins(theta: f64) -> Option<usize> {
     let bins = (4.0 / (0.25 * theta - 1e-15)).ceil();
-    (1.0..1e12).contains(&bins).then_some(bins as usize)
+    (1.0..u32::MAX as f64)
+        .contains(&bins)
+        .then_some(bins as usize)
 }
 
 /// Whether token i (x_i1, x_i2) comes before token j at a smaller angle, given their
@@ -347,7 +353,7 @@ fn comes_before(i: (f64, f64, f64), j: (f64, f64, f64)) -> bool {
 /// exceeds theta, so only the gaps between consecutive non-empty bins decide, and an arc's
 /// diameter is its greatest angle minus its least (docs/MATH.md §11.2). `None` when a token
 /// has no direction (0 or not finite): the sort handles those.
-fn binned_groups(tokens: &[f64], theta: f64, bins: usize) -> Option<Option<Vec<Group>>> {
+fn binned_arcs(tokens: &[f64], theta: f64, bins: usize) -> Option<Option<Arcs>> {
     let n = tokens.len() / 2;
     let mut pseudo = vec![0.0; n];
     crate::simd::vectorized(
@@ -363,11 +369,12 @@ fn binned_groups(tokens: &[f64], theta: f64, bins: usize) -> Option<Option<Vec<G
     }
     let scale = bins as f64 / 4.0;
     let bin = |p: f64| ((p * scale) as usize).min(bins - 1);
-    let (low, high) = crate::simd::vectorized(
+    let extremes = crate::simd::vectorized(
         #[inline(always)]
-        || bin_extremes(tokens, &pseudo, bins, bin),
+        || BinExtremes::of(tokens, &pseudo, bins, bin),
     );
     let angle = |k: usize| tokens[2 * k + 1].atan2(tokens[2 * k]);
+    let (low, high) = (&extremes.low, &extremes.high);
     let filled: Vec<usize> = (0..bins).filter(|&b| low[b] != usize::MAX).collect();
     let lowest: Vec<f64> = filled.iter().map(|&b| angle(low[b])).collect();
     let highest: Vec<f64> = filled
@@ -379,44 +386,122 @@ fn binned_groups(tokens: &[f64], theta: f64, bins: usize) -> Option<Option<Vec<G
         return Some(None);
     };
     let mut arc_of_bin = vec![u32::MAX; bins];
+    let mut sizes = vec![0; spans.len()];
     for (&b, &l) in filled.iter().zip(&label) {
         arc_of_bin[b] = l;
+        sizes[l as usize] += extremes.count[b];
     }
-    let mut groups: Vec<Group> = spans
-        .into_iter()
-        .map(|diameter| Group {
-            members: Vec::new(),
-            diameter,
-        })
-        .collect();
-    for (k, &p) in pseudo.iter().enumerate() {
-        groups[arc_of_bin[bin(p)] as usize].members.push(k);
-    }
-    Some(Some(groups))
+    Some(Some(Arcs {
+        spans,
+        sizes,
+        arc_of_bin,
+        bin: extremes.bin,
+    }))
 }
 
-/// Each bin's least and greatest token ([`comes_before`]; `usize::MAX` for an empty bin).
-#[inline(always)]
-fn bin_extremes(
-    tokens: &[f64],
-    pseudo: &[f64],
-    bins: usize,
-    bin: impl Fn(f64) -> usize,
-) -> (Vec<usize>, Vec<usize>) {
-    let mut low = vec![usize::MAX; bins];
-    let mut high = vec![usize::MAX; bins];
-    let key = |k: usize| (pseudo[k], tokens[2 * k], tokens[2 * k + 1]);
-    for (k, &p) in pseudo.iter().enumerate() {
-        let b = bin(p);
-        if low[b] == usize::MAX {
-            (low[b], high[b]) = (k, k);
-        } else if comes_before(key(k), key(low[b])) {
-            low[b] = k;
-        } else if comes_before(key(high[b]), key(k)) {
-            high[b] = k;
+/// The arcs of the binned partition: each arc's diameter and size, and each token's arc
+/// through its bin.
+struct Arcs {
+    spans: Vec<f64>,
+    sizes: Vec<usize>,
+    arc_of_bin: Vec<u32>,
+    bin: Vec<u32>,
+}
+
+impl Arcs {
+    /// The arc of token k.
+    fn arc(&self, k: usize) -> usize {
+        self.arc_of_bin[self.bin[k] as usize] as usize
+    }
+}
+
+/// [`summarise`] of the arcs without listing their members: one pass over the tokens in index
+/// order finds each arc's first token and adds its rows by chunks of [`TOKENS_PER_CHUNK`] tokens
+/// (each chunk's part from zero, the parts in chunk order), the additions of [`centre_of`], so
+/// the same doubles.
+fn summarise_arcs(tokens: &[f64], arcs: &Arcs, threshold: f64) -> Clustering {
+    let m = arcs.spans.len();
+    let mut first = vec![usize::MAX; m];
+    let mut sums = vec![[0.0; 2]; m];
+    let mut parts = vec![[0.0; 2]; m];
+    let mut met = vec![false; m];
+    for (c, chunk) in tokens.chunks(2 * TOKENS_PER_CHUNK).enumerate() {
+        let offset = c * TOKENS_PER_CHUNK;
+        for (i, x) in chunk.chunks_exact(2).enumerate() {
+            let a = arcs.arc(offset + i);
+            if !met[a] {
+                met[a] = true;
+                first[a] = first[a].min(offset + i);
+            }
+            parts[a][0] += x[0];
+            parts[a][1] += x[1];
+        }
+        for a in 0..m {
+            if !met[a] {
+                continue;
+            }
+            sums[a][0] += parts[a][0];
+            sums[a][1] += parts[a][1];
+            (parts[a], met[a]) = ([0.0; 2], false);
         }
     }
-    (low, high)
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| {
+        arcs.sizes[b]
+            .cmp(&arcs.sizes[a])
+            .then(first[a].cmp(&first[b]))
+    });
+    let centres: Vec<Vec<f64>> = order
+        .iter()
+        .map(|&a| {
+            let k = first[a];
+            direction_of_sum(sums[a].to_vec(), Some(tokens[2 * k..2 * k + 2].to_vec()))
+        })
+        .collect();
+    Clustering {
+        count: m,
+        sizes: order.iter().map(|&a| arcs.sizes[a]).collect(),
+        diameter: order.iter().map(|&a| arcs.spans[a]).reduce(f64::max),
+        separation: smallest_separation(&centres),
+        centres,
+        threshold,
+        n: tokens.len() / 2,
+    }
+}
+
+/// The tokens' bins, and each bin's token count and least and greatest token
+/// ([`comes_before`]; `usize::MAX` for an empty bin).
+struct BinExtremes {
+    bin: Vec<u32>,
+    count: Vec<usize>,
+    low: Vec<usize>,
+    high: Vec<usize>,
+}
+
+impl BinExtremes {
+    #[inline(always)]
+    fn of(tokens: &[f64], pseudo: &[f64], bins: usize, bin: impl Fn(f64) -> usize) -> Self {
+        let mut e = BinExtremes {
+            bin: Vec::with_capacity(pseudo.len()),
+            count: vec![0; bins],
+            low: vec![usize::MAX; bins],
+            high: vec![usize::MAX; bins],
+        };
+        let key = |k: usize| (pseudo[k], tokens[2 * k], tokens[2 * k + 1]);
+        for (k, &p) in pseudo.iter().enumerate() {
+            let b = bin(p);
+            e.bin.push(b as u32);
+            e.count[b] += 1;
+            if e.low[b] == usize::MAX {
+                (e.low[b], e.high[b]) = (k, k);
+            } else if comes_before(key(k), key(e.low[b])) {
+                e.low[b] = k;
+            } else if comes_before(key(e.high[b]), key(k)) {
+                e.high[b] = k;
+            }
+        }
+        e
+    }
 }
 
 /// The arcs of the non-empty bins in order (their least and greatest angles): each bin's arc and
@@ -924,8 +1009,29 @@ mod tests {
         canonical(sorted_angle_groups(&circle_angles(tokens), theta))
     }
 
+    /// The binned partition as groups (members and diameter), and its summary against the
+    /// sorted groups' [`summarise`] (the same doubles).
     fn binned(tokens: &[f64], theta: f64, bins: usize) -> Option<Vec<(Vec<usize>, u64)>> {
-        canonical(binned_groups(tokens, theta, bins).expect("every token has a direction"))
+        let arcs = binned_arcs(tokens, theta, bins).expect("every token has a direction")?;
+        let mut groups: Vec<Group> = arcs
+            .spans
+            .iter()
+            .map(|&diameter| Group {
+                members: Vec::new(),
+                diameter,
+            })
+            .collect();
+        for k in 0..tokens.len() / 2 {
+            groups[arcs.arc(k)].members.push(k);
+        }
+        let sizes: Vec<usize> = groups.iter().map(|g| g.members.len()).collect();
+        assert_eq!(sizes, arcs.sizes);
+        let sorted = sorted_angle_groups(&circle_angles(tokens), theta).expect("the same arcs");
+        assert_eq!(
+            summarise_arcs(tokens, &arcs, theta),
+            summarise(tokens, 2, sorted, theta)
+        );
+        canonical(Some(groups))
     }
 
     #[test]
@@ -935,7 +1041,13 @@ mod tests {
         for trial in 0..600 {
             let theta = [0.1, 0.3, 0.02, 1.0][trial % 4];
             let k = 1 + trial % 7;
-            let n = 1 + (trial * 13) % 400;
+            // A few trials over more than one chunk of TOKENS_PER_CHUNK tokens (the centres'
+            // sums by chunks).
+            let n = if trial % 40 == 1 {
+                5000
+            } else {
+                1 + (trial * 13) % 400
+            };
             let width = [0.0, 0.3, 0.9, 1.0, 1.5, 8.0][trial % 6] * theta;
             // Gaps at the threshold: exactly, and one or two ulps either side (before the
             // tokens' rounding, so on both sides of theta after it).
@@ -1053,7 +1165,8 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         for trial in 0..200 {
             let tokens = cloud(&mut rng, 50, 2, 1 + trial % 6, [0.0, 0.01, 0.04][trial % 3]);
-            let sorted = circle_groups(&tokens, 0.1).map(|g| g.len());
+            let count = circle_clustering(&tokens, 0.1).count;
+            let sorted = (count > 0).then_some(count);
             let leaders = leader_groups(&tokens, 2, 0.1).map(|g| g.len());
             assert_eq!(sorted.filter(|&k| k <= 8), leaders.filter(|&k| k <= 8));
         }

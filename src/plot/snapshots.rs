@@ -212,6 +212,9 @@ impl TokenSnapshots {
     }
 
     fn subsample(&self, tokens: &[f64]) -> Vec<f64> {
+        if self.stride == 1 {
+            return tokens.to_vec();
+        }
         tokens
             .chunks_exact(self.d)
             .step_by(self.stride)

@@ -754,12 +754,23 @@ fn widest_pair(tokens: &[f64], d: usize, members: &[usize]) -> (usize, usize) {
         || {
             let row = |k: usize| &tokens[k * d..(k + 1) * d];
             let mut best = (0.0, members[0], members[0]);
+            let mut consider = |c: f64, a: usize, b: usize| {
+                if c > best.0 {
+                    best = (c, a, b);
+                }
+            };
             for (i, &a) in members.iter().enumerate() {
-                for &b in &members[i + 1..] {
-                    let c = squared_chord(row(a), row(b));
-                    if c > best.0 {
-                        best = (c, a, b);
+                // Four partners at a time (four independent sums, each in the order of
+                // `squared_chord`), the rest one by one: the same doubles, the same first maximum.
+                let mut partners = members[i + 1..].chunks_exact(4);
+                for b in &mut partners {
+                    let c = squared_chords(row(a), [row(b[0]), row(b[1]), row(b[2]), row(b[3])]);
+                    for (c, &b) in c.into_iter().zip(b) {
+                        consider(c, a, b);
                     }
+                }
+                for &b in partners.remainder() {
+                    consider(squared_chord(row(a), row(b)), a, b);
                 }
             }
             (best.1, best.2)
@@ -770,18 +781,32 @@ fn widest_pair(tokens: &[f64], d: usize, members: &[usize]) -> (usize, usize) {
 /// |x - y|^2, summed in [`crate::simd::LANES`] running sums so that the loop vectorises.
 #[inline(always)]
 fn squared_chord(x: &[f64], y: &[f64]) -> f64 {
+    squared_chords(x, [y])[0]
+}
+
+/// [`squared_chord`] of x and each of the `K` rows `ys`, side by side.
+#[inline(always)]
+fn squared_chords<const K: usize>(x: &[f64], ys: [&[f64]; K]) -> [f64; K] {
     use crate::simd::LANES;
-    let mut acc = [0.0; LANES];
-    let (xs, ys) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
-    let tail: f64 = (xs.remainder().iter().zip(ys.remainder()))
-        .map(|(a, b)| (a - b) * (a - b))
-        .sum();
-    for (a, b) in xs.zip(ys) {
-        for l in 0..LANES {
-            acc[l] += (a[l] - b[l]) * (a[l] - b[l]);
+    let mut acc = [[0.0; LANES]; K];
+    let body = x.len() - x.len() % LANES;
+    for start in (0..body).step_by(LANES) {
+        let a = &x[start..start + LANES];
+        for (acc, y) in acc.iter_mut().zip(&ys) {
+            let b = &y[start..start + LANES];
+            for l in 0..LANES {
+                acc[l] += (a[l] - b[l]) * (a[l] - b[l]);
+            }
         }
     }
-    acc.iter().sum::<f64>() + tail
+    let mut out = [0.0; K];
+    for ((o, acc), y) in out.iter_mut().zip(&acc).zip(&ys) {
+        let tail: f64 = (x[body..].iter().zip(&y[body..]))
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum();
+        *o = acc.iter().sum::<f64>() + tail;
+    }
+    out
 }
 
 /// Whether every token of one group is more than theta from every token of the other.
@@ -1327,6 +1352,38 @@ mod tests {
             } else {
                 assert!(found.is_none(), "trial {trial}: {exact} > theta");
             }
+        }
+    }
+
+    #[test]
+    fn the_widest_pair_four_at_a_time_is_the_pair_by_pair_one() {
+        let mut rng = ChaCha8Rng::seed_from_u64(12);
+        for trial in 0..40 {
+            let (d, m) = ([3, 9, 100][trial % 3], [2, 5, 31, 200][trial % 4]);
+            let tokens = cloud(&mut rng, m, d, 1, [1e-12, 1e-3][trial % 2]);
+            let members: Vec<usize> = (0..m).collect();
+            let row = |k: usize| &tokens[k * d..(k + 1) * d];
+            let mut best = (0.0, 0, 0);
+            for a in 0..m {
+                for b in a + 1..m {
+                    let c: f64 = row(a)
+                        .iter()
+                        .zip(row(b))
+                        .map(|(x, y)| (x - y) * (x - y))
+                        .sum();
+                    if c > best.0 {
+                        best = (c, a, b);
+                    }
+                }
+            }
+            let (a, b) = widest_pair(&tokens, d, &members);
+            let found = squared_chord(row(a), row(b));
+            assert!((found - best.0).abs() <= 1e-15 * best.0, "trial {trial}");
+            let (four, one) = (
+                squared_chords(row(0), [row(m - 1); 4])[3],
+                squared_chord(row(0), row(m - 1)),
+            );
+            assert_eq!(four.to_bits(), one.to_bits());
         }
     }
 

@@ -308,6 +308,11 @@ fn leading_eigenpair(moment: &DMatrix<f64>) -> (f64, Vec<f64>) {
             return pair;
         }
     }
+    if moment.nrows() >= LANCZOS_FROM_D {
+        if let Some(pair) = leading_by_inverse_iteration(moment) {
+            return pair;
+        }
+    }
     let eigen = SymmetricEigen::new(moment.clone());
     let (imax, lambda) = leading(eigen.eigenvalues.as_slice());
     (
@@ -316,12 +321,88 @@ fn leading_eigenpair(moment: &DMatrix<f64>) -> (f64, Vec<f64>) {
     )
 }
 
+/// lambda_max(S) from the eigenvalues alone (the tridiagonal QR steps without accumulating
+/// eigenvectors) and its unit eigenvector by two steps of inverse iteration, v <- (S - mu I)^-1 v
+/// / |.| with mu = lambda_max (1 + 8 eps) just above the spectrum (so S - mu I is regular), from
+/// the column of S with the largest diagonal entry: each step shrinks the other components by
+/// (mu - lambda_max) / (mu - lambda_2) (docs/MATH.md §5.1). About 2 d^3 operations against the
+/// full decomposition's 9 d^3; `None` when a solve fails (then the full decomposition answers).
+fn leading_by_inverse_iteration(moment: &DMatrix<f64>) -> Option<(f64, Vec<f64>)> {
+    let d = moment.nrows();
+    let (_, lambda) = leading(moment.symmetric_eigenvalues().as_slice());
+    let mu = lambda + 8.0 * f64::EPSILON * lambda.abs().max(moment.norm());
+    let lu = (moment - DMatrix::identity(d, d) * mu).lu();
+    let j = (0..d).max_by(|&a, &b| moment[(a, a)].total_cmp(&moment[(b, b)]))?;
+    let mut v = moment.column(j).into_owned();
+    for _ in 0..2 {
+        let norm = v.norm();
+        if !(norm > 0.0 && norm.is_finite()) {
+            return None;
+        }
+        v /= norm;
+        v = lu.solve(&v)?;
+    }
+    let norm = v.norm();
+    (norm > 0.0 && norm.is_finite()).then(|| (lambda, (v / norm).iter().copied().collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn circle(angles: &[f64]) -> Vec<f64> {
         angles.iter().flat_map(|t| [t.cos(), t.sin()]).collect()
+    }
+
+    #[test]
+    fn inverse_iteration_gives_the_full_decompositions_leading_pair() {
+        // Moments of nearly isotropic tokens (the case the Lanczos proof leaves to it) and of
+        // a few clusters, d from 16 to 100: lambda_max to rounding, the axis to its conditioning.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut uniform = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        };
+        for (trial, d) in [16, 30, 100, 100].into_iter().cycle().take(12).enumerate() {
+            let n = 3 * d;
+            let mut tokens: Vec<f64> = (0..n * d).map(|_| uniform()).collect();
+            if trial % 2 == 1 {
+                // Three clusters: every token pulled towards one of three directions.
+                for (k, x) in tokens.chunks_exact_mut(d).enumerate() {
+                    x[k % 3] += 3.0;
+                }
+            }
+            for x in tokens.chunks_exact_mut(d) {
+                let r = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+                x.iter_mut().for_each(|v| *v /= r);
+            }
+            let x = DMatrix::from_row_slice(n, d, &tokens);
+            let moment = x.transpose() * &x / n as f64;
+            let (lambda, v) = leading_by_inverse_iteration(&moment).expect("regular");
+            let eigen = SymmetricEigen::new(moment.clone());
+            let mut values: Vec<f64> = eigen.eigenvalues.iter().copied().collect();
+            values.sort_by(|a, b| b.total_cmp(a));
+            assert!(
+                (lambda - values[0]).abs() <= 1e-14,
+                "trial {trial}: {lambda} {}",
+                values[0]
+            );
+            let v = nalgebra::DVector::from_vec(v);
+            let residual = (&moment * &v - &v * lambda).norm();
+            assert!(
+                residual <= 1e-13 * moment.norm(),
+                "trial {trial}: residual {residual:e}"
+            );
+            let (imax, _) = leading(eigen.eigenvalues.as_slice());
+            let along = eigen.eigenvectors.column(imax).dot(&v).abs();
+            let gap = values[0] - values[1];
+            assert!(
+                1.0 - along <= 1e-24 / (gap * gap) + 1e-14,
+                "trial {trial}: {along} gap {gap:e}"
+            );
+        }
     }
 
     #[test]

@@ -1163,6 +1163,45 @@ mod tests {
     }
 
     #[test]
+    fn tokens_without_a_direction_or_at_the_extremes_of_the_doubles_go_through() {
+        // A zero row or a non-finite one sends the circle to the sort; subnormal, huge and
+        // signed-zero rows stay binned; nothing panics and the answer is the definition's.
+        let base = on_circle(&[0.3, 0.3001, 2.0, 2.0002]);
+        let mut cases: Vec<(Vec<f64>, bool)> = Vec::new();
+        for (row, binned) in [
+            ([0.0, 0.0], false),
+            ([f64::NAN, 1.0], false),
+            ([f64::INFINITY, f64::INFINITY], false),
+            ([1e-310, 3e-310], true),
+            ([-0.0, -1.0], true),
+            ([-1.0, -0.0], true),
+            ([-1.0, 0.0], true),
+            ([1e300, -1e300], true),
+        ] {
+            let mut tokens = base.clone();
+            tokens.extend(row);
+            cases.push((tokens, binned));
+        }
+        for (tokens, binned) in cases {
+            let bins = pseudo_angle_bins(0.1).unwrap();
+            let arcs = binned_arcs(&tokens, 0.1, bins);
+            assert_eq!(arcs.is_some(), binned, "{:?}", &tokens[8..]);
+            let found = circle_clustering(&tokens, 0.1);
+            let expected = match sorted_angle_groups(&circle_angles(&tokens), 0.1) {
+                Some(groups) if groups.len() <= ClusterRule::max_clusters(5) => {
+                    summarise(&tokens, 2, groups, 0.1)
+                }
+                _ => Clustering::not_clustered(5, 0.1),
+            };
+            if tokens.iter().all(|v| v.is_finite()) {
+                assert_eq!(found, expected, "{:?}", &tokens[8..]);
+            } else {
+                assert_eq!(found.count, expected.count);
+            }
+        }
+    }
+
+    #[test]
     fn a_gap_equal_to_the_threshold_links() {
         // theta equal to the computed gap links; the next double below it splits.
         for (a, b) in [(0.5, 0.625), (PI - 0.0625, -PI + 0.03125)] {

@@ -135,7 +135,10 @@ where
 }
 
 /// acc += [e^{2 i t_k} (re, im), x_k, upper triangle of x_k x_k^T] for each row x_k of `rows`,
-/// token after token.
+/// token after token: every sum gets its terms in token order. The triangle (d (d + 1) / 2 sums,
+/// 40 kB in d = 100) is walked once per four tokens, each sum taking the four tokens' terms one
+/// after the other: the same additions in the same order as four walks, with a quarter of the
+/// memory traffic.
 #[inline(always)]
 fn add_token_sums(rows: &[f64], d: usize, acc: &mut [f64]) {
     if d == 2 {
@@ -148,9 +151,33 @@ fn add_token_sums(rows: &[f64], d: usize, acc: &mut [f64]) {
         for (a, xa) in x.iter().enumerate() {
             acc[2 + a] += xa;
         }
-        let mut idx = 2 + d;
+    }
+    let triangle = &mut acc[2 + d..];
+    let mut quads = rows.chunks_exact(4 * d);
+    for quad in &mut quads {
+        let (x0, rest) = quad.split_at(d);
+        let (x1, rest) = rest.split_at(d);
+        let (x2, x3) = rest.split_at(d);
+        let mut idx = 0;
         for a in 0..d {
-            for (s, xb) in acc[idx..idx + d - a].iter_mut().zip(&x[a..]) {
+            let sums = &mut triangle[idx..idx + d - a];
+            let (y0, y1, y2, y3) = (&x0[a..], &x1[a..], &x2[a..], &x3[a..]);
+            let (c0, c1, c2, c3) = (x0[a], x1[a], x2[a], x3[a]);
+            for (j, s) in sums.iter_mut().enumerate() {
+                let mut v = *s;
+                v += c0 * y0[j];
+                v += c1 * y1[j];
+                v += c2 * y2[j];
+                v += c3 * y3[j];
+                *s = v;
+            }
+            idx += d - a;
+        }
+    }
+    for x in quads.remainder().chunks_exact(d) {
+        let mut idx = 0;
+        for a in 0..d {
+            for (s, xb) in triangle[idx..idx + d - a].iter_mut().zip(&x[a..]) {
                 *s += x[a] * xb;
             }
             idx += d - a;
@@ -402,6 +429,36 @@ mod tests {
                 1.0 - along <= 1e-24 / (gap * gap) + 1e-14,
                 "trial {trial}: {along} gap {gap:e}"
             );
+        }
+    }
+
+    #[test]
+    fn the_triangle_four_tokens_at_a_time_is_token_after_token_to_the_bit() {
+        for (d, n) in [(3, 1), (3, 9), (7, 13), (100, 11)] {
+            let rows: Vec<f64> = (0..n * d).map(|i| (i as f64 * 0.71).sin()).collect();
+            let width = 2 + d + d * (d + 1) / 2;
+            let start: Vec<f64> = (0..width).map(|i| (i as f64 * 0.3).cos()).collect();
+            let mut fast = start.clone();
+            add_token_sums(&rows, d, &mut fast);
+            let mut plain = start;
+            for x in rows.chunks_exact(d) {
+                let w = doubled_phase(x[0], x[1]);
+                plain[0] += w.re;
+                plain[1] += w.im;
+                let mut idx = 2;
+                for xa in x {
+                    plain[idx] += xa;
+                    idx += 1;
+                }
+                for a in 0..d {
+                    for xb in &x[a..] {
+                        plain[idx] += x[a] * xb;
+                        idx += 1;
+                    }
+                }
+            }
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&plain), "d {d}, n {n}");
         }
     }
 

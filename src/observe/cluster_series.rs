@@ -23,7 +23,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::clusters::{detect_clusters, ClusterRule, Clustering};
+use super::clusters::{detect_clusters_in, CircleScratch, ClusterRule, Clustering};
 use super::plane_clusters::{plane_clusters, PlaneScratch};
 use super::{Observer, Sample, TokenSource};
 
@@ -136,6 +136,8 @@ pub struct ClusterSeries {
     served: Option<(usize, Clustering)>,
     /// Scratch of [`plane_clusters`], kept between samples.
     plane: PlaneScratch,
+    /// Scratch of the circle's binned partition, kept between samples.
+    circle: CircleScratch,
 }
 
 impl ClusterSeries {
@@ -155,6 +157,7 @@ impl ClusterSeries {
             pieces: None,
             served: None,
             plane: PlaneScratch::default(),
+            circle: CircleScratch::default(),
         }
     }
 
@@ -233,7 +236,7 @@ impl ClusterSeries {
             Clustering::not_clustered(n, self.rule.threshold)
         } else {
             let directions = super::clusters::directions(tokens, self.d);
-            detect_clusters(&directions, self.d, self.rule)
+            detect_clusters_in(&directions, self.d, self.rule, &mut self.circle)
         };
         self.record(t, c, Some(tokens))
     }
@@ -559,7 +562,7 @@ mod tests {
                 series.push(t as f64, tokens).unwrap();
             }
             for (row, tokens) in series.rows().iter().zip(&samples) {
-                let c = detect_clusters(tokens, d, ClusterRule::default());
+                let c = super::super::clusters::detect_clusters(tokens, d, ClusterRule::default());
                 assert_eq!((row.count, row.diameter), (c.count, c.diameter), "d = {d}");
             }
             let counts: Vec<usize> = series.rows().iter().map(|r| r.count).collect();

@@ -140,12 +140,30 @@ impl Clustering {
 /// assert!((c.diameter.unwrap() - 0.02).abs() < 1e-12);
 /// ```
 pub fn detect_clusters(tokens: &[f64], d: usize, rule: ClusterRule) -> Clustering {
+    detect_clusters_in(tokens, d, rule, &mut CircleScratch::default())
+}
+
+/// Per-token arrays of the circle's binned partition (d = 2), kept by a caller that detects
+/// clusters at every sample so that a sample allocates nothing of size n.
+#[derive(Debug, Default)]
+pub struct CircleScratch {
+    pseudo: Vec<f64>,
+    bin: Vec<u32>,
+}
+
+/// [`detect_clusters`] with the d = 2 arrays in `scratch`: the same answer.
+pub fn detect_clusters_in(
+    tokens: &[f64],
+    d: usize,
+    rule: ClusterRule,
+    scratch: &mut CircleScratch,
+) -> Clustering {
     let n = tokens.len() / d.max(1);
     if n == 0 || d < 2 {
         return Clustering::not_clustered(n, rule.threshold);
     }
     if d == 2 {
-        return circle_clustering(tokens, rule.threshold);
+        return circle_clustering(tokens, rule.threshold, scratch);
     }
     match leader_groups(tokens, d, rule.threshold) {
         Some(groups) if groups.len() <= ClusterRule::max_clusters(n) => {
@@ -204,7 +222,7 @@ pub fn detect_points(points: &[f64], counts: &[usize], d: usize, rule: ClusterRu
     if n == 0 || labels.len() > ClusterRule::max_clusters(n) {
         return Clustering::not_clustered(n, theta);
     }
-    let mut parts: Vec<(usize, f64, Vec<f64>, usize)> = Vec::new();
+    let mut parts = Vec::new();
     for &l in &labels {
         let members: Vec<usize> = (0..k).filter(|&a| group[a] == l).collect();
         let mut diameter: f64 = 0.0;
@@ -222,26 +240,14 @@ pub fn detect_points(points: &[f64], counts: &[usize], d: usize, rule: ClusterRu
                 *s += counts[a] as f64 * v;
             }
         }
-        let norm = sum.iter().map(|v| v * v).sum::<f64>().sqrt();
-        let centre = if norm > 0.0 {
-            sum.iter().map(|v| v / norm).collect()
-        } else {
-            row(members[0]).to_vec()
-        };
-        let size = members.iter().map(|&a| counts[a]).sum();
-        parts.push((size, diameter, centre, members[0]));
+        parts.push(Part {
+            size: members.iter().map(|&a| counts[a]).sum(),
+            first: members[0],
+            diameter,
+            centre: direction_of_sum(sum, Some(row(members[0]).to_vec())),
+        });
     }
-    parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.3.cmp(&b.3)));
-    let centres: Vec<Vec<f64>> = parts.iter().map(|p| p.2.clone()).collect();
-    Clustering {
-        count: parts.len(),
-        sizes: parts.iter().map(|p| p.0).collect(),
-        diameter: parts.iter().map(|p| p.1).reduce(f64::max),
-        separation: smallest_separation(&centres),
-        centres,
-        threshold: theta,
-        n,
-    }
+    clustering_of(parts, theta, n)
 }
 
 /// A verified tight group: its token indices and its diameter.
@@ -265,14 +271,16 @@ pub fn angle_between(x: &[f64], y: &[f64]) -> f64 {
 /// d = 2: the arcs between gaps wider than theta of the sorted angles, when each arc is at most
 /// theta long; by pseudo-angle bins in O(n + bins) when the bins are few enough and every token
 /// has a direction, else by sorting the angles.
-fn circle_clustering(tokens: &[f64], theta: f64) -> Clustering {
+fn circle_clustering(tokens: &[f64], theta: f64, scratch: &mut CircleScratch) -> Clustering {
     let n = tokens.len() / 2;
     let binned = pseudo_angle_bins(theta)
         .filter(|&b| b <= MAX_BINS_PER_TOKEN * n + MIN_BINS)
-        .and_then(|bins| binned_arcs(tokens, theta, bins));
+        .and_then(|bins| binned_arcs(tokens, theta, bins, scratch));
     let fits = |count: usize| count <= ClusterRule::max_clusters(n);
     match binned {
-        Some(Some(arcs)) if fits(arcs.spans.len()) => summarise_arcs(tokens, &arcs, theta),
+        Some(Some(arcs)) if fits(arcs.spans.len()) => {
+            summarise_arcs(tokens, &arcs, &scratch.bin, theta)
+        }
         Some(_) => Clustering::not_clustered(n, theta),
         None => match sorted_angle_groups(&circle_angles(tokens), theta) {
             Some(groups) if fits(groups.len()) => summarise(tokens, 2, groups, theta),
@@ -352,10 +360,21 @@ fn comes_before(i: (f64, f64, f64), j: (f64, f64, f64)) -> bool {
 /// each bin's least and greatest token by [`comes_before`], their atan2 only; inside a bin no gap
 /// exceeds theta, so only the gaps between consecutive non-empty bins decide, and an arc's
 /// diameter is its greatest angle minus its least (docs/MATH.md §11.2). `None` when a token
-/// has no direction (0 or not finite): the sort handles those.
-fn binned_arcs(tokens: &[f64], theta: f64, bins: usize) -> Option<Option<Arcs>> {
+/// has no direction (0 or not finite): the sort handles those. Each token's bin is left in
+/// `scratch.bin`.
+fn binned_arcs(
+    tokens: &[f64],
+    theta: f64,
+    bins: usize,
+    scratch: &mut CircleScratch,
+) -> Option<Option<Arcs>> {
     let n = tokens.len() / 2;
-    let mut pseudo = vec![0.0; n];
+    let CircleScratch {
+        pseudo,
+        bin: token_bins,
+    } = scratch;
+    pseudo.clear();
+    pseudo.resize(n, 0.0);
     crate::simd::vectorized(
         #[inline(always)]
         || {
@@ -371,7 +390,7 @@ fn binned_arcs(tokens: &[f64], theta: f64, bins: usize) -> Option<Option<Arcs>> 
     let bin = |p: f64| ((p * scale) as usize).min(bins - 1);
     let extremes = crate::simd::vectorized(
         #[inline(always)]
-        || BinExtremes::of(tokens, &pseudo, bins, bin),
+        || BinExtremes::of(tokens, pseudo, bins, bin, token_bins),
     );
     let angle = |k: usize| tokens[2 * k + 1].atan2(tokens[2 * k]);
     let (low, high) = (&extremes.low, &extremes.high);
@@ -395,31 +414,28 @@ fn binned_arcs(tokens: &[f64], theta: f64, bins: usize) -> Option<Option<Arcs>> 
         spans,
         sizes,
         arc_of_bin,
-        bin: extremes.bin,
     }))
 }
 
-/// The arcs of the binned partition: each arc's diameter and size, and each token's arc
-/// through its bin.
+/// The arcs of the binned partition: each arc's diameter and size, and each bin's arc.
 struct Arcs {
     spans: Vec<f64>,
     sizes: Vec<usize>,
     arc_of_bin: Vec<u32>,
-    bin: Vec<u32>,
 }
 
 impl Arcs {
-    /// The arc of token k.
-    fn arc(&self, k: usize) -> usize {
-        self.arc_of_bin[self.bin[k] as usize] as usize
+    /// The arc of the tokens in bin `bin`.
+    fn arc(&self, bin: u32) -> usize {
+        self.arc_of_bin[bin as usize] as usize
     }
 }
 
 /// [`summarise`] of the arcs without listing their members: one pass over the tokens in index
 /// order finds each arc's first token and adds its rows by chunks of [`TOKENS_PER_CHUNK`] tokens
 /// (each chunk's part from zero, the parts in chunk order), the additions of [`centre_of`], so
-/// the same doubles.
-fn summarise_arcs(tokens: &[f64], arcs: &Arcs, threshold: f64) -> Clustering {
+/// the same doubles. `token_bins` holds each token's bin.
+fn summarise_arcs(tokens: &[f64], arcs: &Arcs, token_bins: &[u32], threshold: f64) -> Clustering {
     let m = arcs.spans.len();
     let mut first = vec![usize::MAX; m];
     let mut sums = vec![[0.0; 2]; m];
@@ -428,7 +444,7 @@ fn summarise_arcs(tokens: &[f64], arcs: &Arcs, threshold: f64) -> Clustering {
     for (c, chunk) in tokens.chunks(2 * TOKENS_PER_CHUNK).enumerate() {
         let offset = c * TOKENS_PER_CHUNK;
         for (i, x) in chunk.chunks_exact(2).enumerate() {
-            let a = arcs.arc(offset + i);
+            let a = arcs.arc(token_bins[offset + i]);
             if !met[a] {
                 met[a] = true;
                 first[a] = first[a].min(offset + i);
@@ -445,34 +461,23 @@ fn summarise_arcs(tokens: &[f64], arcs: &Arcs, threshold: f64) -> Clustering {
             (parts[a], met[a]) = ([0.0; 2], false);
         }
     }
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&a, &b| {
-        arcs.sizes[b]
-            .cmp(&arcs.sizes[a])
-            .then(first[a].cmp(&first[b]))
-    });
-    let centres: Vec<Vec<f64>> = order
-        .iter()
-        .map(|&a| {
+    let parts = (0..m)
+        .map(|a| {
             let k = first[a];
-            direction_of_sum(sums[a].to_vec(), Some(tokens[2 * k..2 * k + 2].to_vec()))
+            Part {
+                size: arcs.sizes[a],
+                first: k,
+                diameter: arcs.spans[a],
+                centre: direction_of_sum(sums[a].to_vec(), Some(tokens[2 * k..2 * k + 2].to_vec())),
+            }
         })
         .collect();
-    Clustering {
-        count: m,
-        sizes: order.iter().map(|&a| arcs.sizes[a]).collect(),
-        diameter: order.iter().map(|&a| arcs.spans[a]).reduce(f64::max),
-        separation: smallest_separation(&centres),
-        centres,
-        threshold,
-        n: tokens.len() / 2,
-    }
+    clustering_of(parts, threshold, tokens.len() / 2)
 }
 
-/// The tokens' bins, and each bin's token count and least and greatest token
-/// ([`comes_before`]; `usize::MAX` for an empty bin).
+/// Each bin's token count and least and greatest token ([`comes_before`]; `usize::MAX` for an
+/// empty bin).
 struct BinExtremes {
-    bin: Vec<u32>,
     count: Vec<usize>,
     low: Vec<usize>,
     high: Vec<usize>,
@@ -480,9 +485,16 @@ struct BinExtremes {
 
 impl BinExtremes {
     #[inline(always)]
-    fn of(tokens: &[f64], pseudo: &[f64], bins: usize, bin: impl Fn(f64) -> usize) -> Self {
+    /// The extremes of `bins` bins, each token's bin written into `token_bins`.
+    fn of(
+        tokens: &[f64],
+        pseudo: &[f64],
+        bins: usize,
+        bin: impl Fn(f64) -> usize,
+        token_bins: &mut Vec<u32>,
+    ) -> Self {
+        token_bins.clear();
         let mut e = BinExtremes {
-            bin: Vec::with_capacity(pseudo.len()),
             count: vec![0; bins],
             low: vec![usize::MAX; bins],
             high: vec![usize::MAX; bins],
@@ -490,7 +502,7 @@ impl BinExtremes {
         let key = |k: usize| (pseudo[k], tokens[2 * k], tokens[2 * k + 1]);
         for (k, &p) in pseudo.iter().enumerate() {
             let b = bin(p);
-            e.bin.push(b as u32);
+            token_bins.push(b as u32);
             e.count[b] += 1;
             if e.low[b] == usize::MAX {
                 (e.low[b], e.high[b]) = (k, k);
@@ -862,20 +874,37 @@ fn sort_members(groups: &mut [Group], n: usize) {
 fn summarise(tokens: &[f64], d: usize, mut groups: Vec<Group>, threshold: f64) -> Clustering {
     let n = tokens.len() / d;
     sort_members(&mut groups, n);
-    groups.sort_by(|a, b| {
-        b.members
-            .len()
-            .cmp(&a.members.len())
-            .then(a.members[0].cmp(&b.members[0]))
-    });
-    let centres: Vec<Vec<f64>> = groups
+    let parts = groups
         .iter()
-        .map(|g| centre_of(tokens, d, &g.members))
+        .map(|g| Part {
+            size: g.members.len(),
+            first: g.members[0],
+            diameter: g.diameter,
+            centre: centre_of(tokens, d, &g.members),
+        })
         .collect();
+    clustering_of(parts, threshold, n)
+}
+
+/// A verified group's summary: its size, its first token, its diameter and its centre.
+struct Part {
+    size: usize,
+    first: usize,
+    diameter: f64,
+    centre: Vec<f64>,
+}
+
+/// The clustering of verified groups, largest first (ties: the group whose first token comes
+/// first).
+fn clustering_of(mut parts: Vec<Part>, threshold: f64, n: usize) -> Clustering {
+    parts.sort_by(|a, b| b.size.cmp(&a.size).then(a.first.cmp(&b.first)));
+    let diameter = parts.iter().map(|p| p.diameter).reduce(f64::max);
+    let sizes = parts.iter().map(|p| p.size).collect();
+    let centres: Vec<Vec<f64>> = parts.into_iter().map(|p| p.centre).collect();
     Clustering {
-        count: groups.len(),
-        sizes: groups.iter().map(|g| g.members.len()).collect(),
-        diameter: groups.iter().map(|g| g.diameter).reduce(f64::max),
+        count: centres.len(),
+        sizes,
+        diameter,
         separation: smallest_separation(&centres),
         centres,
         threshold,
@@ -1037,7 +1066,9 @@ mod tests {
     /// The binned partition as groups (members and diameter), and its summary against the
     /// sorted groups' [`summarise`] (the same doubles).
     fn binned(tokens: &[f64], theta: f64, bins: usize) -> Option<Vec<(Vec<usize>, u64)>> {
-        let arcs = binned_arcs(tokens, theta, bins).expect("every token has a direction")?;
+        let mut scratch = CircleScratch::default();
+        let arcs =
+            binned_arcs(tokens, theta, bins, &mut scratch).expect("every token has a direction")?;
         let mut groups: Vec<Group> = arcs
             .spans
             .iter()
@@ -1047,13 +1078,13 @@ mod tests {
             })
             .collect();
         for k in 0..tokens.len() / 2 {
-            groups[arcs.arc(k)].members.push(k);
+            groups[arcs.arc(scratch.bin[k])].members.push(k);
         }
         let sizes: Vec<usize> = groups.iter().map(|g| g.members.len()).collect();
         assert_eq!(sizes, arcs.sizes);
         let sorted = sorted_angle_groups(&circle_angles(tokens), theta).expect("the same arcs");
         assert_eq!(
-            summarise_arcs(tokens, &arcs, theta),
+            summarise_arcs(tokens, &arcs, &scratch.bin, theta),
             summarise(tokens, 2, sorted, theta)
         );
         canonical(Some(groups))
@@ -1184,9 +1215,9 @@ mod tests {
         }
         for (tokens, binned) in cases {
             let bins = pseudo_angle_bins(0.1).unwrap();
-            let arcs = binned_arcs(&tokens, 0.1, bins);
+            let arcs = binned_arcs(&tokens, 0.1, bins, &mut CircleScratch::default());
             assert_eq!(arcs.is_some(), binned, "{:?}", &tokens[8..]);
-            let found = circle_clustering(&tokens, 0.1);
+            let found = circle_clustering(&tokens, 0.1, &mut CircleScratch::default());
             let expected = match sorted_angle_groups(&circle_angles(&tokens), 0.1) {
                 Some(groups) if groups.len() <= ClusterRule::max_clusters(5) => {
                     summarise(&tokens, 2, groups, 0.1)
@@ -1229,7 +1260,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         for trial in 0..200 {
             let tokens = cloud(&mut rng, 50, 2, 1 + trial % 6, [0.0, 0.01, 0.04][trial % 3]);
-            let count = circle_clustering(&tokens, 0.1).count;
+            let count = circle_clustering(&tokens, 0.1, &mut CircleScratch::default()).count;
             let sorted = (count > 0).then_some(count);
             let leaders = leader_groups(&tokens, 2, 0.1).map(|g| g.len());
             assert_eq!(sorted.filter(|&k| k <= 8), leaders.filter(|&k| k <= 8));

@@ -34,7 +34,7 @@ pub fn leading_pair(s: &DMatrix<f64>) -> Option<(f64, Vec<f64>)> {
     if d == 0 || !(frobenius > 0.0 && frobenius.is_finite()) {
         return None;
     }
-    let j = (0..d).max_by(|&a, &b| s[(a, a)].total_cmp(&s[(b, b)]))?;
+    let j = largest_diagonal(s)?;
     let mut krylov = Krylov::new(s.column(j).into_owned())?;
     let mut power_sums = PowerSums::new(s, frobenius);
     for m in 1..=MAX_STEPS.min(d) {
@@ -52,6 +52,12 @@ pub fn leading_pair(s: &DMatrix<f64>) -> Option<(f64, Vec<f64>)> {
         }
     }
     None
+}
+
+/// The index of the largest diagonal entry of `s` (the last of equal ones), the start of the
+/// Lanczos steps and of the inverse iteration; `None` for an empty matrix.
+pub fn largest_diagonal(s: &DMatrix<f64>) -> Option<usize> {
+    (0..s.nrows()).max_by(|&a, &b| s[(a, a)].total_cmp(&s[(b, b)]))
 }
 
 /// tr(S^p) for p = 2 (|S|_F^2) and, when first asked for, p = 4 (|S^2|_F^2).

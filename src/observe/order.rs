@@ -135,10 +135,7 @@ where
 }
 
 /// acc += [e^{2 i t_k} (re, im), x_k, upper triangle of x_k x_k^T] for each row x_k of `rows`,
-/// token after token: every sum gets its terms in token order. The triangle (d (d + 1) / 2 sums,
-/// 40 kB in d = 100) is walked once per four tokens, each sum taking the four tokens' terms one
-/// after the other: the same additions in the same order as four walks, with a quarter of the
-/// memory traffic.
+/// token after token.
 #[inline(always)]
 fn add_token_sums(rows: &[f64], d: usize, acc: &mut [f64]) {
     if d == 2 {
@@ -151,33 +148,9 @@ fn add_token_sums(rows: &[f64], d: usize, acc: &mut [f64]) {
         for (a, xa) in x.iter().enumerate() {
             acc[2 + a] += xa;
         }
-    }
-    let triangle = &mut acc[2 + d..];
-    let mut quads = rows.chunks_exact(4 * d);
-    for quad in &mut quads {
-        let (x0, rest) = quad.split_at(d);
-        let (x1, rest) = rest.split_at(d);
-        let (x2, x3) = rest.split_at(d);
-        let mut idx = 0;
+        let mut idx = 2 + d;
         for a in 0..d {
-            let sums = &mut triangle[idx..idx + d - a];
-            let (y0, y1, y2, y3) = (&x0[a..], &x1[a..], &x2[a..], &x3[a..]);
-            let (c0, c1, c2, c3) = (x0[a], x1[a], x2[a], x3[a]);
-            for (j, s) in sums.iter_mut().enumerate() {
-                let mut v = *s;
-                v += c0 * y0[j];
-                v += c1 * y1[j];
-                v += c2 * y2[j];
-                v += c3 * y3[j];
-                *s = v;
-            }
-            idx += d - a;
-        }
-    }
-    for x in quads.remainder().chunks_exact(d) {
-        let mut idx = 0;
-        for a in 0..d {
-            for (s, xb) in triangle[idx..idx + d - a].iter_mut().zip(&x[a..]) {
+            for (s, xb) in acc[idx..idx + d - a].iter_mut().zip(&x[a..]) {
                 *s += x[a] * xb;
             }
             idx += d - a;
@@ -359,7 +332,7 @@ fn leading_by_inverse_iteration(moment: &DMatrix<f64>) -> Option<(f64, Vec<f64>)
     let (_, lambda) = leading(moment.symmetric_eigenvalues().as_slice());
     let mu = lambda + 8.0 * f64::EPSILON * lambda.abs().max(moment.norm());
     let lu = (moment - DMatrix::identity(d, d) * mu).lu();
-    let j = (0..d).max_by(|&a, &b| moment[(a, a)].total_cmp(&moment[(b, b)]))?;
+    let j = super::leading_pair::largest_diagonal(moment)?;
     let mut v = moment.column(j).into_owned();
     for _ in 0..2 {
         let norm = v.norm();
